@@ -1,0 +1,7 @@
+// One registration function per native area; each lives in csrc/bindings/<area>_bind.cpp.
+#pragma once
+#include <pybind11/pybind11.h>
+
+namespace ls {
+void bind_cpu(pybind11::module_& m);
+}  // namespace ls

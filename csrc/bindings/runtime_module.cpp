@@ -1,0 +1,7 @@
+// lanes._runtime: the native inference runtime.
+#include "bindings/bindings.h"
+
+PYBIND11_MODULE(_runtime, m) {
+  m.doc() = "laneserve native runtime (GGUF, quantized kernels, models, tokenizers, sampler)";
+  ls::bind_cpu(m);
+}

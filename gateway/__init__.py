@@ -1,0 +1,1 @@
+"""The laneserve HTTP gateway (OpenAI and Ollama protocols over lanes)."""

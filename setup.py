@@ -1,0 +1,87 @@
+"""Build for laneserve: Python packages `gateway`, `lanes` and two native extensions.
+
+`lanes._runtime` is the inference runtime (everything under csrc/ except the ring-only module);
+`lanes._ring` is the small shared-memory ring extension the gateway imports.
+Portable flags only (no -march=native): ISA-specific kernels select their instruction set per
+function with target attributes and are chosen at run time after a self-test.
+"""
+import glob
+import os
+
+from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext, naive_recompile
+from setuptools import find_packages, setup
+
+# The build machine has 2 cores; never run more than 2 compile jobs.
+ParallelCompile("LANESERVE_BUILD_JOBS", default=2, max=2, needs_recompile=naive_recompile).install()
+
+CXX_FLAGS = ["-O3", "-fno-math-errno", "-Wall", "-Wno-unused-function", "-pthread"]
+LINK_FLAGS = ["-pthread"]
+
+RING_MODULE = "csrc/bindings/ring_module.cpp"
+
+
+def sources(pattern):
+    return sorted(glob.glob(pattern, recursive=True))
+
+
+ring_sources = sources("csrc/ring/**/*.cpp") + [RING_MODULE]
+runtime_sources = [s for s in sources("csrc/**/*.cpp") if s != RING_MODULE]
+
+ext_modules = [
+    Pybind11Extension(
+        "lanes._runtime",
+        runtime_sources,
+        include_dirs=["csrc"],
+        cxx_std=17,
+        extra_compile_args=CXX_FLAGS,
+        extra_link_args=LINK_FLAGS,
+        libraries=["rt"],
+    ),
+    Pybind11Extension(
+        "lanes._ring",
+        ring_sources,
+        include_dirs=["csrc"],
+        cxx_std=17,
+        extra_compile_args=CXX_FLAGS,
+        extra_link_args=LINK_FLAGS,
+        libraries=["rt"],
+    ),
+]
+
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "README.md"), encoding="utf-8") as f:
+    long_description = f.read()
+
+setup(
+    name="laneserve",
+    version="0.1.0",
+    description="Local high-throughput LLM server: Sanic gateway, shared-memory lanes, own C++ GGUF runtime",
+    long_description=long_description,
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=find_packages(include=["gateway", "gateway.*", "lanes", "lanes.*"]),
+    ext_modules=ext_modules,
+    cmdclass={"build_ext": build_ext},
+    install_requires=[
+        "sanic>=25.3",
+        "numpy>=1.26",
+        "posix-ipc>=1.1",
+        "structlog>=24.1",
+        "prometheus-client>=0.20",
+        "jinja2>=3.1",
+        "orjson>=3.9",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "pytest-asyncio>=0.23",
+            "httpx>=0.27",
+            "openai>=1.40",
+            "ollama>=0.3",
+            "gguf>=0.10",
+            "hypothesis>=6.100",
+        ],
+    },
+    entry_points={"console_scripts": ["laneserve=gateway.cli:main"]},
+    zip_safe=False,
+)
