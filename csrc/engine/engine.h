@@ -1,0 +1,69 @@
+// One generation at a time over a loaded model: the unit a lane runs and `lanes.Model` wraps.
+//
+// Phases of a generation: start() (validate, reset KV) → step() #1 (prefill the prompt in one
+// batch + sample the first token) → step() per further token → finished.
+// step() returns at most one token's worth of *emittable* text: complete UTF-8 only, with any
+// suffix that could begin a stop string held back (and dropped if the stop completes).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sampler/params.h"
+
+namespace ls {
+
+class ModelRuntime;  // model/model.h
+class Tokenizer;     // tokenizer/tokenizer.h
+
+enum class FinishReason : uint32_t { None = 0, Stop = 1, Length = 2, Cancelled = 3, Error = 4 };
+const char* finish_reason_name(FinishReason r);  // "", "stop", "length", "cancelled", "error"
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt_ids;   // non-empty
+  SamplingParams sampling;
+  int32_t max_tokens = 16;           // ≥ 1; also capped by the context
+  std::vector<std::string> stop;     // stop strings (matched on emitted text)
+};
+
+struct StepResult {
+  std::string_view text;   // emittable UTF-8 delta (may be empty); valid until the next call
+  int32_t token = -1;      // sampled token id (-1 if none)
+  bool finished = false;
+  FinishReason reason = FinishReason::None;
+};
+
+struct GenerationStats {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int64_t prefill_ns = 0;
+  int64_t decode_ns = 0;
+};
+
+class Engine {
+ public:
+  // Loads the model (mmap) and tokenizer; threads <= 0 → all cores. Throws GgufError/runtime_error.
+  Engine(const std::string& path, int threads);
+  ~Engine();
+
+  ModelRuntime& model();
+  const Tokenizer& tokenizer() const;
+  int32_t n_ctx() const;
+
+  // Begins a new generation (drops any previous one). Throws std::invalid_argument on an
+  // empty prompt, a prompt that leaves no room in the context, or out-of-range ids.
+  void start(const GenerationRequest& req);
+  bool active() const;
+  StepResult step();          // requires active(); long-running: call without the GIL
+  void cancel();              // ends the active generation with FinishReason::Cancelled
+  const GenerationStats& stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ls

@@ -1,0 +1,49 @@
+// Quantized kernels: dequantization and matrix products against int8-quantized activations.
+// CONTRACT used by the model code (csrc/model/); implementation lives in csrc/quant/*.cpp.
+//
+// Weight layout: a 2-D GGUF tensor W with ne = [n_in, n_out]: n_out rows, each row n_in
+// elements in ggml blocks (row stride = ggml_row_bytes(type, n_in)).
+// Products: y[r][o] = sum_i W[o][i] * x[r][i] for r < n_rows, o < n_out.
+// Activations are quantized once per call into the format the weight type pairs with
+// (Q8_0 for Q8_0/Q4_0/Q5_0, Q8_1 for Q4_1/Q5_1, Q8_K for K-quants; F32/F16/BF16 use fp32).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/thread_pool.h"
+#include "gguf/gguf.h"
+
+namespace ls {
+
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512Vnni = 2, AvxVnni = 3 };
+
+// The instruction-set path in use. Chosen once: the best path whose probe executed
+// (common/cpu_features.h) AND whose kernels match the scalar reference on a self-test;
+// LANESERVE_ISA=scalar|avx2|avx_vnni|avx512_vnni forces a (usable) path.
+Isa active_isa();
+const char* isa_name(Isa isa);
+// For tests/benchmarks: force a path; returns false if that path is not usable here.
+bool set_isa(Isa isa);
+
+// Dequantize n elements (a multiple of the block size) of type t at src into dst.
+void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
+
+// Scratch for quantized activations; grows on first use, reused afterwards (allocate once,
+// outside the token loop, sized by reserve()).
+struct MatmulScratch {
+  uint8_t* data = nullptr;
+  size_t capacity_bytes = 0;
+  void reserve(size_t bytes);
+  ~MatmulScratch();
+};
+// Bytes of scratch a matmul with these shapes needs.
+size_t matmul_scratch_bytes(GgmlType wt, int64_t n_in, int64_t n_rows);
+
+// y (row stride y_stride floats) = x (n_rows × n_in, row stride n_in) · Wᵀ.
+// Splits output rows over the pool; results are independent of the thread count.
+void matmul(ThreadPool& pool, MatmulScratch& scratch, GgmlType wt, const void* w, int64_t n_in,
+            int64_t n_out, const float* x, int64_t n_rows, float* y, int64_t y_stride);
+
+}  // namespace ls
