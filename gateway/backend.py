@@ -1,0 +1,59 @@
+"""The gateway's only doorway to lanes.pool (the supervisor and its request streams).
+
+Everything else in gateway/ imports lane types from here, so the lane API is pinned in one
+place and the rest of the gateway can be unit-tested without the lanes package.
+"""
+from __future__ import annotations
+
+from lanes.model_files import find_model_file
+from lanes.pool import (  # noqa: F401  (re-exported)
+    ChoiceDone,
+    Chunk,
+    Framing,
+    GenerationParams,
+    LaneBusy,
+    LaneError,
+    LaneModelSpec,
+    LanePool,
+    LaneStartupError,
+    LaneStatus,
+    RequestStream,
+)
+
+from gateway.config import GatewayConfig
+from gateway.openai_requests import Sampling
+
+
+def resolve_model_paths(config: GatewayConfig) -> dict[str, str]:
+    """Model name → GGUF path; raises FileNotFoundError with an install hint for missing ones."""
+    return {entry.name: str(find_model_file(entry.source)) for entry in config.models}
+
+
+def lane_specs(config: GatewayConfig, paths: dict[str, str]) -> list[LaneModelSpec]:
+    return [
+        LaneModelSpec(name=name, path=path, replicas=config.replicas, threads=config.threads,
+                      ctx_size=config.ctx_size)
+        for name, path in paths.items()
+    ]
+
+
+def create_pool(config: GatewayConfig, paths: dict[str, str]) -> LanePool:
+    return LanePool(lane_specs(config, paths), heartbeat_timeout_s=config.heartbeat_timeout_s)
+
+
+def generation_params(sampling: Sampling, max_tokens: int) -> GenerationParams:
+    return GenerationParams(
+        max_tokens=max_tokens,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=sampling.top_k,
+        min_p=sampling.min_p,
+        seed=sampling.seed,
+        stop=sampling.stop,
+        presence_penalty=sampling.presence_penalty,
+        frequency_penalty=sampling.frequency_penalty,
+        repetition_penalty=sampling.repetition_penalty,
+        logit_bias=sampling.logit_bias,
+        min_tokens=min(sampling.min_tokens, max_tokens),
+        ignore_eos=sampling.ignore_eos,
+    )

@@ -1,0 +1,181 @@
+"""Gateway configuration: one frozen dataclass, validated at construction.
+
+Every field has exactly one command-line flag (`--ctx-size` ↔ `ctx_size`) and one environment
+variable (`LANESERVE_CTX_SIZE`); both arrive as strings and go through `config_from_strings`, so the
+two launch paths (`laneserve serve` and `sanic gateway.app:create_app --factory`) cannot drift.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+# Model names end up in JSON bodies, Prometheus labels and log lines: keep them boring.
+MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+DEFAULT_MODEL = "smollm2"
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the field."""
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    source: str  # a known alias (smollm2, gemma3) or a path to a .gguf file
+
+    def __post_init__(self) -> None:
+        if not MODEL_NAME_RE.match(self.name):
+            raise ConfigError(
+                f"model name {self.name!r}: use 1-64 characters of letters, digits, '.', '_', ':', '-'"
+            )
+        if not self.source:
+            raise ConfigError(f"model {self.name}: empty path or alias")
+
+
+def parse_model_arg(text: str) -> ModelEntry:
+    """`NAME=PATH_OR_ALIAS`, or a bare alias/path (the name is then the alias or the file stem)."""
+    text = text.strip()
+    if "=" in text:
+        name, source = text.split("=", 1)
+        return ModelEntry(name.strip(), source.strip())
+    if "/" in text or text.endswith(".gguf"):
+        stem = text.rstrip("/").rsplit("/", 1)[-1]
+        stem = stem[: -len(".gguf")] if stem.endswith(".gguf") else stem
+        return ModelEntry(stem, text)
+    return ModelEntry(text, text)
+
+
+def _positive(name: str, value: float) -> None:
+    if value <= 0:
+        raise ConfigError(f"{name} must be > 0 (got {value})")
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    models: tuple[ModelEntry, ...] = (ModelEntry(DEFAULT_MODEL, DEFAULT_MODEL),)
+    replicas: int = 1
+    threads: int = 1
+    ctx_size: int = 4096
+    host: str = "127.0.0.1"
+    port: int = 8000
+    records: str | None = None
+    lenient: bool = False
+    cors_origins: tuple[str, ...] = ()
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_json_depth: int = 32
+    max_n: int = 8
+    keepalive_interval_s: float = 10.0
+    drain_grace_s: float = 15.0
+    heartbeat_timeout_s: float = 5.0
+    retry_after_s: int = 1
+    # Sanic's RESPONSE_TIMEOUT is an inactivity timer; a non-stream request sends nothing until it
+    # is done, so it must outlast the longest generation we allow.
+    response_timeout_s: float = 600.0
+    log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise ConfigError("models: at least one model is required")
+        names = [m.name for m in self.models]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"models: duplicate model names in {names}")
+        for name in ("replicas", "threads", "max_n", "retry_after_s", "max_json_depth"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1 (got {value!r})")
+        if type(self.ctx_size) is not int or not 16 <= self.ctx_size <= 1 << 20:
+            raise ConfigError(f"ctx_size must be an integer in [16, 1048576] (got {self.ctx_size!r})")
+        if type(self.port) is not int or not 0 <= self.port <= 65535:
+            raise ConfigError(f"port must be in [0, 65535] (got {self.port!r})")
+        if not self.host:
+            raise ConfigError("host must not be empty")
+        if type(self.max_body_bytes) is not int or self.max_body_bytes < 1024:
+            raise ConfigError(f"max_body_bytes must be an integer >= 1024 (got {self.max_body_bytes!r})")
+        for name in ("keepalive_interval_s", "drain_grace_s", "heartbeat_timeout_s", "response_timeout_s"):
+            _positive(name, getattr(self, name))
+        if self.log_level not in ("debug", "info", "warning", "error"):
+            raise ConfigError(f"log_level must be debug, info, warning or error (got {self.log_level!r})")
+        for origin in self.cors_origins:
+            if origin != "*" and not re.match(r"^https?://[^\s/]+$", origin):
+                raise ConfigError(f"cors_origins: {origin!r} is not '*' or a scheme://host[:port] origin")
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(GatewayConfig)}
+
+
+def flag_name(field_name: str) -> str:
+    return "--" + ("model" if field_name == "models" else field_name.replace("_", "-"))
+
+
+def env_name(field_name: str) -> str:
+    return "LANESERVE_" + ("MODEL" if field_name == "models" else field_name.upper())
+
+
+def _parse_bool(name: str, text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{name}: expected true/false (got {text!r})")
+
+
+def _split_list(value: str | list[str] | tuple[str, ...]) -> list[str]:
+    """A list value may come as repeated flags, or as one comma-separated string (env, sanic CLI)."""
+    items = [value] if isinstance(value, str) else list(value)
+    return [part.strip() for item in items for part in item.split(",") if part.strip()]
+
+
+def convert(field_name: str, value: Any) -> Any:
+    """One raw value (string or list of strings from argparse/env) → the field's type."""
+    if field_name not in FIELDS:
+        raise ConfigError(f"unknown setting {field_name!r}")
+    default = FIELDS[field_name].default
+    try:
+        if field_name == "models":
+            return tuple(parse_model_arg(item) for item in _split_list(value))
+        if field_name == "cors_origins":
+            return tuple(_split_list(value))
+        if isinstance(value, str):
+            if isinstance(default, bool):
+                return _parse_bool(field_name, value)
+            if isinstance(default, int):
+                return int(value.strip())
+            if isinstance(default, float):
+                return float(value.strip())
+            if field_name == "records":
+                return value or None
+        return value
+    except ValueError as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"{field_name}: cannot parse {value!r}") from None
+
+
+def config_from_strings(values: Mapping[str, Any], base: GatewayConfig | None = None) -> GatewayConfig:
+    """Later sources override earlier ones: pass env values as `base` fields, then flags."""
+    converted = {name: convert(name, raw) for name, raw in values.items() if raw is not None}
+    if base is None:
+        return GatewayConfig(**converted)
+    return dataclasses.replace(base, **converted)
+
+
+def field_names() -> list[str]:
+    return list(FIELDS)
+
+
+__all__ = [
+    "ConfigError",
+    "DEFAULT_MODEL",
+    "GatewayConfig",
+    "MODEL_NAME_RE",
+    "ModelEntry",
+    "config_from_strings",
+    "convert",
+    "env_name",
+    "field_names",
+    "flag_name",
+    "parse_model_arg",
+]

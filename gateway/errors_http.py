@@ -1,0 +1,70 @@
+"""Every error leaves as an OpenAI envelope with X-Request-ID, whoever raised it: our
+APIError, Sanic's own 404/405/408/413, or an unexpected exception (a logged 500 whose body
+says nothing about internals)."""
+from __future__ import annotations
+
+from sanic.exceptions import SanicException
+from sanic.response import HTTPResponse
+
+from gateway.errors import APIError, internal
+from gateway.request_ids import HEADER, new_request_id, resolve_request_id
+
+_SANIC_CODES = {
+    400: ("invalid_request_error", "bad_request"),
+    404: ("invalid_request_error", "not_found"),
+    405: ("invalid_request_error", "method_not_allowed"),
+    408: ("invalid_request_error", "request_timeout"),
+    413: ("invalid_request_error", "request_too_large"),
+    417: ("invalid_request_error", "expectation_failed"),
+    431: ("invalid_request_error", "headers_too_large"),
+    503: ("unavailable_error", "unavailable"),
+}
+_SANIC_MESSAGES = {
+    404: "no such route",
+    405: "method not allowed on this route",
+    408: "request timed out",
+    413: "request body exceeds the size limit",
+}
+
+
+def _from_sanic(exc: SanicException) -> APIError:
+    status = int(getattr(exc, "status_code", 500) or 500)
+    if status == 413 and "header" in str(exc).lower():
+        status = 431
+    kind, code = _SANIC_CODES.get(status, ("server_error", "internal_error"))
+    message = _SANIC_MESSAGES.get(status, "request rejected" if status < 500 else "server error")
+    return APIError(status, message, type=kind, code=code)
+
+
+def _request_id(request) -> str:
+    request_id = getattr(request.ctx, "request_id", None) if request is not None else None
+    return request_id or new_request_id()
+
+
+def install(app) -> None:
+    @app.on_request
+    async def assign_request_id(request):
+        try:
+            request.ctx.request_id = resolve_request_id(request.headers.getall(HEADER, []))
+        except APIError:
+            request.ctx.request_id = new_request_id()
+            raise
+
+    @app.on_response
+    async def echo_request_id(request, response):
+        if HEADER not in response.headers:
+            response.headers[HEADER] = _request_id(request)
+
+    async def handle(request, exc):
+        if isinstance(exc, APIError):
+            error = exc
+        elif isinstance(exc, SanicException):
+            error = _from_sanic(exc)
+        else:
+            app.ctx.state.log.error("unhandled_exception", request_id=_request_id(request),
+                                    error_type=type(exc).__name__)
+            error = internal()
+        headers = {HEADER: _request_id(request), **error.headers}
+        return HTTPResponse(error.body(), status=error.status, headers=headers, content_type="application/json")
+
+    app.exception(Exception)(handle)

@@ -1,0 +1,141 @@
+"""Pre-rendered OpenAI stream frames and non-stream bodies.
+
+Per request we JSON-encode the envelope once, split around the content string, and hand the
+lane a (prefix, suffix) pair per choice; the lane writes `prefix + json_escaped(text) + suffix`
+for every delta, so Python never encodes a token. The few frames that are not content deltas
+(role, finish, usage, [DONE]) are rendered here with orjson.
+
+`id`, `created`, `model` and `system_fingerprint` are identical on every chunk (llama.cpp PR
+#5880); `finish_reason` is null until the final choice chunk (Ollama #4357); `usage: null` is on
+every chunk only when include_usage asked for the usage chunk (vLLM #7262, llama.cpp #16048).
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+import orjson
+
+SYSTEM_FINGERPRINT = "laneserve-0.1.0"
+DONE_EVENT = b"data: [DONE]\n\n"
+KEEPALIVE_EVENT = b": keep-alive\n\n"
+_MARK = "\x00laneserve-split\x00"  # cannot occur in an encoded envelope except where we put it
+
+
+def _split(envelope: dict) -> tuple[bytes, bytes]:
+    encoded = orjson.dumps(envelope)
+    prefix, suffix = encoded.split(orjson.dumps(_MARK)[1:-1], 1)
+    return prefix, suffix
+
+
+@dataclass(frozen=True)
+class StreamFrames:
+    """Frames of one streamed request; `chat` selects chat.completion.chunk vs text_completion."""
+
+    completion_id: str
+    created: int
+    model: str
+    chat: bool
+    include_usage: bool
+
+    @property
+    def object(self) -> str:
+        return "chat.completion.chunk" if self.chat else "text_completion"
+
+    def _chunk(self, choices: list) -> dict:
+        chunk = {
+            "id": self.completion_id,
+            "object": self.object,
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "choices": choices,
+        }
+        if self.include_usage:
+            chunk["usage"] = None
+        return chunk
+
+    def _event(self, chunk: dict) -> bytes:
+        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+    def content_framing(self, index: int) -> tuple[bytes, bytes]:
+        """(prefix, suffix) around the JSON-escaped delta text of choice `index`."""
+        if self.chat:
+            choice = {"index": index, "delta": {"content": _MARK}, "logprobs": None, "finish_reason": None}
+        else:
+            choice = {"index": index, "text": _MARK, "logprobs": None, "finish_reason": None}
+        prefix, suffix = _split(self._chunk([choice]))
+        return b"data: " + prefix, suffix + b"\n\n"
+
+    def role_event(self, index: int) -> bytes:
+        """Chat only: the first delta of a choice carries the role (openai: 'missing role')."""
+        choice = {"index": index, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                  "finish_reason": None}
+        return self._event(self._chunk([choice]))
+
+    def finish_event(self, index: int, finish_reason: str) -> bytes:
+        if self.chat:
+            choice = {"index": index, "delta": {}, "logprobs": None, "finish_reason": finish_reason}
+        else:
+            choice = {"index": index, "text": "", "logprobs": None, "finish_reason": finish_reason}
+        return self._event(self._chunk([choice]))
+
+    def usage_event(self, prompt_tokens: int, completion_tokens: int) -> bytes:
+        chunk = self._chunk([])
+        chunk["usage"] = usage(prompt_tokens, completion_tokens)
+        return self._event(chunk)
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def new_completion_id(chat: bool) -> str:
+    return ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+
+
+def now_s() -> int:
+    return int(time.time())
+
+
+@dataclass
+class ChoiceResult:
+    """A non-stream choice: the lane's escaped text pieces, joined without decoding."""
+
+    escaped: list
+    finish_reason: str | None = None
+
+
+def non_stream_body(
+    *, completion_id: str, created: int, model: str, chat: bool, choices: list[ChoiceResult],
+    prompt_tokens: int, completion_tokens: int,
+) -> bytes:
+    """The full JSON body; each choice's text is spliced in as already-escaped bytes."""
+    rendered = []
+    for i, choice in enumerate(choices):
+        if chat:
+            rendered.append({"index": i, "message": {"role": "assistant", "content": _MARK}, "logprobs": None,
+                             "finish_reason": choice.finish_reason})
+        else:
+            rendered.append({"index": i, "text": _MARK, "logprobs": None, "finish_reason": choice.finish_reason})
+    skeleton = orjson.dumps({
+        "id": completion_id,
+        "object": "chat.completion" if chat else "text_completion",
+        "created": created,
+        "model": model,
+        "system_fingerprint": SYSTEM_FINGERPRINT,
+        "choices": rendered,
+        "usage": usage(prompt_tokens, completion_tokens),
+    })
+    # Split the skeleton once and interleave: generated text is never searched for markers.
+    parts = skeleton.split(orjson.dumps(_MARK)[1:-1])
+    out = [parts[0]]
+    for choice, tail in zip(choices, parts[1:]):
+        out.extend(choice.escaped)
+        out.append(tail)
+    return b"".join(out)

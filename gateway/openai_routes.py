@@ -1,0 +1,152 @@
+"""POST /v1/completions and POST /v1/chat/completions.
+
+Order of work, so that bad requests never touch a lane: parse body → validate fields → look
+up the model → tokenize and check the context → admit (LaneBusy → 429) → relay.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from sanic.response import HTTPResponse
+
+from gateway.backend import Framing, LaneBusy, generation_params
+from gateway.body import parse_json_object
+from gateway.cors import cors_headers
+from gateway.errors import APIError, invalid, server_busy, unavailable
+from gateway.framing import StreamFrames, new_completion_id, now_s
+from gateway.generation import Generation, Submission
+from gateway.openai_requests import parse_chat, parse_completion
+from gateway.relay import collect, non_stream_response_body, relay_stream
+from gateway.request_ids import HEADER as REQUEST_ID_HEADER
+from gateway.tracking import RequestTracker
+
+SERVING_STATES = ("ready", "busy")
+
+
+def _max_tokens(requested: int | None, prompt_len: int, n_ctx: int, prompt_param: str) -> int:
+    if prompt_len >= n_ctx:
+        raise APIError(400, f"the prompt has {prompt_len} tokens; this model's context is {n_ctx} tokens",
+                       param=prompt_param, code="context_length_exceeded")
+    if requested is not None and requested > n_ctx:
+        raise invalid(f"'max_tokens' ({requested}) exceeds the context length ({n_ctx})", param="max_tokens")
+    room = n_ctx - prompt_len
+    return room if requested is None else min(requested, room)  # capped by the context: ends "length"
+
+
+def _prompt_ids(state, served, parsed, chat: bool) -> list[list[int]]:
+    if chat:
+        ids = served.text.encode_chat(list(parsed.messages), parsed.template_kwargs)
+        all_ids = [ids]
+    else:
+        all_ids = []
+        for prompt in parsed.prompts:
+            if isinstance(prompt, str):
+                all_ids.append(served.text.encode_prompt(prompt))
+            else:
+                served.text.check_token_ids(prompt, "prompt")
+                all_ids.append(list(prompt))
+    for ids in all_ids:
+        if not ids:
+            raise invalid("the prompt is empty after tokenization", param="messages" if chat else "prompt")
+    for token, _ in parsed.sampling.logit_bias:
+        if token >= served.n_vocab:
+            raise invalid(f"logit_bias token id {token} is outside the vocabulary", param="logit_bias")
+    return all_ids
+
+
+def _admission_error(state, model: str) -> APIError:
+    retry_after_s = state.config.retry_after_s
+    lanes = [s for s in state.statuses() if s.model == model]
+    if any(s.state in SERVING_STATES for s in lanes):
+        return server_busy(retry_after_s, model)
+    return unavailable(f"model {model!r} has no lane that can serve right now (loading or restarting)",
+                       retry_after_s, code="lane_unavailable")
+
+
+async def _generate(request, chat: bool):
+    state = request.app.ctx.state
+    request_id = request.ctx.request_id
+    route = "chat" if chat else "completions"
+    tracker = RequestTracker(state, route, request_id)
+    claimed = False
+    generation = None
+    try:
+        if state.draining:
+            raise unavailable("the server is shutting down", state.config.retry_after_s, code="server_shutting_down")
+        body = parse_json_object(request.body, request.headers.get("content-type"), state.config.max_json_depth)
+        parse = parse_chat if chat else parse_completion
+        parsed = parse(body, lenient=state.config.lenient)
+        if parsed.ignored_fields:
+            state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(parsed.ignored_fields)[:16])
+        sampling = parsed.sampling
+        served = state.model(sampling.model)
+        tracker.set_model(served.name, sampling.stream)
+        if sampling.n > state.config.max_n:
+            raise invalid(f"'n' must be between 1 and {state.config.max_n}", param="n")
+        state.in_flight.claim(request_id)
+        claimed = True
+
+        prompts = _prompt_ids(state, served, parsed, chat)
+        num_choices = len(prompts) * sampling.n
+        frames = StreamFrames(new_completion_id(chat), now_s(), served.name, chat, sampling.include_usage)
+        submissions = []
+        for p, ids in enumerate(prompts):
+            params = generation_params(sampling, _max_tokens(sampling.max_tokens, len(ids), served.n_ctx,
+                                                               "messages" if chat else "prompt"))
+            first = p * sampling.n
+            if sampling.stream:
+                framings = [Framing(*frames.content_framing(first + j)) for j in range(sampling.n)]
+            else:
+                framings = [Framing(b"", b"")] * sampling.n
+            submissions.append(Submission(ids, params, framings, first))
+
+        generation = Generation(state.pool, served.name, submissions,
+                                continuation_timeout_s=state.config.response_timeout_s)
+        try:
+            generation.start()
+        except LaneBusy:
+            generation = None
+            raise _admission_error(state, served.name) from None
+        tracker.admitted()
+        state.metrics.active.labels(served.name).inc()
+        try:
+            headers = {REQUEST_ID_HEADER: request_id, "X-Laneserve-Streaming": "incremental",
+                       **cors_headers(state.config.cors_origins, request.headers.get("origin"))}
+            if sampling.stream:
+                headers["Cache-Control"] = "no-cache"
+                await relay_stream(request, generation, frames, tracker, n_per_prompt=sampling.n, headers=headers,
+                                   keepalive_interval_s=state.config.keepalive_interval_s,
+                                   retry_after_s=state.config.retry_after_s)
+                generation = None
+                return None
+            results = await collect(generation, num_choices, tracker, n_per_prompt=sampling.n,
+                                    retry_after_s=state.config.retry_after_s)
+            generation = None
+            body_bytes = non_stream_response_body(frames, results, tracker)
+            tracker.finish("success", 200)
+            return HTTPResponse(body_bytes, status=200, headers=headers, content_type="application/json")
+        finally:
+            state.metrics.active.labels(served.name).dec()
+    except APIError as exc:
+        outcome = "saturated" if exc.status == 429 else "error"
+        tracker.finish(outcome, exc.status, exc.code)
+        raise
+    except asyncio.CancelledError:
+        tracker.finish("disconnect", 499, "client_disconnected")
+        raise
+    except BaseException:
+        tracker.finish("error", 500, "internal_error")
+        raise
+    finally:
+        if generation is not None:
+            generation.cancel()  # disconnect or failure: free the lane through the lane protocol
+        if claimed:
+            state.in_flight.release(request_id)
+
+
+async def completions(request):
+    return await _generate(request, chat=False)
+
+
+async def chat_completions(request):
+    return await _generate(request, chat=True)

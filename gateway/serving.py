@@ -1,0 +1,70 @@
+"""Lifecycle of the lanes behind one serving process: start (synchronous: every lane ready or
+a clean failure), attach to the event loop, drain, close."""
+from __future__ import annotations
+
+import time
+
+from gateway.backend import LaneStartupError, create_pool, resolve_model_paths
+from gateway.config import GatewayConfig
+from gateway.metrics import Metrics
+from gateway.records import RecordsFile
+from gateway.state import ServedModel, ServerState
+
+
+class StartupFailed(RuntimeError):
+    """Any reason the server cannot start serving; the message is for the operator."""
+
+
+class Backend:
+    def __init__(self, pool, paths: dict[str, str], texts: dict) -> None:
+        self.pool = pool
+        self.paths = paths
+        self.texts = texts
+        self._closed = False
+
+    @classmethod
+    def start(cls, config: GatewayConfig) -> "Backend":
+        from gateway.model_text import ModelText
+
+        try:
+            paths = resolve_model_paths(config)
+        except (FileNotFoundError, ValueError) as exc:
+            raise StartupFailed(str(exc)) from None
+        try:
+            texts = {name: ModelText(path) for name, path in paths.items()}
+        except Exception as exc:
+            raise StartupFailed(f"cannot read model files: {exc}") from None
+        pool = create_pool(config, paths)
+        try:
+            pool.start()
+        except LaneStartupError as exc:
+            raise StartupFailed(f"lanes failed to start: {exc}") from None
+        except BaseException:
+            pool.close()
+            raise
+        return cls(pool, paths, texts)
+
+    def attach(self, state: ServerState, loop) -> None:
+        self.pool.attach(loop)
+        created_s = int(time.time())
+        for name, path in self.paths.items():
+            info = self.pool.lane_info(name)
+            text = self.texts[name]
+            state.models[name] = ServedModel(name=name, path=path, text=text, n_ctx=int(info["n_ctx"]),
+                                             n_vocab=int(info.get("n_vocab", text.n_vocab)), created_s=created_s)
+        state.pool = self.pool
+
+    async def drain(self, grace_s: float) -> None:
+        await self.pool.drain(grace_s)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.pool.close()
+
+
+def open_observers(state: ServerState) -> None:
+    if state.metrics is None:
+        state.metrics = Metrics(state.statuses)
+    if state.config.records and state.records is None:
+        state.records = RecordsFile(state.config.records)

@@ -1,0 +1,58 @@
+"""What a serving process holds: config, the lane pool, per-model text handling, metrics,
+records, in-flight request ids and the drain flag. One instance per Sanic worker, on app.ctx."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gateway.config import GatewayConfig
+from gateway.errors import APIError, model_not_found
+from gateway.logs import get_logger
+from gateway.metrics import Metrics
+from gateway.records import RecordsFile
+from gateway.request_ids import InFlightIds
+
+
+@dataclass
+class ServedModel:
+    name: str
+    path: str
+    text: object  # gateway.model_text.ModelText
+    n_ctx: int
+    n_vocab: int
+    created_s: int
+
+
+@dataclass
+class ServerState:
+    config: GatewayConfig
+    pool: object = None  # gateway.backend.LanePool once started
+    models: dict[str, ServedModel] = field(default_factory=dict)
+    metrics: Metrics | None = None
+    records: RecordsFile | None = None
+    in_flight: InFlightIds = field(default_factory=InFlightIds)
+    draining: bool = False
+    log: object = field(default_factory=get_logger)
+
+    def statuses(self) -> list:
+        return list(self.pool.statuses()) if self.pool is not None else []
+
+    def model(self, requested: str) -> ServedModel:
+        served = self.models.get(requested)
+        if served is None:
+            raise model_not_found(requested)
+        return served
+
+    def default_model(self, requested: object) -> ServedModel:
+        """For routes where `model` is optional: the only model, else it must be named."""
+        if requested is None:
+            if len(self.models) == 1:
+                return next(iter(self.models.values()))
+            raise APIError(400, "'model' is required when several models are served", param="model",
+                           code="missing_required_parameter")
+        if type(requested) is not str:
+            raise APIError(400, "'model' must be a string", param="model", code="invalid_type")
+        return self.model(requested)
+
+    def model_label(self, requested: object) -> str:
+        """Metric label for a model: only configured names, so user input cannot add series."""
+        return requested if isinstance(requested, str) and requested in self.models else "unknown"

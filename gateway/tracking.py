@@ -1,0 +1,84 @@
+"""Per-request accounting: timings, token counts and the terminal outcome, written once to
+the records file, the metrics and the log (ids, numbers and codes only — never text)."""
+from __future__ import annotations
+
+import time
+
+from gateway.records import RequestRecord
+
+
+def _ms(ns: int) -> float:
+    return round(ns / 1e6, 3)
+
+
+class RequestTracker:
+    def __init__(self, state, route: str, request_id: str) -> None:
+        self._state = state
+        self._start_ns = time.perf_counter_ns()
+        self._admitted_ns: int | None = None
+        self._finished = False
+        self.record = RequestRecord(request_id=request_id, route=route)
+        self._prefill_ns = 0
+        self._decode_ns = 0
+        self._prompt_tokens_by_prompt: dict[int, int] = {}
+
+    def set_model(self, model: str, stream: bool) -> None:
+        self.record.model = model
+        self.record.stream = stream
+
+    def admitted(self) -> None:
+        self._admitted_ns = time.perf_counter_ns()
+        self.record.admission_ms = _ms(self._admitted_ns - self._start_ns)
+        if self._state.metrics and self.record.model:
+            self._state.metrics.admission.labels(self.record.model).observe(self.record.admission_ms / 1e3)
+
+    def first_token(self) -> None:
+        if self.record.ttft_ms is None:
+            self.record.ttft_ms = _ms(time.perf_counter_ns() - self._start_ns)
+
+    def choice_done(self, prompt_index: int, done) -> None:
+        """`done` is a lane ChoiceDone; the prompt of a submission is counted once, not per choice."""
+        self._prompt_tokens_by_prompt[prompt_index] = done.prompt_tokens
+        self.record.completion_tokens += done.completion_tokens
+        self.record.prompt_tokens = sum(self._prompt_tokens_by_prompt.values())
+        self.record.n_choices += 1
+        self.record.finish_reason = done.finish_reason
+        self._prefill_ns += done.prefill_ns
+        self._decode_ns += done.decode_ns
+
+    def finish(self, outcome: str, status: int, error_code: str | None = None) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        end_ns = time.perf_counter_ns()
+        rec = self.record
+        rec.outcome, rec.status, rec.error_code = outcome, status, error_code
+        rec.total_ms = _ms(end_ns - self._start_ns)
+        if self._admitted_ns is not None:
+            rec.model_ms = _ms(end_ns - self._admitted_ns)
+        if rec.n_choices:
+            rec.prefill_ms, rec.decode_ms = _ms(self._prefill_ns), _ms(self._decode_ns)
+        state = self._state
+        metrics = state.metrics
+        model_label = state.model_label(rec.model)
+        if metrics:
+            metrics.requests.labels(rec.route, model_label, outcome).inc()
+            if outcome == "saturated" or status in (503, 429):
+                metrics.rejected.labels(model_label, error_code or str(status)).inc()
+            if rec.n_choices:
+                metrics.prompt_tokens.labels(model_label).inc(rec.prompt_tokens)
+                metrics.completion_tokens.labels(model_label).inc(rec.completion_tokens)
+                metrics.prefill.labels(model_label).observe(self._prefill_ns / 1e9)
+                metrics.decode.labels(model_label).observe(self._decode_ns / 1e9)
+            if rec.model_ms is not None:
+                metrics.inference.labels(model_label).observe(rec.model_ms / 1e3)
+            if rec.ttft_ms is not None:
+                metrics.ttft.labels(model_label).observe(rec.ttft_ms / 1e3)
+        if state.records is not None:
+            state.records.write(rec)
+        state.log.info(
+            "request_finished", request_id=rec.request_id, route=rec.route, model=model_label,
+            stream=rec.stream, outcome=outcome, status=status, error_code=error_code,
+            finish_reason=rec.finish_reason, prompt_tokens=rec.prompt_tokens,
+            completion_tokens=rec.completion_tokens, ttft_ms=rec.ttft_ms, total_ms=rec.total_ms,
+        )
