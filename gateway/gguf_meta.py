@@ -7,6 +7,7 @@ parses every tensor and vocabulary entry (21 s for Gemma 3 here) and is only a t
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 from dataclasses import dataclass
 
@@ -65,7 +66,14 @@ class _Cursor:
 
 def read_metadata(path: str) -> dict:
     """Every scalar and string key, plus the token-text array (other arrays are skipped)."""
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size < 24:
+            raise GgufFormatError(f"{path}: not a GGUF file (too short)")
+        return _walk(f, path)
+
+
+def _walk(f, path: str) -> dict:
+    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         cur = _Cursor(memoryview(buf), path)
         try:
             if bytes(buf[:4]) != b"GGUF":

@@ -1,0 +1,94 @@
+"""GatewayConfig validation, the flag/env mapping, and `--model` parsing."""
+import dataclasses
+
+import pytest
+
+from gateway.config import (
+    ConfigError, GatewayConfig, ModelEntry, config_from_strings, env_name, field_names, flag_name, parse_model_arg,
+)
+from gateway.env import settings_from_env
+
+
+def test_defaults_serve_smollm2_on_loopback():
+    config = GatewayConfig()
+    assert config.models == (ModelEntry("smollm2", "smollm2"),)
+    assert config.host == "127.0.0.1" and config.port == 8000
+    assert config.lenient is False and config.cors_origins == ()
+
+
+def test_config_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        GatewayConfig().replicas = 3
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"replicas": 0}, "replicas"),
+    ({"replicas": True}, "replicas"),
+    ({"threads": -1}, "threads"),
+    ({"ctx_size": 8}, "ctx_size"),
+    ({"port": 70000}, "port"),
+    ({"keepalive_interval_s": 0}, "keepalive_interval_s"),
+    ({"log_level": "loud"}, "log_level"),
+    ({"cors_origins": ("not an origin",)}, "cors_origins"),
+    ({"models": ()}, "models"),
+    ({"models": (ModelEntry("a", "x"), ModelEntry("a", "y"))}, "duplicate"),
+])
+def test_invalid_values_are_rejected_naming_the_field(kwargs, field):
+    with pytest.raises(ConfigError, match=field):
+        GatewayConfig(**kwargs)
+
+
+@pytest.mark.parametrize("text, name, source", [
+    ("smollm2", "smollm2", "smollm2"),
+    ("chat=smollm2", "chat", "smollm2"),
+    ("g=/models/gemma.gguf", "g", "/models/gemma.gguf"),
+    ("/models/tiny-llama.gguf", "tiny-llama", "/models/tiny-llama.gguf"),
+])
+def test_parse_model_arg(text, name, source):
+    assert parse_model_arg(text) == ModelEntry(name, source)
+
+
+def test_model_names_are_restricted():
+    with pytest.raises(ConfigError):
+        parse_model_arg("bad name\n=smollm2")
+
+
+def test_strings_convert_to_field_types():
+    config = config_from_strings({
+        "models": ["a=smollm2", "b=gemma3"], "replicas": "2", "lenient": "true", "cors_origins": "*",
+        "keepalive_interval_s": "2.5", "records": "/tmp/r.jsonl",
+    })
+    assert [m.name for m in config.models] == ["a", "b"]
+    assert config.replicas == 2 and config.lenient is True and config.cors_origins == ("*",)
+    assert config.keepalive_interval_s == 2.5 and config.records == "/tmp/r.jsonl"
+
+
+def test_comma_separated_models_for_env_and_sanic_cli():
+    config = config_from_strings({"models": "a=smollm2,b=gemma3"})
+    assert [m.source for m in config.models] == ["smollm2", "gemma3"]
+
+
+def test_unparseable_numbers_name_the_field():
+    with pytest.raises(ConfigError, match="replicas"):
+        config_from_strings({"replicas": "two"})
+    with pytest.raises(ConfigError, match="lenient"):
+        config_from_strings({"lenient": "maybe"})
+
+
+def test_later_source_overrides_base():
+    base = config_from_strings({"replicas": "2", "threads": "2"})
+    assert config_from_strings({"threads": "1"}, base) == dataclasses.replace(base, threads=1)
+
+
+def test_every_field_has_one_flag_and_one_env_var():
+    flags = [flag_name(f) for f in field_names()]
+    envs = [env_name(f) for f in field_names()]
+    assert len(set(flags)) == len(flags) and len(set(envs)) == len(envs)
+    assert flag_name("ctx_size") == "--ctx-size" and env_name("ctx_size") == "LANESERVE_CTX_SIZE"
+    assert flag_name("models") == "--model" and env_name("models") == "LANESERVE_MODEL"
+
+
+def test_env_reader_reads_only_laneserve_fields():
+    env = {"LANESERVE_REPLICAS": "3", "LANESERVE_MODEL": "x=smollm2", "LANESERVE_BOGUS": "1", "PATH": "/bin"}
+    assert settings_from_env(env) == {"replicas": "3", "models": "x=smollm2"}
+    assert config_from_strings(settings_from_env(env)).replicas == 3

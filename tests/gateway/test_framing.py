@@ -1,0 +1,100 @@
+"""Pre-rendered frames: every event is one-line strict-UTF-8 JSON that the openai client's own
+models accept, and lane bytes (prefix + escaped text + suffix) decode back to the text."""
+import json
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from openai.types import Completion
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.completion import Completion as CompletionChunk
+
+from gateway.framing import DONE_EVENT, KEEPALIVE_EVENT, ChoiceResult, StreamFrames, non_stream_body
+
+
+def escaped(text: str) -> bytes:
+    """What a lane writes between prefix and suffix: the JSON string body, without quotes."""
+    return orjson.dumps(text)[1:-1]
+
+
+def event_json(event: bytes) -> dict:
+    assert event.startswith(b"data: ") and event.endswith(b"\n\n")
+    line = event[len(b"data: "):-2]
+    assert b"\n" not in line
+    return json.loads(line.decode("utf-8"))
+
+
+def frames(chat=True, usage=False):
+    return StreamFrames("chatcmpl-abc" if chat else "cmpl-abc", 1700000000, "smollm2", chat, usage)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(), index=st.integers(0, 7), chat=st.booleans(), usage=st.booleans())
+def test_content_frames_round_trip_any_text(text, index, chat, usage):
+    prefix, suffix = frames(chat, usage).content_framing(index)
+    chunk = event_json(prefix + escaped(text) + suffix)
+    choice = chunk["choices"][0]
+    assert choice["index"] == index and choice["finish_reason"] is None and choice["logprobs"] is None
+    assert (choice["delta"]["content"] if chat else choice["text"]) == text
+    assert ("usage" in chunk) == usage and chunk.get("usage") is None
+
+
+def test_chat_stream_shape_is_what_openai_parses():
+    f = frames(usage=True)
+    prefix, suffix = f.content_framing(0)
+    events = [f.role_event(0), prefix + escaped("Hel") + suffix, prefix + escaped("lo\n\"") + suffix,
+              f.finish_event(0, "stop")]
+    chunks = [ChatCompletionChunk.model_validate(event_json(e)) for e in events]
+    assert {c.id for c in chunks} == {"chatcmpl-abc"} and {c.created for c in chunks} == {1700000000}
+    assert {c.system_fingerprint for c in chunks} == {"laneserve-0.1.0"}
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == 'Hello\n"'
+    assert [c.choices[0].finish_reason for c in chunks] == [None, None, None, "stop"]
+    assert event_json(events[-1])["choices"][0]["delta"] == {}
+    usage = ChatCompletionChunk.model_validate(event_json(f.usage_event(5, 3)))
+    assert usage.choices == [] and usage.usage.total_tokens == 8
+
+
+def test_usage_null_only_when_asked():
+    assert "usage" not in event_json(frames(usage=False).finish_event(0, "length"))
+    assert event_json(frames(usage=True).finish_event(0, "length"))["usage"] is None
+
+
+def test_completion_stream_shape():
+    f = frames(chat=False)
+    prefix, suffix = f.content_framing(1)
+    # openai's Completion model types finish_reason as non-null, but OpenAI and vLLM stream null
+    # until the end and the client builds stream chunks without validating; check the shape itself.
+    chunk = event_json(prefix + escaped("x") + suffix)
+    assert chunk["object"] == "text_completion"
+    assert chunk["choices"] == [{"index": 1, "text": "x", "logprobs": None, "finish_reason": None}]
+    CompletionChunk.model_validate(event_json(f.finish_event(1, "stop")))
+    done = event_json(f.finish_event(1, "length"))["choices"][0]
+    assert done == {"index": 1, "text": "", "logprobs": None, "finish_reason": "length"}
+
+
+def test_done_and_keepalive_events():
+    assert DONE_EVENT == b"data: [DONE]\n\n"
+    assert KEEPALIVE_EVENT.startswith(b":") and KEEPALIVE_EVENT.endswith(b"\n\n")
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.lists(st.text(), max_size=4), min_size=1, max_size=3), chat=st.booleans())
+def test_non_stream_body_splices_escaped_text(texts, chat):
+    choices = [ChoiceResult([escaped(t) for t in parts], "stop") for parts in texts]
+    body = non_stream_body(completion_id="x", created=1, model="m", chat=chat, choices=choices,
+                           prompt_tokens=4, completion_tokens=9)
+    parsed = json.loads(body.decode("utf-8"))
+    got = [c["message"]["content"] if chat else c["text"] for c in parsed["choices"]]
+    assert got == ["".join(parts) for parts in texts]
+    model = (ChatCompletion if chat else Completion).model_validate(parsed)
+    assert model.usage.total_tokens == 13
+
+
+def test_generated_text_that_looks_like_a_marker_is_not_touched():
+    nasty = escaped("\x00laneserve-split\x00")
+    body = non_stream_body(completion_id="x", created=1, model="m", chat=True,
+                           choices=[ChoiceResult([nasty], "stop"), ChoiceResult([b"b"], "stop")],
+                           prompt_tokens=1, completion_tokens=2)
+    parsed = json.loads(body)
+    assert [c["message"]["content"] for c in parsed["choices"]] == ["\x00laneserve-split\x00", "b"]
