@@ -1,0 +1,189 @@
+"""Fixtures for gateway integration tests: ONE real server (SmolLM2, 1 replica, 1 thread) per
+session on a free loopback port, reused by most tests; tests that stop or break a server start
+their own."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+import gateway
+
+READY_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 40.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class ServerProcess:
+    proc: subprocess.Popen
+    port: int
+    log_path: Path
+    records_path: Path | None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_text()[-4000:]}")
+            try:
+                if httpx.get(self.base_url + "/health/ready", timeout=2.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.kill()
+        raise RuntimeError(f"server not ready after {timeout_s} s:\n{self.log_text()[-4000:]}")
+
+    def terminate(self, timeout_s: float = STOP_TIMEOUT_S) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise RuntimeError(f"server did not stop within {timeout_s} s:\n{self.log_text()[-4000:]}")
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def start_server(tmp_dir: Path, *extra_args: str, command: list[str] | None = None, records: bool = True,
+                 env: dict | None = None) -> ServerProcess:
+    """`laneserve serve` (or `command`, with {port} substituted) on a free loopback port."""
+    port = free_port()
+    log_path = tmp_dir / f"server-{port}.log"
+    records_path = tmp_dir / f"records-{port}.jsonl" if records else None
+    if command is None:
+        command = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+                   "--replicas", "1", "--threads", "1", "--ctx-size", "2048"]
+        if records_path:
+            command += ["--records", str(records_path)]
+    else:
+        command = [part.replace("{port}", str(port)) for part in command]
+    # The child imports the same gateway/lanes as this test process (installed or source tree);
+    # it runs in tmp_dir so a source checkout never shadows an installed build by accident.
+    import_root = str(Path(gateway.__file__).resolve().parent.parent)
+    child_env = {**os.environ, "PYTHONPATH": import_root, **(env or {})}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(command + list(extra_args), stdout=log, stderr=subprocess.STDOUT, env=child_env,
+                                cwd=tmp_dir)
+    return ServerProcess(proc, port, log_path, records_path)
+
+
+
+
+
+def serving_stack_missing() -> str | None:
+    """Why the real server cannot run here (lanes or the native tokenizer not built yet), else None."""
+    if importlib.util.find_spec("lanes.pool") is None:
+        return "lanes.pool is not available (lanes issue not landed)"
+    try:
+        from lanes import _runtime
+    except ImportError as exc:
+        return f"native runtime not built: {exc}"
+    if not hasattr(_runtime, "Tokenizer"):
+        return "lanes._runtime.Tokenizer is not available yet"
+    try:
+        from lanes import smollm2_path
+
+        smollm2_path()
+    except FileNotFoundError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    reason = serving_stack_missing()
+    if reason:
+        pytest.skip(reason)
+    srv = start_server(tmp_path_factory.mktemp("server"), "--keepalive-interval-s", "1")
+    srv.wait_ready()
+    yield srv
+    code = srv.terminate()
+    assert code == 0, srv.log_text()[-4000:]
+
+
+@pytest.fixture(scope="session")
+def base_url(server) -> str:
+    return server.base_url
+
+
+@pytest.fixture
+def http(base_url):
+    with httpx.Client(base_url=base_url, timeout=60.0) as client:
+        yield client
+
+
+@pytest.fixture
+def openai_client(base_url):
+    from openai import OpenAI
+
+    client = OpenAI(base_url=base_url + "/v1", api_key="unused", max_retries=0, timeout=60.0)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def own_server(tmp_path):
+    """Start a dedicated server (for tests that stop or break it); always cleaned up."""
+    reason = serving_stack_missing()
+    if reason:
+        pytest.skip(reason)
+    started = []
+
+    def start(*args, **kwargs) -> ServerProcess:
+        srv = start_server(tmp_path, *args, **kwargs)
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        srv.kill()
+
+
+def read_sse(response: httpx.Response) -> list:
+    """Parse an SSE body strictly: `data: <json>` events (dicts), "[DONE]", or ":" comments."""
+    events = []
+    for block in response.text.split("\n\n"):
+        if not block:
+            continue
+        assert "\n" not in block, f"multi-line SSE event: {block!r}"
+        if block.startswith(":"):
+            events.append(":")
+            continue
+        assert block.startswith("data: "), block
+        payload = block[len("data: "):]
+        events.append(payload if payload == "[DONE]" else json.loads(payload))
+    return events
+
+
+@pytest.fixture
+def sse():
+    return read_sse

@@ -1,0 +1,128 @@
+"""Malformed and hostile inputs over real sockets → 4xx envelopes, while the server keeps serving."""
+from __future__ import annotations
+
+import socket
+import time
+
+import httpx
+import pytest
+
+VALID = {"model": "smollm2", "prompt": "Hi", "max_tokens": 2}
+
+HOSTILE_BODIES = {
+    "truncated": b'{"model": "smollm2", "prompt": "x"',
+    "array root": b"[]",
+    "stream as string": b'{"model":"smollm2","prompt":"x","stream":"true"}',
+    "nan": b'{"model":"smollm2","prompt":"x","temperature":NaN}',
+    "infinity": b'{"model":"smollm2","prompt":"x","temperature":Infinity}',
+    "1e999": b'{"model":"smollm2","prompt":"x","temperature":1e999}',
+    "lone surrogate": b'{"model":"smollm2","prompt":"\\ud800"}',
+    "invalid utf-8": b'{"model":"smollm2","prompt":"\xff\xfe"}',
+    "bom": b'\xef\xbb\xbf{"model":"smollm2","prompt":"x"}',
+    "deep nesting": b'{"model":"smollm2","prompt":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "empty": b"",
+    "gbk": '{"model":"smollm2","prompt":"你好"}'.encode("gbk"),
+    "max_tokens bool": b'{"model":"smollm2","prompt":"x","max_tokens":true}',
+    "max_tokens huge": b'{"model":"smollm2","prompt":"x","max_tokens":123456789012345678901234567890}',
+    "negative max_tokens": b'{"model":"smollm2","prompt":"x","max_tokens":-5}',
+    "n too large": b'{"model":"smollm2","prompt":"x","n":1000}',
+    "top_p out of range": b'{"model":"smollm2","prompt":"x","top_p":7}',
+    "10k stop strings": b'{"model":"smollm2","prompt":"x","stop":[' + b",".join([b'"a"'] * 10_000) + b"]}",
+    "huge logit_bias": b'{"model":"smollm2","prompt":"x","logit_bias":{' + b",".join(
+        b'"%d":1' % i for i in range(5000)) + b"}}",
+    "logit_bias beyond vocab": b'{"model":"smollm2","prompt":"x","logit_bias":{"999999":1}}',
+    "token id beyond vocab": b'{"model":"smollm2","prompt":[99999999]}',
+    "path traversal model": b'{"model":"../../etc/passwd","prompt":"x"}',
+    "empty messages": b'{"model":"smollm2","messages":[]}',
+    "unknown role": b'{"model":"smollm2","messages":[{"role":"wizard","content":"x"}]}',
+    "image part": b'{"model":"smollm2","messages":[{"role":"user","content":[{"type":"image_url",'
+                  b'"image_url":{"url":"file:///etc/passwd"}}]}]}',
+}
+
+
+def assert_envelope(response: httpx.Response, statuses=(400,)):
+    assert response.status_code in statuses, (response.status_code, response.text[:300])
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert response.headers.get("x-request-id")
+    return error
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_BODIES))
+def test_hostile_bodies_get_4xx_fast(http, name):
+    route = "/v1/chat/completions" if b"messages" in HOSTILE_BODIES[name] else "/v1/completions"
+    start = time.monotonic()
+    response = http.post(route, content=HOSTILE_BODIES[name], headers={"content-type": "application/json"})
+    elapsed_s = time.monotonic() - start
+    error = assert_envelope(response, (400, 404))
+    assert "\ufffd" not in error["message"] and "etc/passwd" not in error["message"]
+    assert elapsed_s < 1.0
+    assert http.post("/v1/completions", json=VALID).status_code == 200  # still serving
+
+
+def test_wrong_content_type_is_415(http):
+    response = http.post("/v1/completions", content=b'{"model":"smollm2","prompt":"x"}',
+                         headers={"content-type": "text/plain"})
+    assert_envelope(response, (415,))
+
+
+def test_oversized_body_is_413_with_content_length_and_chunked(http):
+    big = b'{"model":"smollm2","prompt":"' + b"a" * (9 * 1024 * 1024) + b'"}'
+    assert_envelope(http.post("/v1/completions", content=big), (413,))
+
+    def chunks():
+        for i in range(0, len(big), 1 << 20):
+            yield big[i:i + (1 << 20)]
+
+    try:
+        response = http.post("/v1/completions", content=chunks())
+        assert response.status_code == 413
+    except httpx.HTTPError:
+        pass  # the server may close the connection mid-upload; either way it did not buffer it all
+    assert http.post("/v1/completions", json=VALID).status_code == 200
+
+
+def test_oversized_header_is_rejected(base_url):
+    response = httpx.get(base_url + "/health/live", headers={"x-big": "a" * 20_000})
+    assert response.status_code in (400, 413, 431)
+
+
+def test_unknown_route_and_method_are_envelopes(http):
+    assert assert_envelope(http.get("/v1/nothing"), (404,))["code"] == "not_found"
+    assert assert_envelope(http.get("/v1/completions"), (405,))["code"] == "method_not_allowed"
+
+
+def test_request_id_rules(http):
+    ok = http.post("/v1/completions", json=VALID, headers={"x-request-id": "my-id.1"})
+    assert ok.headers["x-request-id"] == "my-id.1"
+    generated = http.post("/v1/completions", json=VALID)
+    assert len(generated.headers["x-request-id"]) == 32
+    assert assert_envelope(http.post("/v1/completions", json=VALID, headers={"x-request-id": "bad id!"}))[
+        "param"] == "X-Request-ID"
+    repeated = http.post("/v1/completions", json=VALID, headers=[("x-request-id", "a"), ("x-request-id", "b")])
+    assert_envelope(repeated)
+    stream = http.post("/v1/completions", json={**VALID, "stream": True}, headers={"x-request-id": "stream-1"})
+    assert stream.headers["x-request-id"] == "stream-1"
+
+
+def test_log_injection_in_headers_and_model_is_escaped(http, server):
+    http.post("/v1/completions", json={**VALID, "model": "x\r\n{\"forged\": 1}\x1b[31m"})
+    for line in server.log_text().splitlines():
+        assert not line.startswith('{"forged"')
+
+
+def test_slow_partial_request_does_not_block_others(base_url, http):
+    host, port = base_url.removeprefix("http://").split(":")
+    sockets = []
+    try:
+        for _ in range(20):
+            s = socket.create_connection((host, int(port)))
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+            sockets.append(s)
+        start = time.monotonic()
+        assert http.get("/health/live").status_code == 200
+        assert time.monotonic() - start < 0.5
+        assert http.post("/v1/completions", json=VALID).status_code == 200
+    finally:
+        for s in sockets:
+            s.close()
