@@ -57,3 +57,10 @@ def generation_params(sampling: Sampling, max_tokens: int) -> GenerationParams:
         min_tokens=min(sampling.min_tokens, max_tokens),
         ignore_eos=sampling.ignore_eos,
     )
+
+
+__all__ = [
+    "ChoiceDone", "Chunk", "Framing", "GenerationParams", "LaneBusy", "LaneError", "LaneModelSpec", "LanePool",
+    "LaneStartupError", "LaneStatus", "RequestStream", "create_pool", "generation_params", "lane_specs",
+    "resolve_model_paths",
+]

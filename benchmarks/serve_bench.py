@@ -1,0 +1,240 @@
+"""Serving benchmark: TTFT, inter-token latency (p50/p99) and tokens/s at several concurrencies
+against any OpenAI-compatible URL, plus gateway CPU µs per relayed token and HTTP TTFT minus
+in-process TTFT when it starts laneserve itself.
+
+    python benchmarks/serve_bench.py                      # starts laneserve (1 and 2 replicas)
+    python benchmarks/serve_bench.py --url http://127.0.0.1:8080/v1 --model NAME   # any server
+
+Definitions (reliability.md §3): TTFT = request sent → first SSE chunk with content; ITL = every
+gap between consecutive content chunks; tok/s = completion tokens (server usage) / wall time of
+the level. Gateway CPU = user+system time of the gateway process only (lanes are separate
+processes) over the run, divided by relayed tokens. Prints detail lines to stderr and ONE
+summary line to stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+import httpx
+
+PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+async def one_request(client: httpx.AsyncClient, url: str, model: str, max_tokens: int) -> dict:
+    body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": max_tokens,
+            "temperature": 0, "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}
+    t0 = time.perf_counter()
+    first = None
+    last = None
+    gaps = []
+    tokens = 0
+    chunks = 0
+    async with client.stream("POST", url + "/chat/completions", json=body) as response:
+        if response.status_code != 200:
+            await response.aread()
+            return {"error": response.status_code}
+        async for line in response.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if chunk.get("usage"):
+                tokens = chunk["usage"]["completion_tokens"]
+            if not chunk.get("choices"):
+                continue
+            if chunk["choices"][0].get("delta", {}).get("content"):
+                now = time.perf_counter()
+                chunks += 1
+                if first is None:
+                    first = now
+                else:
+                    gaps.append(now - last)
+                last = now
+    return {"ttft_s": (first or time.perf_counter()) - t0, "gaps_s": gaps, "tokens": tokens or chunks}
+
+
+async def run_level(url: str, model: str, concurrency: int, num_requests: int, max_tokens: int) -> dict:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=300, limits=limits) as client:
+        await one_request(client, url, model, 4)  # warm-up
+        queue = list(range(num_requests))
+        results = []
+
+        async def worker():
+            while queue:
+                queue.pop()
+                while True:
+                    result = await one_request(client, url, model, max_tokens)
+                    if result.get("error") == 429:  # closed loop: a busy server is retried, not counted
+                        await asyncio.sleep(0.005)
+                        continue
+                    results.append(result)
+                    break
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall_s = time.perf_counter() - t0
+    ok = [r for r in results if "error" not in r]
+    ttfts = [r["ttft_s"] * 1e3 for r in ok]
+    gaps = [g * 1e3 for r in ok for g in r["gaps_s"]]
+    tokens = sum(r["tokens"] for r in ok)
+    return {"concurrency": concurrency, "requests": len(ok), "errors": len(results) - len(ok), "tokens": tokens,
+            "ttft_p50_ms": percentile(ttfts, 50), "ttft_p99_ms": percentile(ttfts, 99),
+            "itl_p50_ms": percentile(gaps, 50), "itl_p99_ms": percentile(gaps, 99), "tok_s": tokens / wall_s}
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of this process only (children — the lanes — are not included)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_laneserve(model: str, replicas: int, threads: int) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--model", model, "--port", str(port),
+                             "--replicas", str(replicas), "--threads", str(threads), "--log-level", "warning"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"laneserve exited with {proc.returncode}")
+        try:
+            if httpx.get(base + "/health/ready", timeout=2).status_code == 200:
+                return proc, base + "/v1"
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("laneserve did not become ready")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def in_process_ttft_ms(model: str, threads: int, repeats: int) -> float | None:
+    """TTFT of the same chat prompt through lanes.Model, the runtime without HTTP or lanes."""
+    try:
+        from gateway.model_text import ModelText
+        from lanes import Model, find_model_file
+    except ImportError as exc:
+        print(f"in-process TTFT unavailable: {exc}", file=sys.stderr)
+        return None
+    path = str(find_model_file(model))
+    text = ModelText(path)
+    m = Model(path, threads=threads)
+    samples = []
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()  # like the server: template + tokenize + prefill + first token
+        ids = text.encode_chat([{"role": "user", "content": PROMPT}])
+        gen = m.generate(ids, max_tokens=4, temperature=0.0, ignore_eos=True)
+        for delta in gen:
+            if delta:
+                break
+        samples.append((time.perf_counter() - t0) * 1e3)
+        for _ in gen:
+            pass
+    return statistics.median(samples[1:])
+
+
+def cpu_per_token_us(url: str, model: str, pid: int, short: int, long: int, num_requests: int) -> float:
+    """Marginal gateway CPU per relayed token: the CPU-time slope between short and long
+    generations, so per-request work (HTTP parsing, templating, tokenizing) cancels out."""
+    def measure(max_tokens: int) -> tuple[float, int]:
+        cpu0 = cpu_seconds(pid)
+        r = asyncio.run(run_level(url, model, 1, num_requests, max_tokens))
+        return cpu_seconds(pid) - cpu0, r["tokens"]
+
+    cpu_short, tokens_short = measure(short)
+    cpu_long, tokens_long = measure(long)
+    return (cpu_long - cpu_short) * 1e6 / max(1, tokens_long - tokens_short)
+
+
+def detail(label: str, r: dict) -> str:
+    return (f"{label} c={r['concurrency']}: ttft p50 {r['ttft_p50_ms']:.1f} / p99 {r['ttft_p99_ms']:.1f} ms, "
+            f"itl p50 {r['itl_p50_ms']:.2f} / p99 {r['itl_p99_ms']:.2f} ms, {r['tok_s']:.1f} tok/s "
+            f"({r['requests']} req, {r['errors']} errors)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", help="OpenAI-compatible base URL (…/v1); default: start laneserve")
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--concurrency", default="1,2,4")
+    parser.add_argument("--replicas", default="1,2", help="replica counts when starting laneserve")
+    parser.add_argument("--threads", type=int, default=1, help="threads per lane when starting laneserve")
+    parser.add_argument("--requests-per-level", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--cpu-tokens", type=int, default=400, help="extra tokens for the CPU-slope phase")
+    parser.add_argument("--gateway-pid", type=int, help="with --url: the server pid whose CPU time to measure")
+    args = parser.parse_args()
+    levels = [int(c) for c in args.concurrency.split(",")]
+    runs = [(None, args.url)] if args.url else [(int(r), None) for r in args.replicas.split(",")]
+    summary = []
+    cpu_us_per_token = cpu_us_per_token_avg = None
+    http_ttft_c1 = None
+    for replicas, url in runs:
+        proc = None
+        if url is None:
+            proc, url = start_laneserve(args.model, replicas, args.threads)
+        pid = proc.pid if proc else args.gateway_pid
+        try:
+            cpu0 = cpu_seconds(pid) if pid else None
+            total_tokens = 0
+            label = f"r={replicas}" if replicas else "url"
+            for c in levels:
+                r = asyncio.run(run_level(url, args.model, c, max(args.requests_per_level, c), args.max_tokens))
+                total_tokens += r["tokens"]
+                print(detail(label, r), file=sys.stderr, flush=True)
+                summary.append(f"{label}/c{c}: ttft {r['ttft_p50_ms']:.1f}/{r['ttft_p99_ms']:.1f}ms "
+                               f"itl {r['itl_p50_ms']:.2f}/{r['itl_p99_ms']:.2f}ms {r['tok_s']:.0f}tok/s")
+                if c == 1 and replicas in (None, 1):
+                    http_ttft_c1 = r["ttft_p50_ms"]
+            if cpu0 is not None and total_tokens and replicas in (None, 1):
+                # Includes warm-ups and per-request HTTP/JSON work: an upper bound per token.
+                cpu_us_per_token_avg = (cpu_seconds(pid) - cpu0) * 1e6 / total_tokens
+                cpu_us_per_token = cpu_per_token_us(url, args.model, pid, 8, 8 + args.cpu_tokens, 4)
+        finally:
+            if proc:
+                stop(proc)
+    extra = []
+    if cpu_us_per_token is not None:
+        extra.append(f"gateway cpu {cpu_us_per_token:.2f}us/token marginal ({cpu_us_per_token_avg:.1f} avg)")
+    if not args.url and http_ttft_c1 is not None:
+        local = in_process_ttft_ms(args.model, args.threads, 8)
+        if local is not None:
+            extra.append(f"http-inproc ttft {http_ttft_c1 - local:+.2f}ms (http {http_ttft_c1:.1f}, inproc {local:.1f})")
+    print("serve_bench " + args.model + " | " + " | ".join(summary + extra))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
