@@ -24,9 +24,25 @@ from gateway.config import GatewayConfig
 from gateway.openai_requests import Sampling
 
 
+SYNTHETIC_PREFIX = "synthetic:"
+
+
+def is_synthetic(source: str) -> bool:
+    """`synthetic:step_us=…` is the lanes' deterministic test/benchmark backend (no weights):
+    it exercises the whole serving path — rings, relay, faults — without a model."""
+    return source.startswith(SYNTHETIC_PREFIX)
+
+
 def resolve_model_paths(config: GatewayConfig) -> dict[str, str]:
-    """Model name → GGUF path; raises FileNotFoundError with an install hint for missing ones."""
-    return {entry.name: str(find_model_file(entry.source)) for entry in config.models}
+    """Model name → GGUF path (or synthetic spec); FileNotFoundError with an install hint."""
+    return {entry.name: entry.source if is_synthetic(entry.source) else str(find_model_file(entry.source))
+            for entry in config.models}
+
+
+def text_model_path(lane_path: str) -> str:
+    """The GGUF whose tokenizer and chat template the gateway uses for a lane's model; a
+    synthetic lane has no vocabulary of its own and borrows SmolLM2's."""
+    return str(find_model_file("smollm2")) if is_synthetic(lane_path) else lane_path
 
 
 def lane_specs(config: GatewayConfig, paths: dict[str, str]) -> list[LaneModelSpec]:
@@ -61,6 +77,6 @@ def generation_params(sampling: Sampling, max_tokens: int) -> GenerationParams:
 
 __all__ = [
     "ChoiceDone", "Chunk", "Framing", "GenerationParams", "LaneBusy", "LaneError", "LaneModelSpec", "LanePool",
-    "LaneStartupError", "LaneStatus", "RequestStream", "create_pool", "generation_params", "lane_specs",
-    "resolve_model_paths",
+    "LaneStartupError", "LaneStatus", "RequestStream", "create_pool", "generation_params", "is_synthetic",
+    "lane_specs", "resolve_model_paths", "text_model_path",
 ]

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 # Model names end up in JSON bodies, Prometheus labels and log lines: keep them boring.
 MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 DEFAULT_MODEL = "smollm2"
+KNOWN_ALIASES = ("smollm2", "gemma3")
 
 
 class ConfigError(ValueError):
@@ -128,6 +129,27 @@ def _split_list(value: str | list[str] | tuple[str, ...]) -> list[str]:
     return [part.strip() for item in items for part in item.split(",") if part.strip()]
 
 
+def _starts_model_entry(segment: str) -> bool:
+    value = segment.split("=", 1)[-1]
+    return "synthetic:" in segment or "/" in value or value.endswith(".gguf") or value in KNOWN_ALIASES
+
+
+def _split_models(value: str | list[str] | tuple[str, ...]) -> list[str]:
+    """Repeated --model flags are taken whole; one comma-separated string (env, sanic CLI) is
+    split, except that the `key=value` options of a synthetic spec stay with their entry."""
+    if not isinstance(value, str):
+        return [item.strip() for item in value if item.strip()]
+    entries: list[str] = []
+    for segment in (part.strip() for part in value.split(",")):
+        if not segment:
+            continue
+        if entries and "synthetic:" in entries[-1] and not _starts_model_entry(segment):
+            entries[-1] += "," + segment
+        else:
+            entries.append(segment)
+    return entries
+
+
 def convert(field_name: str, value: Any) -> Any:
     """One raw value (string or list of strings from argparse/env) → the field's type."""
     if field_name not in FIELDS:
@@ -135,7 +157,7 @@ def convert(field_name: str, value: Any) -> Any:
     default = FIELDS[field_name].default
     try:
         if field_name == "models":
-            return tuple(parse_model_arg(item) for item in _split_list(value))
+            return tuple(parse_model_arg(item) for item in _split_models(value))
         if field_name == "cors_origins":
             return tuple(_split_list(value))
         if isinstance(value, str):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from gateway.backend import LaneStartupError, create_pool, resolve_model_paths
+from gateway.backend import LaneStartupError, create_pool, resolve_model_paths, text_model_path
 from gateway.config import GatewayConfig
 from gateway.metrics import Metrics
 from gateway.records import RecordsFile
@@ -31,7 +31,7 @@ class Backend:
         except (FileNotFoundError, ValueError) as exc:
             raise StartupFailed(str(exc)) from None
         try:
-            texts = {name: ModelText(path) for name, path in paths.items()}
+            texts = {name: ModelText(text_model_path(path)) for name, path in paths.items()}
         except Exception as exc:
             raise StartupFailed(f"cannot read model files: {exc}") from None
         pool = create_pool(config, paths)

@@ -92,3 +92,11 @@ def test_env_reader_reads_only_laneserve_fields():
     env = {"LANESERVE_REPLICAS": "3", "LANESERVE_MODEL": "x=smollm2", "LANESERVE_BOGUS": "1", "PATH": "/bin"}
     assert settings_from_env(env) == {"replicas": "3", "models": "x=smollm2"}
     assert config_from_strings(settings_from_env(env)).replicas == 3
+
+
+def test_synthetic_specs_keep_their_commas():
+    config = config_from_strings({"models": "fake=synthetic:step_us=100,n_ctx=512,b=gemma3,c=/m/x.gguf"})
+    assert [(m.name, m.source) for m in config.models] == [
+        ("fake", "synthetic:step_us=100,n_ctx=512"), ("b", "gemma3"), ("c", "/m/x.gguf")]
+    flags = config_from_strings({"models": ["fake=synthetic:step_us=1,n_ctx=64", "smollm2"]})
+    assert flags.models[0].source == "synthetic:step_us=1,n_ctx=64"
