@@ -99,8 +99,9 @@ def start_server(tmp_dir: Path, *extra_args: str, command: list[str] | None = No
 
 
 
-def serving_stack_missing() -> str | None:
-    """Why the real server cannot run here (lanes or the native tokenizer not built yet), else None."""
+def serving_stack_missing(real_model: bool = True) -> str | None:
+    """Why a server cannot run here (lanes, tokenizer or engine not landed yet), else None.
+    `real_model=False`: only the lanes' synthetic backend is needed (plus SmolLM2's tokenizer)."""
     if importlib.util.find_spec("lanes.pool") is None:
         return "lanes.pool is not available (lanes issue not landed)"
     try:
@@ -109,6 +110,11 @@ def serving_stack_missing() -> str | None:
         return f"native runtime not built: {exc}"
     if not hasattr(_runtime, "Tokenizer"):
         return "lanes._runtime.Tokenizer is not available yet"
+    if real_model:
+        try:
+            from lanes import Model  # noqa: F401  (the engine's in-process API)
+        except ImportError:
+            return "the inference engine (lanes.Model) has not landed yet"
     try:
         from lanes import smollm2_path
 
@@ -150,15 +156,31 @@ def openai_client(base_url):
     client.close()
 
 
+@pytest.fixture(scope="module")
+def synthetic_server(tmp_path_factory):
+    """A server whose one model is the lanes' synthetic backend: deterministic text ("<i> " per
+    step, with JSON-hostile characters every 7th step), slow enough to observe, no weights."""
+    reason = serving_stack_missing(real_model=False)
+    if reason:
+        pytest.skip(reason)
+    srv = start_server(tmp_path_factory.mktemp("synthetic"), "--model",
+                       "fake=synthetic:step_us=2000,prefill_us_per_token=1000,n_ctx=1024",
+                       "--keepalive-interval-s", "0.2")
+    srv.wait_ready()
+    yield srv
+    code = srv.terminate()
+    assert code == 0, srv.log_text()[-4000:]
+
+
 @pytest.fixture
 def own_server(tmp_path):
     """Start a dedicated server (for tests that stop or break it); always cleaned up."""
-    reason = serving_stack_missing()
-    if reason:
-        pytest.skip(reason)
     started = []
 
-    def start(*args, **kwargs) -> ServerProcess:
+    def start(*args, real_model: bool = True, **kwargs) -> ServerProcess:
+        reason = serving_stack_missing(real_model)
+        if reason:
+            pytest.skip(reason)
         srv = start_server(tmp_path, *args, **kwargs)
         started.append(srv)
         return srv

@@ -9,6 +9,8 @@ import httpx
 import openai
 import pytest
 
+pytestmark = pytest.mark.real_model  # the session server runs the real SmolLM2
+
 LONG = {"model": "smollm2", "prompt": "Count:", "max_tokens": 400, "ignore_eos": True, "stream": True}
 
 

@@ -7,6 +7,8 @@ import time
 import httpx
 import pytest
 
+pytestmark = pytest.mark.real_model  # the session server runs the real SmolLM2
+
 VALID = {"model": "smollm2", "prompt": "Hi", "max_tokens": 2}
 
 HOSTILE_BODIES = {

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
+import pytest
+
+pytestmark = pytest.mark.real_model  # the session server runs the real SmolLM2
 
 
 def test_models_list_has_ids_root_and_capabilities(http, openai_client):

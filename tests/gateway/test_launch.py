@@ -14,6 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+pytestmark = pytest.mark.real_model  # the session server runs the real SmolLM2
+
 
 def curl(*args: str) -> str:
     return subprocess.run(["curl", "-sS", "--max-time", "60", *args], capture_output=True, text=True, timeout=90,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import openai
 import pytest
 
+pytestmark = pytest.mark.real_model  # the session server runs the real SmolLM2
+
 CHAT = [{"role": "user", "content": "What is the capital of France?"}]
 PROMPT = "The three primary colors are"
 

@@ -7,6 +7,9 @@ import signal
 import time
 
 import httpx
+import pytest
+
+pytestmark = pytest.mark.real_model  # the session server runs the real SmolLM2
 
 LONG = {"model": "smollm2", "prompt": "Count:", "max_tokens": 1000, "ignore_eos": True, "stream": True}
 SHORT = {"model": "smollm2", "prompt": "x", "max_tokens": 1}

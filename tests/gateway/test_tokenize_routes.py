@@ -1,5 +1,8 @@
 """/tokenize and /detokenize in the vLLM and llama.cpp shapes."""
 from __future__ import annotations
+import pytest
+
+pytestmark = pytest.mark.real_model  # the session server runs the real SmolLM2
 
 
 def test_vllm_shape_round_trip(http):

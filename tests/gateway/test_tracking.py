@@ -5,6 +5,10 @@ import json
 import time
 import uuid
 
+import pytest
+
+pytestmark = pytest.mark.real_model  # the session server runs the real SmolLM2
+
 
 def records(server) -> list[dict]:
     return [json.loads(line) for line in server.records_path.read_text().splitlines()]

@@ -1,0 +1,145 @@
+"""The whole serving path on the lanes' synthetic backend (no weights): exact text through the
+rings and framings (JSON-hostile characters every 7th step), keep-alives while a long prefill
+runs, admission, disconnect and lane death — deterministic and fast."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+
+def synthetic_text(num_tokens: int) -> str:
+    """What the synthetic backend emits: step i → "<i> ", every 7th step with escapes."""
+    return "".join(f"{i}" + ("\"\\\n\u2028é " if i % 7 == 6 else " ") for i in range(num_tokens))
+
+
+@pytest.fixture
+def client(synthetic_server):
+    with httpx.Client(base_url=synthetic_server.base_url, timeout=60) as c:
+        yield c
+
+
+@pytest.fixture
+def oai(synthetic_server):
+    c = openai.OpenAI(base_url=synthetic_server.base_url + "/v1", api_key="x", max_retries=0, timeout=60)
+    yield c
+    c.close()
+
+
+def lanes(client) -> list[dict]:
+    return client.get("/health/ready").json()["models"]["fake"]["lanes"]
+
+
+def wait_idle(client, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while any(lane["state"] != "ready" for lane in lanes(client)):
+        assert time.monotonic() < deadline, lanes(client)
+        time.sleep(0.02)
+
+
+def test_exact_text_stream_and_non_stream(oai):
+    expected = synthetic_text(20)
+    reply = oai.completions.create(model="fake", prompt="Hello", max_tokens=20)
+    assert reply.choices[0].text == expected and reply.choices[0].finish_reason == "length"
+    assert reply.usage.completion_tokens == 20 and reply.usage.prompt_tokens == 1
+    chunks = list(oai.chat.completions.create(model="fake", messages=[{"role": "user", "content": "Hi"}],
+                                              max_tokens=20, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == expected
+    assert chunks[0].choices[0].delta.role == "assistant" and chunks[-1].choices[0].finish_reason == "length"
+    message = oai.chat.completions.create(model="fake", messages=[{"role": "user", "content": "Hi"}], max_tokens=20)
+    assert message.choices[0].message.content == expected
+
+
+def test_n_and_prompt_arrays_number_choices(oai):
+    reply = oai.completions.create(model="fake", prompt=["a", "b c"], n=2, max_tokens=8)
+    assert [c.index for c in reply.choices] == [0, 1, 2, 3]
+    assert all(c.text == synthetic_text(8) for c in reply.choices)
+    assert reply.usage.completion_tokens == 32
+    chunks = list(oai.completions.create(model="fake", prompt=["a", "b"], n=2, max_tokens=3, stream=True))
+    for index in range(4):
+        mine = [c.choices[0] for c in chunks if c.choices[0].index == index]
+        assert "".join(c.text for c in mine) == synthetic_text(3) and mine[-1].finish_reason == "length"
+
+
+def test_keepalive_comments_while_prefill_runs(client, sse):
+    # 600 prompt tokens × 1 ms each ≈ 0.6 s before the first token; keep-alive every 0.2 s.
+    response = client.post("/v1/completions", json={"model": "fake", "prompt": [216] * 600, "max_tokens": 2,
+                                                     "stream": True})
+    events = sse(response)
+    first_data = next(i for i, e in enumerate(events) if isinstance(e, dict))
+    assert events[:first_data].count(":") >= 1
+    assert events[-1] == "[DONE]"
+
+
+def test_busy_lane_gives_429_then_frees(client):
+    started, stop = threading.Event(), threading.Event()
+
+    def hold():
+        with httpx.Client(base_url=str(client.base_url), timeout=60) as c:
+            with c.stream("POST", "/v1/completions", json={"model": "fake", "prompt": "x", "max_tokens": 2000,
+                                                            "stream": True}) as response:
+                for line in response.iter_lines():
+                    if line.startswith("data: {"):
+                        started.set()
+                    if stop.is_set():
+                        return
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    try:
+        assert started.wait(10)
+        busy = client.post("/v1/completions", json={"model": "fake", "prompt": "x", "max_tokens": 1})
+        assert busy.status_code == 429 and busy.headers["retry-after"] == "1"
+        assert busy.json()["error"]["code"] == "server_busy"
+    finally:
+        stop.set()
+        holder.join(10)
+    wait_idle(client, 1.0)
+
+
+def test_disconnect_frees_lane_within_1s_without_respawn(client):
+    before = lanes(client)
+    with client.stream("POST", "/v1/completions", json={"model": "fake", "prompt": "x", "max_tokens": 5000,
+                                                         "stream": True}) as response:
+        for n, line in enumerate(response.iter_lines()):
+            if n > 10:
+                break
+    t0 = time.monotonic()
+    while client.post("/v1/completions", json={"model": "fake", "prompt": "x", "max_tokens": 1}).status_code != 200:
+        assert time.monotonic() - t0 < 1.0
+        time.sleep(0.01)
+    assert [(l["pid"], l["restarts"]) for l in lanes(client)] == [(l["pid"], l["restarts"]) for l in before]
+
+
+def test_lane_killed_mid_stream_gives_error_event_and_respawns(client, synthetic_server):
+    pid = lanes(client)[0]["pid"]
+    lines = []
+    killed_at = None
+    with client.stream("POST", "/v1/chat/completions", json={"model": "fake", "stream": True, "max_tokens": 5000,
+                                                              "messages": [{"role": "user", "content": "x"}]}) as r:
+        for line in r.iter_lines():
+            if not line:
+                continue
+            lines.append(line)
+            if killed_at is None and line.startswith("data: {"):
+                os.kill(pid, signal.SIGKILL)
+                killed_at = time.monotonic()
+    assert time.monotonic() - killed_at < 1.0
+    assert lines[-1] == "data: [DONE]" and '"error"' in lines[-2]
+    # while the lane restarts: 503 + Retry-After (or 200 once it is back), never a hang
+    deadline = time.monotonic() + 30
+    while True:
+        reply = client.post("/v1/completions", json={"model": "fake", "prompt": "x", "max_tokens": 1}, timeout=5)
+        if reply.status_code == 200:
+            break
+        assert reply.status_code in (503, 429) and "retry-after" in reply.headers
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    after = lanes(client)[0]
+    assert after["pid"] != pid and after["restarts"] >= 1
+    assert 'laneserve_lane_restarts_total{model="fake"}' in client.get("/metrics").text
