@@ -10,6 +10,7 @@ Two launch paths share it:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import multiprocessing
 import os
 
@@ -88,7 +89,7 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     return app
 
 
-async def _before_start(app: Sanic, loop) -> None:
+async def _before_start(app: Sanic) -> None:
     from gateway.serving import Backend, open_observers  # lane imports only where lanes run
 
     state: ServerState = app.ctx.state
@@ -107,7 +108,7 @@ async def _before_start(app: Sanic, loop) -> None:
             state.log.error("startup_failed", error=str(exc))
             _exit_startup_failure(str(exc))
         app.ctx.backend = backend
-    backend.attach(state, loop)
+    backend.attach(state, asyncio.get_running_loop())
     open_observers(state)
     state.log.info("serving", models=list(state.models), replicas=state.config.replicas, pid=os.getpid())
 
@@ -119,7 +120,7 @@ def _exit_startup_failure(message: str) -> None:
     os._exit(3)
 
 
-async def _before_stop(app: Sanic, loop) -> None:
+async def _before_stop(app: Sanic) -> None:
     state: ServerState = app.ctx.state
     state.draining = True  # new generation requests get 503 + Retry-After from here on
     backend = app.ctx.backend
@@ -128,7 +129,7 @@ async def _before_stop(app: Sanic, loop) -> None:
         await backend.drain(state.config.drain_grace_s)
 
 
-async def _after_stop(app: Sanic, loop) -> None:
+async def _after_stop(app: Sanic) -> None:
     state: ServerState = app.ctx.state
     backend = app.ctx.backend
     if backend is not None:

@@ -81,7 +81,7 @@ def test_busy_lane_gives_429_then_frees(client):
 
     def hold():
         with httpx.Client(base_url=str(client.base_url), timeout=60) as c:
-            with c.stream("POST", "/v1/completions", json={"model": "fake", "prompt": "x", "max_tokens": 2000,
+            with c.stream("POST", "/v1/completions", json={"model": "fake", "prompt": "x", "max_tokens": 1000,
                                                             "stream": True}) as response:
                 for line in response.iter_lines():
                     if line.startswith("data: {"):
@@ -104,7 +104,7 @@ def test_busy_lane_gives_429_then_frees(client):
 
 def test_disconnect_frees_lane_within_1s_without_respawn(client):
     before = lanes(client)
-    with client.stream("POST", "/v1/completions", json={"model": "fake", "prompt": "x", "max_tokens": 5000,
+    with client.stream("POST", "/v1/completions", json={"model": "fake", "prompt": "x", "max_tokens": 1000,
                                                          "stream": True}) as response:
         for n, line in enumerate(response.iter_lines()):
             if n > 10:
@@ -120,7 +120,7 @@ def test_lane_killed_mid_stream_gives_error_event_and_respawns(client, synthetic
     pid = lanes(client)[0]["pid"]
     lines = []
     killed_at = None
-    with client.stream("POST", "/v1/chat/completions", json={"model": "fake", "stream": True, "max_tokens": 5000,
+    with client.stream("POST", "/v1/chat/completions", json={"model": "fake", "stream": True, "max_tokens": 1000,
                                                               "messages": [{"role": "user", "content": "x"}]}) as r:
         for line in r.iter_lines():
             if not line:
