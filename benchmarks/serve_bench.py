@@ -187,7 +187,8 @@ def detail(label: str, r: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="OpenAI-compatible base URL (…/v1); default: start laneserve")
-    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--model", default="smollm2",
+                        help="model name; when starting laneserve also NAME=PATH_OR_ALIAS or NAME=synthetic:…")
     parser.add_argument("--concurrency", default="1,2,4")
     parser.add_argument("--replicas", default="1,2", help="replica counts when starting laneserve")
     parser.add_argument("--threads", type=int, default=1, help="threads per lane when starting laneserve")
@@ -197,6 +198,8 @@ def main() -> int:
     parser.add_argument("--gateway-pid", type=int, help="with --url: the server pid whose CPU time to measure")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
+    model_arg = args.model
+    args.model = model_arg.split("=", 1)[0]  # the name requests use
     runs = [(None, args.url)] if args.url else [(int(r), None) for r in args.replicas.split(",")]
     summary = []
     cpu_us_per_token = cpu_us_per_token_avg = None
@@ -204,7 +207,7 @@ def main() -> int:
     for replicas, url in runs:
         proc = None
         if url is None:
-            proc, url = start_laneserve(args.model, replicas, args.threads)
+            proc, url = start_laneserve(model_arg, replicas, args.threads)
         pid = proc.pid if proc else args.gateway_pid
         try:
             cpu0 = cpu_seconds(pid) if pid else None
@@ -228,7 +231,7 @@ def main() -> int:
     extra = []
     if cpu_us_per_token is not None:
         extra.append(f"gateway cpu {cpu_us_per_token:.2f}us/token marginal ({cpu_us_per_token_avg:.1f} avg)")
-    if not args.url and http_ttft_c1 is not None:
+    if not args.url and http_ttft_c1 is not None and "synthetic:" not in model_arg:
         local = in_process_ttft_ms(args.model, args.threads, 8)
         if local is not None:
             extra.append(f"http-inproc ttft {http_ttft_c1 - local:+.2f}ms (http {http_ttft_c1:.1f}, inproc {local:.1f})")
