@@ -100,10 +100,16 @@ async def run_level(url: str, model: str, concurrency: int, num_requests: int, m
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of this process only (children — the lanes — are not included)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time of every thread of this process only (the lanes are other processes), from
+    schedstat in nanoseconds: /proc/PID/stat's clock ticks (10 ms) are too coarse here."""
+    total_ns = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total_ns += int(f.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # a thread that just exited
+    return total_ns / 1e9
 
 
 def free_port() -> int:
@@ -165,12 +171,12 @@ def in_process_ttft_ms(model: str, threads: int, repeats: int) -> float | None:
     return statistics.median(samples[1:])
 
 
-def cpu_per_token_us(url: str, model: str, pid: int, short: int, long: int, num_requests: int) -> float:
+def cpu_per_token_us(url: str, model: str, pid: int, short: int, long: int, concurrency: int) -> float:
     """Marginal gateway CPU per relayed token: the CPU-time slope between short and long
     generations, so per-request work (HTTP parsing, templating, tokenizing) cancels out."""
     def measure(max_tokens: int) -> tuple[float, int]:
         cpu0 = cpu_seconds(pid)
-        r = asyncio.run(run_level(url, model, 1, num_requests, max_tokens))
+        r = asyncio.run(run_level(url, model, concurrency, 2 * concurrency, max_tokens))
         return cpu_seconds(pid) - cpu0, r["tokens"]
 
     cpu_short, tokens_short = measure(short)
@@ -194,7 +200,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1, help="threads per lane when starting laneserve")
     parser.add_argument("--requests-per-level", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--cpu-tokens", type=int, default=400, help="extra tokens for the CPU-slope phase")
+    parser.add_argument("--cpu-tokens", type=int, default=1000, help="extra tokens for the CPU-slope phase")
     parser.add_argument("--gateway-pid", type=int, help="with --url: the server pid whose CPU time to measure")
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
@@ -202,35 +208,33 @@ def main() -> int:
     args.model = model_arg.split("=", 1)[0]  # the name requests use
     runs = [(None, args.url)] if args.url else [(int(r), None) for r in args.replicas.split(",")]
     summary = []
-    cpu_us_per_token = cpu_us_per_token_avg = None
+    cpu_us_per_token = {}
     http_ttft_c1 = None
-    for replicas, url in runs:
+    for position, (replicas, url) in enumerate(runs):
         proc = None
         if url is None:
             proc, url = start_laneserve(model_arg, replicas, args.threads)
         pid = proc.pid if proc else args.gateway_pid
         try:
-            cpu0 = cpu_seconds(pid) if pid else None
-            total_tokens = 0
             label = f"r={replicas}" if replicas else "url"
             for c in levels:
                 r = asyncio.run(run_level(url, args.model, c, max(args.requests_per_level, c), args.max_tokens))
-                total_tokens += r["tokens"]
                 print(detail(label, r), file=sys.stderr, flush=True)
                 summary.append(f"{label}/c{c}: ttft {r['ttft_p50_ms']:.1f}/{r['ttft_p99_ms']:.1f}ms "
                                f"itl {r['itl_p50_ms']:.2f}/{r['itl_p99_ms']:.2f}ms {r['tok_s']:.0f}tok/s")
                 if c == 1 and replicas in (None, 1):
                     http_ttft_c1 = r["ttft_p50_ms"]
-            if cpu0 is not None and total_tokens and replicas in (None, 1):
-                # Includes warm-ups and per-request HTTP/JSON work: an upper bound per token.
-                cpu_us_per_token_avg = (cpu_seconds(pid) - cpu0) * 1e6 / total_tokens
-                cpu_us_per_token = cpu_per_token_us(url, args.model, pid, 8, 8 + args.cpu_tokens, 4)
+            if pid and position == len(runs) - 1:  # CPU on the last (largest) configuration
+                # Paced single stream (every token its own wake-up and write) and the busiest level.
+                for c in sorted({1, max(levels)}):
+                    cpu_us_per_token[c] = cpu_per_token_us(url, args.model, pid, 8, 8 + args.cpu_tokens, c)
         finally:
             if proc:
                 stop(proc)
     extra = []
-    if cpu_us_per_token is not None:
-        extra.append(f"gateway cpu {cpu_us_per_token:.2f}us/token marginal ({cpu_us_per_token_avg:.1f} avg)")
+    if cpu_us_per_token:
+        extra.append("gateway cpu " + " ".join(f"c{c}:{us:.1f}" for c, us in sorted(cpu_us_per_token.items()))
+                     + "us/token")
     if not args.url and http_ttft_c1 is not None and "synthetic:" not in model_arg:
         local = in_process_ttft_ms(args.model, args.threads, 8)
         if local is not None:
