@@ -7,6 +7,7 @@
 #include "bindings/bindings.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_impl.h"
 
 namespace py = pybind11;
 
@@ -43,7 +44,8 @@ void bind_tokenizer(py::module_& m) {
 
   py::class_<PyTokenizer>(m, "Tokenizer",
       "Tokenizer read from a GGUF file (byte-level BPE or SPM), token for token as llama.cpp.")
-      .def(py::init([](const std::string& path) {
+      .def(py::init([](const py::object& path_like) {
+             const std::string path = py::module_::import("os").attr("fspath")(path_like).cast<std::string>();
              py::gil_scoped_release nogil;
              GgufFile f(path);
              return PyTokenizer{Tokenizer::from_gguf(f)};
@@ -94,6 +96,19 @@ void bind_tokenizer(py::module_& m) {
       .def_property_readonly("add_bos", [](const PyTokenizer& t) { return t.tok->add_bos(); })
       .def_property_readonly("add_eos", [](const PyTokenizer& t) { return t.tok->add_eos(); })
       .def_property_readonly("eog_ids", [](const PyTokenizer& t) { return t.tok->eog_ids(); });
+
+  m.def("_pretokenize", [](const std::string& pre, const std::string& text) {
+        tok::PreKind kind;
+        bool ignore_merges;
+        if (!tok::pre_kind_from_name(pre, &kind, &ignore_merges)) throw py::value_error("unknown pre-tokenizer '" + pre + "'");
+        tok::PreScratch scratch;
+        std::string_view used;
+        std::vector<std::pair<uint32_t, uint32_t>> pieces;
+        tok::pretokenize(kind, text, scratch, &used, pieces);
+        py::list out;
+        for (const auto& r : pieces) out.append(to_bytes(used.substr(r.first, r.second - r.first)));
+        return out;
+      }, py::arg("pre"), py::arg("text"), "Testing aid: the pre-tokenizer pieces (bytes) of text.");
 
   py::class_<Utf8Stream>(m, "Utf8Stream",
       "Assembles token piece bytes into text, emitting only complete UTF-8 characters.")

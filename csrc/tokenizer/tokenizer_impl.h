@@ -47,7 +47,7 @@ class Vocab {
  private:
   std::string arena_;
   std::vector<uint32_t> off_{0};
-  std::vector<int32_t> slots_;  // -1 empty
+  std::vector<uint64_t> slots_;  // (hash high 32 bits << 32) | (id + 1); 0 = empty
   uint64_t mask_ = 0;
 };
 

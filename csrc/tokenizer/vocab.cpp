@@ -25,23 +25,33 @@ void Vocab::add(std::string_view text) {
 
 void Vocab::build_index() {
   const uint64_t cap = pow2_at_least(2 * size() + 1);
-  slots_.assign(cap, -1);
+  slots_.assign(cap, 0);
   mask_ = cap - 1;
   for (int32_t id = 0; id < static_cast<int32_t>(size()); ++id) {
     const std::string_view t = text(id);
-    uint64_t i = hash_bytes(t.data(), t.size()) & mask_;
-    while (slots_[i] >= 0 && text(slots_[i]) != t) i = (i + 1) & mask_;
-    slots_[i] = id;  // a repeated text maps to the last id
+    const uint64_t h = hash_bytes(t.data(), t.size());
+    const uint64_t tag = h & 0xFFFFFFFF00000000ull;
+    uint64_t i = h & mask_;
+    while (slots_[i] != 0 &&
+           !((slots_[i] & 0xFFFFFFFF00000000ull) == tag && text(int32_t(slots_[i] & 0xFFFFFFFFu) - 1) == t))
+      i = (i + 1) & mask_;
+    slots_[i] = tag | static_cast<uint32_t>(id + 1);  // a repeated text maps to the last id
   }
 }
 
 int32_t Vocab::find(std::string_view s) const {
   if (slots_.empty()) return -1;
-  uint64_t i = hash_bytes(s.data(), s.size()) & mask_;
+  const uint64_t h = hash_bytes(s.data(), s.size());
+  const uint64_t tag = h & 0xFFFFFFFF00000000ull;
+  uint64_t i = h & mask_;
   while (true) {
-    const int32_t id = slots_[i];
-    if (id < 0) return -1;
-    if (off_[id + 1] - off_[id] == s.size() && text(id) == s) return id;
+    const uint64_t e = slots_[i];
+    if (e == 0) return -1;
+    if ((e & 0xFFFFFFFF00000000ull) == tag) {
+      const int32_t id = static_cast<int32_t>(e & 0xFFFFFFFFu) - 1;
+      if (off_[id + 1] - off_[id] == s.size() && std::memcmp(arena_.data() + off_[id], s.data(), s.size()) == 0)
+        return id;
+    }
     i = (i + 1) & mask_;
   }
 }
