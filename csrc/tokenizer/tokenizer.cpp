@@ -120,6 +120,10 @@ TokenizerImpl::TokenizerImpl(const GgufFile& f) {
 
   bos_id_ = checked_id(f, "tokenizer.ggml.bos_token_id", n_vocab_);
   eos_id_ = checked_id(f, "tokenizer.ggml.eos_token_id", n_vocab_);
+  if (model_ == Model::Spm) {  // the reference's SPM defaults when the keys are absent
+    if (f.find("tokenizer.ggml.bos_token_id") == nullptr && n_vocab_ > 1) bos_id_ = 1;
+    if (f.find("tokenizer.ggml.eos_token_id") == nullptr && n_vocab_ > 2) eos_id_ = 2;
+  }
   const bool dflt_bos = model_ == Model::Spm || pre_kind == tok::PreKind::Llama3;
   add_bos_ = f.get_bool("tokenizer.ggml.add_bos_token", dflt_bos);
   add_eos_ = f.get_bool("tokenizer.ggml.add_eos_token", false);
