@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bindings/bindings.h"
+#include "sampler/kernels.h"
 #include "sampler/sampler.h"
 
 namespace py = pybind11;
@@ -93,6 +94,10 @@ void bind_sampler(py::module_& m) {
         return py::str(out.data(), out.size());
       })
       .def_property_readonly("stopped", &StopMatcher::stopped);
+
+  // Test hooks: run the portable kernels on an AVX2 machine so both paths stay tested.
+  m.def("_sampler_force_portable", &sampler_kernels::force_portable, py::arg("on"));
+  m.def("_sampler_using_avx2", &sampler_kernels::using_avx2);
 }
 
 }  // namespace ls
