@@ -4,4 +4,5 @@
 
 namespace ls {
 void bind_cpu(pybind11::module_& m);
+void bind_quant(pybind11::module_& m);
 }  // namespace ls
