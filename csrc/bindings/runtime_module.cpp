@@ -7,4 +7,5 @@ PYBIND11_MODULE(_runtime, m) {
   ls::bind_gguf(m);
   ls::bind_tokenizer(m);
   ls::bind_sampler(m);
+  ls::bind_quant(m);
 }
