@@ -16,7 +16,7 @@ from gateway.errors import APIError, invalid, server_busy, unavailable
 from gateway.framing import StreamFrames, new_completion_id, now_s
 from gateway.generation import Generation, Submission
 from gateway.openai_requests import parse_chat, parse_completion
-from gateway.relay import collect, non_stream_response_body, relay_stream
+from gateway.relay import WriteStalled, collect, non_stream_response_body, relay_stream
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.tracking import RequestTracker
 
@@ -116,6 +116,7 @@ async def _generate(request, chat: bool):
                 headers["Cache-Control"] = "no-cache"
                 await relay_stream(request, generation, frames, tracker, n_per_prompt=sampling.n, headers=headers,
                                    keepalive_interval_s=state.config.keepalive_interval_s,
+                                   write_stall_timeout_s=state.config.write_stall_timeout_s,
                                    retry_after_s=state.config.retry_after_s)
                 generation = None
                 return None
@@ -131,6 +132,8 @@ async def _generate(request, chat: bool):
         outcome = "saturated" if exc.status == 429 else "error"
         tracker.finish(outcome, exc.status, exc.code)
         raise
+    except WriteStalled:
+        return None  # recorded as "timeout" by the relay; the connection is already aborted
     except asyncio.CancelledError:
         tracker.finish("disconnect", 499, "client_disconnected")
         raise

@@ -25,13 +25,23 @@ def _drained_error(retry_after_s: int) -> APIError:
                        code="server_shutting_down")
 
 
+class WriteStalled(Exception):
+    """The client stopped reading: its socket buffer stayed full for the write-stall timeout."""
+
+
 class SseSender:
     """Sends events and, from one watchdog task, `: keep-alive` comments whenever the stream
-    has been silent for the interval (Sanic's RESPONSE_TIMEOUT kills silent streams)."""
+    has been silent for the interval (Sanic's RESPONSE_TIMEOUT kills silent streams).
 
-    def __init__(self, response, keepalive_interval_s: float) -> None:
+    A client that stops reading must not hold its lane forever: when the transport already has
+    unsent bytes, the send is bounded by the write-stall timeout (the fast path, an empty
+    buffer, costs no timer)."""
+
+    def __init__(self, response, transport, keepalive_interval_s: float, write_stall_timeout_s: float) -> None:
         self._response = response
+        self._transport = transport
         self._interval_s = keepalive_interval_s
+        self._stall_timeout_s = write_stall_timeout_s
         self._last_send_s = time.monotonic()
         self._sending = False
         self._watchdog: asyncio.Task | None = None
@@ -39,7 +49,13 @@ class SseSender:
     async def send(self, data: bytes) -> None:
         self._sending = True
         try:
-            await self._response.send(data)
+            if self._transport.get_write_buffer_size() == 0:
+                await self._response.send(data)
+            else:
+                try:
+                    await asyncio.wait_for(self._response.send(data), self._stall_timeout_s)
+                except asyncio.TimeoutError:
+                    raise WriteStalled() from None
         finally:
             self._sending = False
             self._last_send_s = time.monotonic()
@@ -68,9 +84,10 @@ class SseSender:
 
 
 async def relay_stream(request, generation: Generation, frames: StreamFrames, tracker, *, n_per_prompt: int,
-                       headers: dict, keepalive_interval_s: float, retry_after_s: int) -> None:
+                       headers: dict, keepalive_interval_s: float, write_stall_timeout_s: float,
+                       retry_after_s: int) -> None:
     response = await request.respond(headers=headers, content_type="text/event-stream; charset=utf-8")
-    sender = SseSender(response, keepalive_interval_s)
+    sender = SseSender(response, request.transport, keepalive_interval_s, write_stall_timeout_s)
     sender.start_keepalive()
     role_sent: set[int] = set()
     chat = frames.chat
@@ -106,6 +123,10 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
         await sender.send(tail)
         await response.eof()
         tracker.finish("success", 200)
+    except WriteStalled:
+        tracker.finish("timeout", 200, "write_stalled")
+        request.transport.abort()  # drop the unread bytes; the caller cancels the generation
+        raise
     finally:
         sender.stop_keepalive()
 

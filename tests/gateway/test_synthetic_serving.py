@@ -143,3 +143,28 @@ def test_lane_killed_mid_stream_gives_error_event_and_respawns(client, synthetic
     after = lanes(client)[0]
     assert after["pid"] != pid and after["restarts"] >= 1
     assert 'laneserve_lane_restarts_total{model="fake"}' in client.get("/metrics").text
+
+
+def test_stalled_reader_is_cut_off_and_frees_the_lane(own_server):
+    import socket
+
+    srv = own_server("--model", "fake=synthetic:step_us=0,n_ctx=1000000", "--write-stall-timeout-s", "1",
+                     real_model=False)
+    srv.wait_ready()
+    body = b'{"model":"fake","prompt":"x","max_tokens":900000,"stream":true}'
+    sock = socket.create_connection(("127.0.0.1", srv.port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    try:
+        with httpx.Client(base_url=srv.base_url, timeout=10) as client:
+            deadline = time.monotonic() + 20
+            while client.post("/v1/completions", json={"model": "fake", "prompt": "x", "max_tokens": 1}
+                              ).status_code != 200:
+                assert time.monotonic() < deadline, "a client that stopped reading kept the lane"
+                time.sleep(0.1)
+            records = [line for line in srv.records_path.read_text().splitlines() if '"write_stalled"' in line]
+            assert records and '"outcome":"timeout"' in records[0]
+    finally:
+        sock.close()
+    assert srv.terminate() == 0
