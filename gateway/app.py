@@ -106,17 +106,21 @@ async def _before_start(app: Sanic) -> None:
             backend = Backend.start(state.config)
         except Exception as exc:
             state.log.error("startup_failed", error=str(exc))
-            _exit_startup_failure(str(exc))
+            _exit_startup_failure(app, str(exc))
         app.ctx.backend = backend
     backend.attach(state, asyncio.get_running_loop())
     open_observers(state)
     state.log.info("serving", models=list(state.models), replicas=state.config.replicas, pid=os.getpid())
 
 
-def _exit_startup_failure(message: str) -> None:
+def _exit_startup_failure(app: Sanic, message: str) -> None:
     print(f"laneserve: startup failed: {message}", flush=True)
-    # A worker that raises is only reported by Sanic's manager; exiting the worker with a
-    # non-zero status makes the whole `sanic` command fail instead of serving nothing.
+    # Tell Sanic's manager at once (otherwise it waits 30 s for this worker's ack), then leave
+    # with a non-zero status; the manager then stops and the `sanic` command exits non-zero.
+    try:
+        app.multiplexer.terminate(early=True)
+    except Exception:
+        pass  # --single-process: there is no manager to tell
     os._exit(3)
 
 

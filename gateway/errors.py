@@ -9,7 +9,7 @@ import re
 
 import orjson
 
-_SAFE_TEXT = re.compile(r"^[A-Za-z0-9._:/ -]{0,64}$")
+_SAFE_TEXT = re.compile(r"^[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,63}$")  # no "/", no leading "."
 
 
 def safe_repr(value: object) -> str:

@@ -91,8 +91,10 @@ def start_server(tmp_dir: Path, *extra_args: str, command: list[str] | None = No
     import_root = str(Path(gateway.__file__).resolve().parent.parent)
     child_env = {**os.environ, "PYTHONPATH": import_root, **(env or {})}
     with open(log_path, "wb") as log:
+        # Own session: Sanic's manager kills its whole process group when a worker fails to start,
+        # which must not include the test runner.
         proc = subprocess.Popen(command + list(extra_args), stdout=log, stderr=subprocess.STDOUT, env=child_env,
-                                cwd=tmp_dir)
+                                cwd=tmp_dir, start_new_session=True)
     return ServerProcess(proc, port, log_path, records_path)
 
 

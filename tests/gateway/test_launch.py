@@ -102,3 +102,13 @@ def test_sigterm_drains_in_flight_streams_and_exits_0(own_server):
     assert '"error"' in lines[-2] or '"finish_reason":"length"' in lines[-2]
     leftovers = [p.name for p in Path("/dev/shm").iterdir() if str(srv.proc.pid) in p.name]
     assert leftovers == []
+
+
+def test_sanic_cli_startup_failure_exits_non_zero_fast(own_server, tmp_path):
+    sanic = [sys.executable, "-m", "sanic", "gateway.app:create_app", "--factory", "--host", "127.0.0.1",
+             "--port", "{port}", "--model", f"x={tmp_path / 'missing.gguf'}"]
+    srv = own_server(command=sanic, records=False)
+    t0 = time.monotonic()
+    assert srv.proc.wait(60) != 0
+    assert time.monotonic() - t0 < 20
+    assert "startup failed" in srv.log_text()
