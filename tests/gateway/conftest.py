@@ -20,6 +20,8 @@ import pytest
 import gateway
 
 READY_TIMEOUT_S = 120.0
+# Small enough that a full-context prefill (the context-limit tests) takes ~3 s on one thread.
+CTX_SIZE = 512
 STOP_TIMEOUT_S = 40.0
 
 
@@ -81,7 +83,7 @@ def start_server(tmp_dir: Path, *extra_args: str, command: list[str] | None = No
     records_path = tmp_dir / f"records-{port}.jsonl" if records else None
     if command is None:
         command = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                   "--replicas", "1", "--threads", "1", "--ctx-size", "2048"]
+                   "--replicas", "1", "--threads", "1", "--ctx-size", str(CTX_SIZE)]
         if records_path:
             command += ["--records", str(records_path)]
     else:
@@ -131,7 +133,10 @@ def server(tmp_path_factory):
     reason = serving_stack_missing()
     if reason:
         pytest.skip(reason)
-    srv = start_server(tmp_path_factory.mktemp("server"), "--keepalive-interval-s", "1")
+    # The lanes' heartbeat is not updated inside one long prefill step yet; a generous timeout
+    # keeps the full-context tests from being taken for a hung lane.
+    srv = start_server(tmp_path_factory.mktemp("server"), "--keepalive-interval-s", "1",
+                       "--heartbeat-timeout-s", "30")
     srv.wait_ready()
     yield srv
     code = srv.terminate()

@@ -15,7 +15,7 @@ def test_models_list_has_ids_root_and_capabilities(http, openai_client):
     assert card["laneserve"]["streaming"] == "incremental"
     assert card["laneserve"]["capabilities"] == ["completion", "chat"]
     assert card["laneserve"]["ready_replicas"] == card["laneserve"]["replicas"] == 1
-    assert card["max_model_len"] == 2048
+    assert card["max_model_len"] == 512
     assert [m.id for m in openai_client.models.list()] == ["smollm2"]
     assert openai_client.models.retrieve("smollm2").id == "smollm2"
     assert http.get("/v1/models/nope").status_code == 404
