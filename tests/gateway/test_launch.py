@@ -79,7 +79,7 @@ def test_sigterm_drains_in_flight_streams_and_exits_0(own_server):
 
     def stream():
         with httpx.Client(base_url=srv.base_url, timeout=60) as client:
-            body = {"model": "smollm2", "prompt": "Count:", "max_tokens": 1800, "ignore_eos": True, "stream": True}
+            body = {"model": "smollm2", "prompt": "Count:", "max_tokens": 500, "ignore_eos": True, "stream": True}
             with client.stream("POST", "/v1/completions", json=body) as response:
                 for line in response.iter_lines():
                     if line:

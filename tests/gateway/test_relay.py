@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.real_model  # the session server runs the real SmolLM2
 
-LONG = {"model": "smollm2", "prompt": "Count:", "max_tokens": 1000, "ignore_eos": True, "stream": True}
+LONG = {"model": "smollm2", "prompt": "Count:", "max_tokens": 500, "ignore_eos": True, "stream": True}
 SHORT = {"model": "smollm2", "prompt": "x", "max_tokens": 1}
 
 
