@@ -82,7 +82,7 @@ async def run_level(url: str, model: str, concurrency: int, num_requests: int, m
                 while True:
                     result = await one_request(client, url, model, max_tokens)
                     if result.get("error") == 429:  # closed loop: a busy server is retried, not counted
-                        await asyncio.sleep(0.005)
+                        await asyncio.sleep(0.02)
                         continue
                     results.append(result)
                     break
@@ -146,8 +146,10 @@ def stop(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def in_process_ttft_ms(model: str, threads: int, repeats: int) -> float | None:
-    """TTFT of the same chat prompt through lanes.Model, the runtime without HTTP or lanes."""
+def paired_ttft_ms(url: str, model: str, threads: int, rounds: int) -> tuple[float, float, float] | None:
+    """HTTP TTFT and in-process TTFT (lanes.Model: the runtime without HTTP or lanes) of the same
+    chat prompt, alternated so both see the same machine load; (http p50, inproc p50, p50 of
+    the per-round differences)."""
     try:
         from gateway.model_text import ModelText
         from lanes import Model, find_model_file
@@ -157,27 +159,55 @@ def in_process_ttft_ms(model: str, threads: int, repeats: int) -> float | None:
     path = str(find_model_file(model))
     text = ModelText(path)
     m = Model(path, threads=threads)
-    samples = []
-    for _ in range(repeats + 1):
+
+    def in_process() -> float:
         t0 = time.perf_counter()  # like the server: template + tokenize + prefill + first token
         ids = text.encode_chat([{"role": "user", "content": PROMPT}])
-        gen = m.generate(ids, max_tokens=4, temperature=0.0, ignore_eos=True)
+        gen = m.generate(ids, max_tokens=2, temperature=0.0, ignore_eos=True)
         for delta in gen:
             if delta:
                 break
-        samples.append((time.perf_counter() - t0) * 1e3)
+        elapsed_ms = (time.perf_counter() - t0) * 1e3
         for _ in gen:
             pass
-    return statistics.median(samples[1:])
+        return elapsed_ms
+
+    async def over_http() -> float:
+        async with httpx.AsyncClient(timeout=300) as client:
+            return (await one_request(client, url, model, 2))["ttft_s"] * 1e3
+
+    http_ms, local_ms = [], []
+    for i in range(rounds + 1):
+        if i % 2:  # alternate which path goes first
+            h = asyncio.run(over_http())
+            local = in_process()
+        else:
+            local = in_process()
+            h = asyncio.run(over_http())
+        if i:  # round 0 warms both paths up
+            http_ms.append(h)
+            local_ms.append(local)
+    diffs = [h - l for h, l in zip(http_ms, local_ms)]
+    return statistics.median(http_ms), statistics.median(local_ms), statistics.median(diffs)
 
 
-def cpu_per_token_us(url: str, model: str, pid: int, short: int, long: int, concurrency: int) -> float:
+def idle_cpu_rate(pid: int, seconds: float = 3.0) -> float:
+    """The gateway's CPU use while idle (timers, supervision), in CPU-seconds per second."""
+    cpu0, t0 = cpu_seconds(pid), time.perf_counter()
+    time.sleep(seconds)
+    return (cpu_seconds(pid) - cpu0) / (time.perf_counter() - t0)
+
+
+def cpu_per_token_us(url: str, model: str, pid: int, short: int, long: int, concurrency: int,
+                     idle_rate: float) -> float:
     """Marginal gateway CPU per relayed token: the CPU-time slope between short and long
-    generations, so per-request work (HTTP parsing, templating, tokenizing) cancels out."""
+    generations, so per-request work (HTTP parsing, templating, tokenizing) cancels out, after
+    removing the idle background (timers run for as long as a phase lasts, tokens or not)."""
     def measure(max_tokens: int) -> tuple[float, int]:
-        cpu0 = cpu_seconds(pid)
+        cpu0, t0 = cpu_seconds(pid), time.perf_counter()
         r = asyncio.run(run_level(url, model, concurrency, 2 * concurrency, max_tokens))
-        return cpu_seconds(pid) - cpu0, r["tokens"]
+        busy_s = cpu_seconds(pid) - cpu0 - idle_rate * (time.perf_counter() - t0)
+        return busy_s, r["tokens"]
 
     cpu_short, tokens_short = measure(short)
     cpu_long, tokens_long = measure(long)
@@ -209,7 +239,7 @@ def main() -> int:
     runs = [(None, args.url)] if args.url else [(int(r), None) for r in args.replicas.split(",")]
     summary = []
     cpu_us_per_token = {}
-    http_ttft_c1 = None
+    ttft_pair = None
     for position, (replicas, url) in enumerate(runs):
         proc = None
         if url is None:
@@ -222,12 +252,15 @@ def main() -> int:
                 print(detail(label, r), file=sys.stderr, flush=True)
                 summary.append(f"{label}/c{c}: ttft {r['ttft_p50_ms']:.1f}/{r['ttft_p99_ms']:.1f}ms "
                                f"itl {r['itl_p50_ms']:.2f}/{r['itl_p99_ms']:.2f}ms {r['tok_s']:.0f}tok/s")
-                if c == 1 and replicas in (None, 1):
-                    http_ttft_c1 = r["ttft_p50_ms"]
             if pid and position == len(runs) - 1:  # CPU on the last (largest) configuration
-                # Paced single stream (every token its own wake-up and write) and the busiest level.
-                for c in sorted({1, max(levels)}):
-                    cpu_us_per_token[c] = cpu_per_token_us(url, args.model, pid, 8, 8 + args.cpu_tokens, c)
+                # One stream (every token its own wake-up and write) and every lane busy; never
+                # more clients than lanes here, so no 429 retries are counted as relay work.
+                idle_rate = idle_cpu_rate(pid)
+                for c in sorted({1, replicas or max(levels)}):
+                    cpu_us_per_token[c] = cpu_per_token_us(url, args.model, pid, 8, 8 + args.cpu_tokens, c,
+                                                           idle_rate)
+            if proc and position == 0 and "synthetic:" not in model_arg:
+                ttft_pair = paired_ttft_ms(url, args.model, args.threads, 10)
         finally:
             if proc:
                 stop(proc)
@@ -235,10 +268,9 @@ def main() -> int:
     if cpu_us_per_token:
         extra.append("gateway cpu " + " ".join(f"c{c}:{us:.1f}" for c, us in sorted(cpu_us_per_token.items()))
                      + "us/token")
-    if not args.url and http_ttft_c1 is not None and "synthetic:" not in model_arg:
-        local = in_process_ttft_ms(args.model, args.threads, 8)
-        if local is not None:
-            extra.append(f"http-inproc ttft {http_ttft_c1 - local:+.2f}ms (http {http_ttft_c1:.1f}, inproc {local:.1f})")
+    if ttft_pair is not None:
+        http_p50, local_p50, diff_p50 = ttft_pair
+        extra.append(f"http-inproc ttft p50 {diff_p50:+.2f}ms (http {http_p50:.1f}, inproc {local_p50:.1f})")
     print("serve_bench " + args.model + " | " + " | ".join(summary + extra))
     return 0
 
