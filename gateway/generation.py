@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import AsyncIterator
 
-from gateway.backend import ChoiceDone, Chunk, Framing, GenerationParams, LaneBusy, LaneError
+from gateway.backend import ChoiceDone, Chunk, Framing, GenerationParams, LaneBusy
 
 _submission_ids = itertools.count(1)
 
@@ -70,20 +70,22 @@ class Generation:
                 await asyncio.sleep(delay_s)
                 delay_s = min(delay_s * 2, 0.05)
 
-    async def items(self) -> AsyncIterator[tuple[int, Chunk | ChoiceDone]]:
-        """(global choice index, item) in order; failures arrive as GenerationFailed."""
+    async def segments(self) -> AsyncIterator[tuple[int, AsyncIterator[Chunk | ChoiceDone]]]:
+        """(global index of the segment's choice 0, the lane's stream) per submission, in order.
+        The caller iterates each stream itself — no wrapper per token on the hot path — and
+        turns a LaneError into GenerationFailed with `failed()`."""
         for position, submission in enumerate(self._submissions):
             if position > 0:
                 self._stream = await self._continue(submission)
-            offset = submission.first_choice
-            try:
-                async for item in self._stream:
-                    yield offset + item.choice, item
-            except LaneError as exc:
-                self._stream = None
-                raise GenerationFailed(getattr(exc, "code", None) or "lane_error",
-                                       getattr(exc, "message", None) or "the lane failed") from None
+            yield submission.first_choice, self._stream
             self._stream = None
+
+    @staticmethod
+    def failed(exc: Exception) -> GenerationFailed:
+        if isinstance(exc, GenerationFailed):
+            return exc
+        return GenerationFailed(getattr(exc, "code", None) or "lane_error",
+                                getattr(exc, "message", None) or "the lane failed")
 
     def cancel(self) -> None:
         if self._stream is not None:

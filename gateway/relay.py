@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from gateway.backend import ChoiceDone
+from gateway.backend import ChoiceDone, LaneError
 from gateway.errors import APIError, unavailable
 from gateway.framing import DONE_EVENT, KEEPALIVE_EVENT, ChoiceResult, StreamFrames, non_stream_body
 from gateway.generation import Generation, GenerationFailed
@@ -91,31 +91,37 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
     sender.start_keepalive()
     role_sent: set[int] = set()
     chat = frames.chat
+    first_pending = True
     try:
         try:
-            async for choice, item in generation.items():
-                if isinstance(item, ChoiceDone):
-                    if item.finish_reason == "cancelled":
-                        await sender.send(_drained_error(retry_after_s).sse_event() + DONE_EVENT)
-                        tracker.finish("error", 200, "server_shutting_down")
-                        return
-                    tracker.choice_done(choice // n_per_prompt, item)
-                    event = frames.finish_event(choice, item.finish_reason)
+            async for offset, stream in generation.segments():
+                async for item in stream:
+                    choice = offset + item.choice
+                    if type(item) is ChoiceDone:
+                        if item.finish_reason == "cancelled":
+                            await sender.send(_drained_error(retry_after_s).sse_event() + DONE_EVENT)
+                            tracker.finish("error", 200, "server_shutting_down")
+                            return
+                        tracker.choice_done(choice // n_per_prompt, item)
+                        event = frames.finish_event(choice, item.finish_reason)
+                        if chat and choice not in role_sent:
+                            role_sent.add(choice)
+                            event = frames.role_event(choice) + event
+                        await sender.send(event)
+                        continue
+                    data = item.data
                     if chat and choice not in role_sent:
+                        # The role rides in the same write as the first token (TTFT counts either).
                         role_sent.add(choice)
-                        event = frames.role_event(choice) + event
-                    await sender.send(event)
-                    continue
-                data = item.data
-                if chat and choice not in role_sent:
-                    # The role rides in the same write as the first token (TTFT counts either).
-                    role_sent.add(choice)
-                    data = frames.role_event(choice) + data
-                tracker.first_token()
-                await sender.send(data)
-        except GenerationFailed as exc:
-            await sender.send(_failure_error(exc.code, exc.message, retry_after_s).sse_event() + DONE_EVENT)
-            tracker.finish("error", 200, exc.code)
+                        data = frames.role_event(choice) + data
+                    if first_pending:
+                        first_pending = False
+                        tracker.first_token()
+                    await sender.send(data)
+        except (GenerationFailed, LaneError) as exc:
+            failure = Generation.failed(exc)
+            await sender.send(_failure_error(failure.code, failure.message, retry_after_s).sse_event() + DONE_EVENT)
+            tracker.finish("error", 200, failure.code)
             return
         tail = DONE_EVENT
         if frames.include_usage:
@@ -136,17 +142,20 @@ async def collect(generation: Generation, num_choices: int, tracker, *, n_per_pr
     """Run a non-stream request to the end; raises the APIError to answer with on failure."""
     results = [ChoiceResult([]) for _ in range(num_choices)]
     try:
-        async for choice, item in generation.items():
-            if isinstance(item, ChoiceDone):
-                if item.finish_reason == "cancelled":
-                    raise _drained_error(retry_after_s)
-                tracker.choice_done(choice // n_per_prompt, item)
-                results[choice].finish_reason = item.finish_reason
-            else:
-                tracker.first_token()
-                results[choice].escaped.append(item.data)
-    except GenerationFailed as exc:
-        raise _failure_error(exc.code, exc.message, retry_after_s) from None
+        async for offset, stream in generation.segments():
+            async for item in stream:
+                choice = offset + item.choice
+                if type(item) is ChoiceDone:
+                    if item.finish_reason == "cancelled":
+                        raise _drained_error(retry_after_s)
+                    tracker.choice_done(choice // n_per_prompt, item)
+                    results[choice].finish_reason = item.finish_reason
+                else:
+                    tracker.first_token()
+                    results[choice].escaped.append(item.data)
+    except (GenerationFailed, LaneError) as exc:
+        failure = Generation.failed(exc)
+        raise _failure_error(failure.code, failure.message, retry_after_s) from None
     return results
 
 
