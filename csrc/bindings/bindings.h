@@ -4,4 +4,5 @@
 
 namespace ls {
 void bind_cpu(pybind11::module_& m);
+void bind_lane(pybind11::module_& m);  // lane_bind.cpp
 }  // namespace ls

@@ -4,4 +4,5 @@
 PYBIND11_MODULE(_runtime, m) {
   m.doc() = "laneserve native runtime (GGUF, quantized kernels, models, tokenizers, sampler)";
   ls::bind_cpu(m);
+  ls::bind_lane(m);
 }
