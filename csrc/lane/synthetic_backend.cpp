@@ -1,9 +1,11 @@
 // Synthetic backend: spec "synthetic:step_us=N,prefill_us_per_token=N,load_ms=N,fail=MSG,
-// n_ctx=N,n_vocab=N". Step i emits text_i = "<i> " with, every 7th step, characters that need
+// n_ctx=N,n_vocab=N,fail_if_exists=PATH". Step i emits text_i = "<i> " with, every 7th step, characters that need
 // JSON escaping ("\"\\\n\u2028é "); tests/lanes/synthetic.py reproduces the text.
 #include <chrono>
 #include <stdexcept>
 #include <thread>
+
+#include <unistd.h>
 
 #include "lane/backend.h"
 #include "ring/ring.h"
@@ -25,6 +27,9 @@ class SyntheticBackend final : public Backend {
       else if (key == "prefill_us_per_token") prefill_us_per_token_ = std::stoll(value);
       else if (key == "load_ms") std::this_thread::sleep_for(std::chrono::milliseconds(std::stoll(value)));
       else if (key == "fail") throw std::runtime_error("synthetic model failed to load: " + value);
+      else if (key == "fail_if_exists") {
+        if (access(value.c_str(), F_OK) == 0) throw std::runtime_error("synthetic model failed to load: " + value + " exists");
+      }
       else if (key == "n_ctx") n_ctx_ = std::stoi(value);
       else if (key == "n_vocab") n_vocab_ = std::stoi(value);
       else if (!key.empty()) throw std::runtime_error("unknown synthetic backend option '" + key + "'");
