@@ -9,7 +9,7 @@ namespace py = pybind11;
 namespace ls {
 
 void bind_lane(py::module_& m) {
-  static py::exception<ring::RingError> ring_error(m, "RingError", PyExc_RuntimeError);
+  py::register_local_exception<ring::RingError>(m, "RingError", PyExc_RuntimeError);
   py::class_<lane::LaneLoop>(m, "Lane")
       .def(py::init([](int request_fd, size_t request_segment_bytes, int output_fd, size_t output_segment_bytes,
                        const std::string& wake_semaphore, const std::string& output_bell_kind, int output_bell_fd,

@@ -190,7 +190,7 @@ py::dict decode_request_py(py::bytes payload) {
 
 PYBIND11_MODULE(_ring, m) {
   m.doc() = "laneserve shared-memory rings (SPSC byte rings, doorbells, wire-format layout)";
-  static py::exception<RingError> ring_error(m, "RingError", PyExc_RuntimeError);
+  py::register_local_exception<RingError>(m, "RingError", PyExc_RuntimeError);
 
   m.def("format_segment", &format_segment, py::arg("fd"), py::arg("segment_bytes"),
         "Reserve /dev/shm pages and write a fresh ring header; returns the data capacity in bytes.");
