@@ -4,5 +4,8 @@
 
 namespace ls {
 void bind_cpu(pybind11::module_& m);
+void bind_gguf(pybind11::module_& m);
+void bind_tokenizer(pybind11::module_& m);
+void bind_sampler(pybind11::module_& m);
 void bind_lane(pybind11::module_& m);  // lane_bind.cpp
 }  // namespace ls
