@@ -192,7 +192,10 @@ class LanePool:
         for slot in slots:
             slot.cancel_timers()
             if slot.proc is not None and slot.proc.poll() is None and slot.channels is not None:
-                slot.channels.writer.write(wire.SHUTDOWN, b"")
+                if slot.hello is not None:
+                    slot.channels.writer.write(wire.SHUTDOWN, b"")
+                else:  # still loading: it reads no ring yet; SIGTERM stops it after the load
+                    slot.proc.terminate()
         live = [s.proc for s in slots if s.proc is not None]
         self._wait_exit(live, self.config.shutdown_grace_s)
         for sig_name in ("terminate", "kill"):
