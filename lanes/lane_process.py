@@ -76,7 +76,7 @@ def run(config: dict) -> int:
 
     result: dict = {}
     thread = threading.Thread(
-        target=lambda: result.setdefault("reason", lane.load_and_run(config["path"], config["threads"])),
+        target=lambda: result.setdefault("reason", lane.load_and_run(config["path"], config["threads"], config["ctx_size"])),
         name="lane-native", daemon=True)
     thread.start()
     while thread.is_alive():

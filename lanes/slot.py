@@ -78,6 +78,7 @@ class LaneSlot:
             cfg.output_ring_bytes, cfg.doorbell)
         lane_config = {
             "parent_pid": os.getpid(), "path": self.spec.path, "threads": self.spec.threads,
+            "ctx_size": self.spec.ctx_size,
             "channels": self.channels.lane_spec(), "max_pending_bytes": cfg.max_pending_bytes,
             "prefill_budget_ns_per_token": cfg.prefill_budget_ns_per_token,
         }

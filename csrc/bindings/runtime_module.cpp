@@ -7,5 +7,7 @@ PYBIND11_MODULE(_runtime, m) {
   ls::bind_gguf(m);
   ls::bind_tokenizer(m);
   ls::bind_sampler(m);
+  ls::bind_quant(m);
+  ls::bind_engine(m);
   ls::bind_lane(m);
 }

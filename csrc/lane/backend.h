@@ -24,8 +24,9 @@ class Backend {
 
 // "synthetic:key=value,..." → synthetic backend; anything else is a GGUF path for the engine.
 // Throws (any std::exception) with a message naming the path when loading fails.
-std::unique_ptr<Backend> make_backend(const std::string& path, int threads);
+std::unique_ptr<Backend> make_backend(const std::string& path, int threads, int ctx_size);
 std::unique_ptr<Backend> make_synthetic_backend(const std::string& spec);
+std::unique_ptr<Backend> make_engine_backend(const std::string& path, int threads, int ctx_size);
 std::vector<std::string> backend_names();
 
 }  // namespace ls::lane

@@ -25,10 +25,10 @@ LaneLoop::LaneLoop(const LaneOptions& opts)
   pending_.reserve(64 * 1024);
 }
 
-std::string LaneLoop::load_and_run(const std::string& path, int threads) {
+std::string LaneLoop::load_and_run(const std::string& path, int threads, int ctx_size) {
   const uint64_t t0 = ring::monotonic_ns();
   try {
-    backend_ = make_backend(path, threads);
+    backend_ = make_backend(path, threads, ctx_size);
   } catch (const std::exception& e) {
     fail_request(0, wire::ErrorCode::LoadFailed, e.what());
     ring_bell_if_armed();

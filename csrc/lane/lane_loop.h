@@ -44,7 +44,7 @@ class LaneLoop {
   // Loads the backend, completes the handshake (HELLO, or ERROR(load_failed) and return), then
   // loops until stop()/SHUTDOWN/parent death. Returns "shutdown", "stopped", "parent_died" or
   // "load_failed". Call without the GIL.
-  std::string load_and_run(const std::string& path, int threads);
+  std::string load_and_run(const std::string& path, int threads, int ctx_size);
   void stop() { stop_.store(true, std::memory_order_relaxed); }
 
  private:

@@ -26,6 +26,8 @@ Isa active_isa();
 const char* isa_name(Isa isa);
 // For tests/benchmarks: force a path; returns false if that path is not usable here.
 bool set_isa(Isa isa);
+// True when the path's probe executed and its kernels passed the start-up self-test.
+bool isa_usable(Isa isa);
 
 // Dequantize n elements (a multiple of the block size) of type t at src into dst.
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);

@@ -1,0 +1,135 @@
+// lanes._runtime.quant: dequantization, matmul and ISA selection for tests and benchmarks.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bindings/bindings.h"
+#include "quant/quant.h"
+
+namespace py = pybind11;
+
+namespace ls {
+namespace {
+
+// One persistent pool (and its scratch) per thread count, created on first use and kept for
+// the process lifetime (never destroyed: no joins during interpreter shutdown). The mutex
+// serialises callers because ThreadPool::run is not re-entrant.
+struct PoolEntry {
+  std::mutex mu;
+  std::unique_ptr<ThreadPool> pool;
+  MatmulScratch scratch;
+};
+
+PoolEntry& pool_for(int threads) {
+  static std::mutex mu;
+  static auto* pools = new std::map<int, PoolEntry*>();
+  if (threads < 1) throw std::invalid_argument("threads must be >= 1");
+  std::lock_guard<std::mutex> lock(mu);
+  PoolEntry*& e = (*pools)[threads];
+  if (!e) {
+    e = new PoolEntry();
+    e->pool = std::make_unique<ThreadPool>(threads);
+  }
+  return *e;
+}
+
+GgmlType checked_type(int type_id) {
+  const GgmlType t = GgmlType(uint32_t(type_id));
+  if (type_id < 0 || !ggml_type_supported(t)) throw std::invalid_argument("unsupported ggml type id " + std::to_string(type_id));
+  return t;
+}
+
+const Isa kAll[] = {Isa::Scalar, Isa::Avx2, Isa::AvxVnni, Isa::Avx512Vnni};
+
+void check_shape(GgmlType t, int64_t n_in, int64_t n_out, size_t have) {
+  const int be = ggml_type_info(t).block_elems;
+  if (n_in <= 0 || n_out <= 0 || n_in % be != 0) throw std::invalid_argument("n_in must be a positive multiple of the block size");
+  if (have < ggml_row_bytes(t, n_in) * size_t(n_out)) throw std::invalid_argument("weight buffer too small");
+}
+
+}  // namespace
+
+void bind_quant(py::module_& parent) {
+  py::module_ m = parent.def_submodule("quant", "quantized kernels (dequantize, matmul, ISA dispatch)");
+
+  m.def("dequantize", [](int type_id, py::buffer data, int64_t n) {
+    const GgmlType t = checked_type(type_id);
+    const py::buffer_info bi = data.request();
+    const int be = ggml_type_info(t).block_elems;
+    if (n < 0 || n % be != 0) throw std::invalid_argument("n must be a multiple of the block size");
+    if (size_t(bi.size * bi.itemsize) < ggml_row_bytes(t, n)) throw std::invalid_argument("data too short");
+    py::array_t<float> out(n);
+    dequantize_row(t, bi.ptr, out.mutable_data(), n);
+    return out;
+  }, py::arg("type_id"), py::arg("data"), py::arg("n"), "Dequantize n elements of ggml type type_id.");
+
+  m.def("matmul", [](int type_id, py::buffer weight, int64_t n_in, int64_t n_out,
+                     py::array_t<float, py::array::c_style | py::array::forcecast> x, int threads) {
+    const GgmlType t = checked_type(type_id);
+    const py::buffer_info wi = weight.request();
+    check_shape(t, n_in, n_out, size_t(wi.size * wi.itemsize));
+    if (x.ndim() != 2 || x.shape(1) != n_in) throw std::invalid_argument("x must have shape (rows, n_in)");
+    const int64_t rows = x.shape(0);
+    py::array_t<float> y({rows, n_out});
+    float* yp = y.mutable_data();
+    const float* xp = x.data();
+    PoolEntry& e = pool_for(threads);
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(e.mu);
+      matmul(*e.pool, e.scratch, t, wi.ptr, n_in, n_out, xp, rows, yp, n_out);
+    }
+    return y;
+  }, py::arg("type_id"), py::arg("weight"), py::arg("n_in"), py::arg("n_out"), py::arg("x"), py::arg("threads") = 1,
+     "y = x @ W.T for a ggml weight W with n_out rows of n_in elements; x is (rows, n_in) float32.");
+
+  m.def("bench_matmul", [](int type_id, py::buffer weights, int64_t n_in, int64_t n_out, int64_t rows, int threads,
+                           int iters) {
+    // weights holds k >= 1 matrices back to back; calls cycle through them so a buffer larger
+    // than the caches measures DRAM-streaming GEMV. Returns seconds per call.
+    const GgmlType t = checked_type(type_id);
+    const py::buffer_info wi = weights.request();
+    check_shape(t, n_in, n_out, size_t(wi.size * wi.itemsize));
+    const size_t mat = ggml_row_bytes(t, n_in) * size_t(n_out);
+    const size_t k = size_t(wi.size * wi.itemsize) / mat;
+    std::vector<float> x(size_t(rows * n_in)), y(size_t(rows * n_out));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 2654435761u) % 1000) / 500.f - 1.f;
+    PoolEntry& e = pool_for(threads);
+    double secs;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(e.mu);
+      const auto* base = static_cast<const uint8_t*>(wi.ptr);
+      for (size_t j = 0; j < k; ++j)  // warm-up: touch every matrix once
+        matmul(*e.pool, e.scratch, t, base + j * mat, n_in, n_out, x.data(), rows, y.data(), n_out);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i)
+        matmul(*e.pool, e.scratch, t, base + size_t(i) % k * mat, n_in, n_out, x.data(), rows, y.data(), n_out);
+      secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+    }
+    return secs;
+  }, py::arg("type_id"), py::arg("weights"), py::arg("n_in"), py::arg("n_out"), py::arg("rows"), py::arg("threads"),
+     py::arg("iters"));
+
+  m.def("active_isa", [] { return std::string(isa_name(active_isa())); });
+  m.def("set_isa", [](const std::string& name) {
+    for (Isa i : kAll)
+      if (name == isa_name(i)) return set_isa(i);
+    return false;
+  }, py::arg("name"), "Force a kernel path; False if unknown or not usable here.");
+  m.def("usable_isas", [] {
+    std::vector<std::string> out;
+    for (Isa i : kAll)
+      if (isa_usable(i)) out.emplace_back(isa_name(i));
+    return out;
+  });
+}
+
+}  // namespace ls

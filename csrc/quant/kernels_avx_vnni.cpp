@@ -1,0 +1,27 @@
+// AVX-VNNI path (VEX-encoded vpdpbusd on ymm): the shared 256-bit kernels with dpbusd dots.
+// Standard headers first, then the target pragma (no COMDAT leak).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "quant/quant_internal.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avxvnni")
+
+#include "quant/rows_driver.h"
+
+namespace ls::quant {
+namespace {
+#define LS_VNNI 1
+inline __m256i ls_dpbusd(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
+#include "quant/kernels_ymm.inc"
+#undef LS_VNNI
+}  // namespace
+
+void fill_avx_vnni(KernelTable& t) { fill_ymm(t); }
+
+}  // namespace ls::quant
+
+#pragma GCC pop_options

@@ -1,0 +1,159 @@
+// Internals shared by the quant kernel files: fp16 helpers, the activation scratch layout,
+// and the per-ISA kernel table. Not part of the public contract (quant.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+
+namespace ls::quant {
+
+// ---- scalar fp16 / bf16 (portable; exact widening, round-to-nearest-even narrowing) ----
+inline float fp16_to_f32(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    int e = -1;
+    do { mant <<= 1; ++e; } while (!(mant & 0x400));
+    bits = sign | uint32_t(112 - e) << 23 | ((mant & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline uint16_t f32_to_fp16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000;
+  uint32_t ax = x & 0x7fffffff;
+  if (ax >= 0x7f800000) return uint16_t(sign | 0x7c00 | (ax > 0x7f800000 ? 0x200 : 0));
+  if (ax >= 0x477ff000) return uint16_t(sign | 0x7c00);  // rounds to >= 65520 -> inf
+  if (ax < 0x38800000) {  // result subnormal or zero: add via float magic (RNE)
+    float a;
+    std::memcpy(&a, &ax, 4);
+    a += 0.5f;  // 2^-1: ulp of this float is 2^-24 = fp16 subnormal ulp
+    uint32_t b;
+    std::memcpy(&b, &a, 4);
+    return uint16_t(sign | (b - 0x3f000000u));
+  }
+  const uint32_t mant_odd = (ax >> 13) & 1;
+  ax += 0xc8000fffu + mant_odd;  // rebias exponent (-112 << 23) and round to nearest even
+  return uint16_t(sign | (ax >> 13));
+}
+
+inline float fp16_round(float f) { return fp16_to_f32(f32_to_fp16(f)); }
+
+inline float bf16_to_f32(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline uint16_t load_u16(const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return v; }
+inline uint32_t load_u32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
+
+// Q4_K / Q5_K: 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes s.
+inline void k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
+  if (j < 4) {
+    sc = s[j] & 63;
+    m = s[j + 4] & 63;
+  } else {
+    sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+    m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// ---- activation scratch ----
+// Each activation row is quantized into one scratch "act row" of act_row_bytes bytes
+// (64-byte aligned sections, rows consecutive):
+//   Q8_0 / Q8_1 (32-element blocks, nb blocks padded to nbp = even):
+//     [0, nbp*32)            int8 q, in `order` (see below); pad blocks are 0
+//     [sc_off, +nbp*8)       float pairs per block: {d, s} with d = fp16(amax/127) and
+//                            s = fp16(d*Σq) (Q8_1; 0 for Q8_0), both widened to float
+//     [bias_off, +nbp/2*64)  only if bias_k != 0: per block pair 16 int32 with -bias_k*Σq
+//                            of the pair's first block at lane 0 and of the second block at
+//                            lane 8 (Natural) or lane 4 (PairPerm); other lanes 0. SIMD
+//                            kernels that run unsigned weights u = w + bias_k load it as the
+//                            initial integer accumulator.
+//   Q8_K (256-element super-blocks, nsb of them):
+//     [0, n) int8 q natural; [sc_off, +nsb*4) float d; [bias_off, +nsb*32) int16 bsums[16]
+//   fp32 activation types: no scratch, kernels read x directly.
+// Orders: Natural = element i of block b at b*32+i. PairPerm (Q4_0/Q4_1/Q5_0/Q5_1 weights,
+// whose bytes hold elements j and j+16) = per pair of blocks 64 bytes
+// [blk0 0..15 | blk1 0..15 | blk0 16..31 | blk1 16..31], so the low nibbles of two weight
+// blocks side by side, then their high nibbles, line up with the activations without shuffles.
+enum class ActKind : uint8_t { F32, Q8_0, Q8_1, Q8_K };
+enum class ActOrder : uint8_t { Natural, PairPerm };
+
+struct ActFormat {
+  ActKind kind;
+  ActOrder order;
+  int bias_k;
+};
+ActFormat act_format(GgmlType wt);
+
+inline int64_t act_index(ActOrder o, int64_t b, int i) {
+  return o == ActOrder::Natural ? b * 32 + i : (b >> 1) * 64 + (i >> 4) * 32 + (b & 1) * 16 + (i & 15);
+}
+
+struct ActLayout {
+  size_t sc_off = 0, bias_off = 0, row_bytes = 0;
+};
+ActLayout act_layout(GgmlType wt, int64_t n_in);
+
+// What a kernel sees of the quantized activations (rows r = 0..n_rows-1).
+struct ActView {
+  const uint8_t* base = nullptr;  // quantized rows (scratch), or nullptr for fp32 kinds
+  size_t row_bytes = 0;
+  size_t sc_off = 0, bias_off = 0;
+  const float* xf = nullptr;      // fp32 activations (row stride n_in) for F32/F16/BF16
+  int64_t n_in = 0;
+  int64_t n_rows = 0;
+
+  const int8_t* q(int64_t r) const { return reinterpret_cast<const int8_t*>(base + r * row_bytes); }
+  const float* sc(int64_t r) const { return reinterpret_cast<const float*>(base + r * row_bytes + sc_off); }
+  const uint8_t* bias(int64_t r) const { return base + r * row_bytes + bias_off; }
+  const int16_t* bsums(int64_t r) const { return reinterpret_cast<const int16_t*>(base + r * row_bytes + bias_off); }
+};
+
+// Quantize activation rows [r0, r1) of x (row stride n_in) into the scratch rows at dst.
+void quantize_act_rows(GgmlType wt, const float* x, int64_t n_in, int64_t r0, int64_t r1, uint8_t* dst,
+                       const ActLayout& lay);
+
+// Computes y[r*y_stride + o] for all activation rows r and output rows o in [o0, o1).
+// w points at weight row 0; w_stride = bytes per weight row.
+using RowsFn = void (*)(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, const ActView& a, float* y,
+                        int64_t y_stride);
+
+constexpr int kNumTypeSlots = 31;  // indexed by GgmlType id
+struct KernelTable {
+  RowsFn rows[kNumTypeSlots] = {};
+};
+inline int slot(GgmlType t) { return int(t) < kNumTypeSlots ? int(t) : 0; }
+
+// Filled by each ISA file; entries left null fall back to the next lower path.
+void fill_scalar(KernelTable& t);
+void fill_avx2(KernelTable& t);
+void fill_avx_vnni(KernelTable& t);
+void fill_avx512_vnni(KernelTable& t);
+
+// The kernel table of the active path (dispatch.cpp).
+const KernelTable& active_kernels();
+// Runs one matmul through an explicit table (self-test; matmul() uses the active one).
+void matmul_with(const KernelTable& k, ThreadPool* pool, MatmulScratch& scratch, GgmlType wt, const void* w,
+                 int64_t n_in, int64_t n_out, const float* x, int64_t n_rows, float* y, int64_t y_stride);
+
+}  // namespace ls::quant
