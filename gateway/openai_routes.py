@@ -21,6 +21,7 @@ from gateway.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.tracking import RequestTracker
 
 SERVING_STATES = ("ready", "busy")
+LARGE_BODY_BYTES = 64 * 1024
 
 
 def _max_tokens(requested: int | None, prompt_len: int, n_ctx: int, prompt_param: str) -> int:
@@ -86,7 +87,12 @@ async def _generate(request, chat: bool):
         state.in_flight.claim(request_id)
         claimed = True
 
-        prompts = _prompt_ids(state, served, parsed, chat)
+        if len(request.body) > LARGE_BODY_BYTES:
+            # Tokenizing megabytes takes a while; the tokenizer releases the GIL, so a worker
+            # thread keeps the event loop (and every other stream) moving meanwhile.
+            prompts = await asyncio.to_thread(_prompt_ids, state, served, parsed, chat)
+        else:
+            prompts = _prompt_ids(state, served, parsed, chat)
         num_choices = len(prompts) * sampling.n
         frames = StreamFrames(new_completion_id(chat), now_s(), served.name, chat, sampling.include_usage)
         submissions = []

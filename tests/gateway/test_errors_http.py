@@ -128,3 +128,25 @@ def test_slow_partial_request_does_not_block_others(base_url, http):
     finally:
         for s in sockets:
             s.close()
+
+
+def test_huge_prompt_is_rejected_without_stalling_the_server(http, base_url):
+    import threading
+
+    outcome = {}
+
+    def post_huge():
+        body = {"model": "smollm2", "prompt": "lorem ipsum dolor sit amet " * 250_000, "max_tokens": 1}
+        outcome["status"] = httpx.post(base_url + "/v1/completions", json=body, timeout=120).status_code
+
+    worker = threading.Thread(target=post_huge)
+    worker.start()
+    slowest_s = 0.0
+    while worker.is_alive():
+        t0 = time.monotonic()
+        assert http.get("/health/live").status_code == 200
+        slowest_s = max(slowest_s, time.monotonic() - t0)
+        time.sleep(0.02)
+    worker.join()
+    assert outcome["status"] == 400  # context_length_exceeded
+    assert slowest_s < 0.5
