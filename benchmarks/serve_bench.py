@@ -26,6 +26,10 @@ import time
 
 import httpx
 
+# Run from a checkout (like relay_bench.py): the repository root holds gateway/ and lanes/.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
 
@@ -112,6 +116,48 @@ def cpu_seconds(pid: int) -> float:
     return total_ns / 1e9
 
 
+_READER = """
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+while c.recv(65536):
+    pass
+"""
+
+
+async def _paced_writes(num_writes: int, gap_s: float) -> float:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    reader = subprocess.Popen([sys.executable, "-c", _READER, str(listener.getsockname()[1])])
+    conn, _ = listener.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conn.setblocking(False)
+    transport, _ = await asyncio.get_running_loop().create_connection(asyncio.Protocol, sock=conn)
+    event = b"x" * 220  # about one framed SSE chunk
+    busy_s = 0.0
+    for _ in range(num_writes):
+        await asyncio.sleep(gap_s)
+        t0 = cpu_seconds(os.getpid())
+        transport.write(event)
+        busy_s += cpu_seconds(os.getpid()) - t0
+    transport.close()
+    await asyncio.sleep(0.05)  # let the loop actually close it, so the reader sees EOF
+    reader.wait(10)
+    listener.close()
+    return busy_s * 1e6 / num_writes
+
+
+def loopback_write_floor_us() -> float:
+    """CPU of ONE paced ~220-byte loopback TCP write that wakes a sleeping reader — the floor of
+    any per-token SSE relay on this machine (mostly kernel wake-up work, charged to the writer)."""
+    try:
+        import uvloop
+
+        return uvloop.run(_paced_writes(200, 0.01))
+    except ImportError:
+        return asyncio.run(_paced_writes(200, 0.01))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -122,7 +168,8 @@ def start_laneserve(model: str, replicas: int, threads: int) -> tuple[subprocess
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--model", model, "--port", str(port),
                              "--replicas", str(replicas), "--threads", str(threads), "--log-level", "warning"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": REPO_ROOT}, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -267,7 +314,7 @@ def main() -> int:
     extra = []
     if cpu_us_per_token:
         extra.append("gateway cpu " + " ".join(f"c{c}:{us:.1f}" for c, us in sorted(cpu_us_per_token.items()))
-                     + "us/token")
+                     + f"us/token (floor: one paced loopback write {loopback_write_floor_us():.1f}us)")
     if ttft_pair is not None:
         http_p50, local_p50, diff_p50 = ttft_pair
         extra.append(f"http-inproc ttft p50 {diff_p50:+.2f}ms (http {http_p50:.1f}, inproc {local_p50:.1f})")
