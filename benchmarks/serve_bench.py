@@ -164,10 +164,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_laneserve(model: str, replicas: int, threads: int) -> tuple[subprocess.Popen, str]:
+def start_laneserve(model: str, replicas: int, threads: int, ctx_size: int) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--model", model, "--port", str(port),
-                             "--replicas", str(replicas), "--threads", str(threads), "--log-level", "warning"],
+                             "--replicas", str(replicas), "--threads", str(threads), "--ctx-size", str(ctx_size),
+                             "--log-level", "warning"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "PYTHONPATH": REPO_ROOT}, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
@@ -193,7 +194,8 @@ def stop(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def paired_ttft_ms(url: str, model: str, threads: int, rounds: int) -> tuple[float, float, float] | None:
+def paired_ttft_ms(url: str, model: str, threads: int, ctx_size: int,
+                   rounds: int) -> tuple[float, float, float] | None:
     """HTTP TTFT and in-process TTFT (lanes.Model: the runtime without HTTP or lanes) of the same
     chat prompt, alternated so both see the same machine load; (http p50, inproc p50, p50 of
     the per-round differences)."""
@@ -205,7 +207,7 @@ def paired_ttft_ms(url: str, model: str, threads: int, rounds: int) -> tuple[flo
         return None
     path = str(find_model_file(model))
     text = ModelText(path)
-    m = Model(path, threads=threads)
+    m = Model(path, threads=threads, ctx_size=ctx_size)  # the same engine settings as the lane
 
     def in_process() -> float:
         t0 = time.perf_counter()  # like the server: template + tokenize + prefill + first token
@@ -275,6 +277,7 @@ def main() -> int:
     parser.add_argument("--concurrency", default="1,2,4")
     parser.add_argument("--replicas", default="1,2", help="replica counts when starting laneserve")
     parser.add_argument("--threads", type=int, default=1, help="threads per lane when starting laneserve")
+    parser.add_argument("--ctx-size", type=int, default=4096, help="context per lane when starting laneserve")
     parser.add_argument("--requests-per-level", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--cpu-tokens", type=int, default=1000, help="extra tokens for the CPU-slope phase")
@@ -290,7 +293,7 @@ def main() -> int:
     for position, (replicas, url) in enumerate(runs):
         proc = None
         if url is None:
-            proc, url = start_laneserve(model_arg, replicas, args.threads)
+            proc, url = start_laneserve(model_arg, replicas, args.threads, args.ctx_size)
         pid = proc.pid if proc else args.gateway_pid
         try:
             label = f"r={replicas}" if replicas else "url"
@@ -307,7 +310,7 @@ def main() -> int:
                     cpu_us_per_token[c] = cpu_per_token_us(url, args.model, pid, 8, 8 + args.cpu_tokens, c,
                                                            idle_rate)
             if proc and position == 0 and "synthetic:" not in model_arg:
-                ttft_pair = paired_ttft_ms(url, args.model, args.threads, 10)
+                ttft_pair = paired_ttft_ms(url, args.model, args.threads, args.ctx_size, 10)
         finally:
             if proc:
                 stop(proc)
