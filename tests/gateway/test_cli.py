@@ -54,3 +54,9 @@ def test_models_lists_known_models(argv, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "smollm2" in out and "gemma3" in out
+
+
+@pytest.mark.real_model
+def test_pull_of_an_installed_model_reports_its_file(capsys):
+    assert main(["pull", "smollm2"]) == 0
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf" in capsys.readouterr().out
