@@ -155,7 +155,7 @@ def test_stalled_reader_is_cut_off_and_frees_the_lane(own_server):
     body = b'{"model":"fake","prompt":"x","max_tokens":900000,"stream":true}'
     sock = socket.create_connection(("127.0.0.1", srv.port))
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Request-ID: stalled\r\n"
                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
     try:
         with httpx.Client(base_url=srv.base_url, timeout=10) as client:
@@ -165,10 +165,37 @@ def test_stalled_reader_is_cut_off_and_frees_the_lane(own_server):
                 assert time.monotonic() < deadline, "a client that stopped reading kept the lane"
                 time.sleep(0.1)
             # Whichever limit trips first ends it: our write-stall timeout, or the pool's cap on
-            # undelivered output per request.
-            (first, *_) = [json.loads(line) for line in srv.records_path.read_text().splitlines()]
-            assert (first["outcome"], first["error_code"]) in (("timeout", "write_stalled"),
-                                                               ("error", "output_overflow"))
+            # undelivered output per request (the lane may be free before the handler is done).
+            while True:
+                mine = [r for r in map(json.loads, srv.records_path.read_text().splitlines())
+                        if r["request_id"] == "stalled"]
+                if mine:
+                    break
+                assert time.monotonic() < deadline, "the stalled request was never finished"
+                time.sleep(0.1)
+            assert (mine[0]["outcome"], mine[0]["error_code"]) in (("timeout", "write_stalled"),
+                                                                   ("error", "output_overflow"))
     finally:
         sock.close()
+    assert srv.terminate() == 0
+
+
+def test_cors_only_for_configured_origins(own_server):
+    srv = own_server("--model", "fake=synthetic:step_us=100,n_ctx=512", "--cors-origins", "http://localhost:3000",
+                     real_model=False)
+    srv.wait_ready()
+    allowed = {"Origin": "http://localhost:3000"}
+    with httpx.Client(base_url=srv.base_url, timeout=10) as client:
+        preflight = client.options("/v1/chat/completions", headers={
+            **allowed, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"})
+        assert preflight.status_code == 204
+        assert preflight.headers["access-control-allow-origin"] == "http://localhost:3000"
+        assert "POST" in preflight.headers["access-control-allow-methods"]
+        body = {"model": "fake", "prompt": "x", "max_tokens": 2}
+        plain = client.post("/v1/completions", json=body, headers=allowed)
+        assert plain.headers["access-control-allow-origin"] == "http://localhost:3000"
+        streamed = client.post("/v1/completions", json={**body, "stream": True}, headers=allowed)
+        assert streamed.headers["access-control-allow-origin"] == "http://localhost:3000"
+        other = client.post("/v1/completions", json=body, headers={"Origin": "http://evil.example"})
+        assert "access-control-allow-origin" not in other.headers
     assert srv.terminate() == 0
