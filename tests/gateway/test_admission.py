@@ -33,7 +33,7 @@ def test_busy_replica_gives_429_with_retry_after(base_url, openai_client, http):
         t0 = time.monotonic()
         response = http.post("/v1/chat/completions",
                              json={"model": "smollm2", "messages": [{"role": "user", "content": "Hi"}]})
-        assert time.monotonic() - t0 < 0.2
+        assert time.monotonic() - t0 < 0.5  # fast rejection (loose bound for a loaded 2-core CI box)
         assert response.status_code == 429
         assert int(response.headers["retry-after"]) >= 1
         assert response.json()["error"]["code"] == "server_busy"
