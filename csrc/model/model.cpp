@@ -59,7 +59,6 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   ffn_a_.assign(B * cfg_.n_ff, 0.f);
   ffn_b_.assign(B * cfg_.n_ff, 0.f);
   tmp_.assign(B * std::max<int64_t>(E, q_dim), 0.f);
-  scores_.assign(size_t(pool_->num_threads()) * ctx_size_, 0.f);
   k_cache_.assign(cfg_.n_layer, std::vector<float>(size_t(ctx_size_) * kv_dim, 0.f));
   v_cache_.assign(cfg_.n_layer, std::vector<float>(size_t(ctx_size_) * kv_dim, 0.f));
 
@@ -177,10 +176,12 @@ void ModelRuntime::attention(int il, int n, int pos0) {
   const bool local = c.is_local(il);
   const int64_t n_tasks = int64_t(n) * n_head;
   const float scale = c.arch == Arch::Gemma3 ? 1.0f : c.attn_scale;  // gemma pre-scales q
-  pool_->run([&](int t) {
-    const int nt = pool_->num_threads();
-    float* scores = scores_.data() + size_t(t) * ctx_size_;
-    for (int64_t task = n_tasks * t / nt; task < n_tasks * (t + 1) / nt; ++task) {
+  pool_->parallel_for(n_tasks, 1, [&](int64_t task_begin, int64_t task_end) {
+    // Score row per thread (which thread runs a chunk varies); grown once per thread, then reused.
+    thread_local std::vector<float> tls_scores;
+    if (tls_scores.size() < size_t(ctx_size_)) tls_scores.resize(ctx_size_);
+    float* scores = tls_scores.data();
+    for (int64_t task = task_begin; task < task_end; ++task) {
       const int i = int(task / n_head), h = int(task % n_head);
       const int pos = pos0 + i;
       const int first = local ? std::max(0, pos - c.sliding_window + 1) : 0;

@@ -84,7 +84,6 @@ class ModelRuntime {
   std::vector<float> x_, h_, q_, k_, v_, attn_, ffn_a_, ffn_b_, tmp_;
   std::vector<float> rope_cos_, rope_sin_;        // [ctx_size][n_rot/2] for the global base
   std::vector<float> rope_cos_l_, rope_sin_l_;    // local (SWA) base
-  std::vector<float> scores_;                     // [threads][ctx_size]
 };
 
 }  // namespace ls
