@@ -19,8 +19,9 @@ constexpr size_t kPrefetchBytes = 10240;
 // Weight bytes per o-block in prefill: re-read from L2 for every 4-row activation tile.
 constexpr size_t kOBlockBytes = 64 * 1024;
 
+// T0 (into L1 and L2), not NTA: in prefill the o-block is re-read from L2 for every tile.
 inline void prefetch_row(const uint8_t* p, size_t bytes) {
-  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 0);
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
 }
 
 template <class K>
