@@ -8,11 +8,23 @@ function with target attributes and are chosen at run time after a self-test.
 import glob
 import os
 
-from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext, naive_recompile
+from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 from setuptools import find_packages, setup
 
+HEADERS = glob.glob("csrc/**/*.h", recursive=True)
+
+
+def needs_recompile(obj: str, src: str) -> bool:
+    """Recompile when the source or ANY header is newer than the object (a stale object built
+    against an older header silently corrupts memory; header dependencies are not tracked)."""
+    if not os.path.exists(obj):
+        return True
+    obj_mtime = os.stat(obj).st_mtime
+    return any(os.stat(p).st_mtime >= obj_mtime for p in [src, *HEADERS])
+
+
 # The build machine has 2 cores; never run more than 2 compile jobs.
-ParallelCompile("LANESERVE_BUILD_JOBS", default=2, max=2, needs_recompile=naive_recompile).install()
+ParallelCompile("LANESERVE_BUILD_JOBS", default=2, max=2, needs_recompile=needs_recompile).install()
 
 CXX_FLAGS = ["-O3", "-fno-math-errno", "-Wall", "-Wno-unused-function", "-pthread"]
 LINK_FLAGS = ["-pthread"]

@@ -4,5 +4,9 @@
 
 namespace ls {
 void bind_cpu(pybind11::module_& m);
+void bind_gguf(pybind11::module_& m);
+void bind_tokenizer(pybind11::module_& m);
+void bind_sampler(pybind11::module_& m);
 void bind_quant(pybind11::module_& m);
+void bind_engine(pybind11::module_& m);
 }  // namespace ls

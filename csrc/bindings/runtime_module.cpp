@@ -4,5 +4,9 @@
 PYBIND11_MODULE(_runtime, m) {
   m.doc() = "laneserve native runtime (GGUF, quantized kernels, models, tokenizers, sampler)";
   ls::bind_cpu(m);
+  ls::bind_gguf(m);
+  ls::bind_tokenizer(m);
+  ls::bind_sampler(m);
   ls::bind_quant(m);
+  ls::bind_engine(m);
 }

@@ -18,6 +18,7 @@ namespace ls {
 
 class ModelRuntime;  // model/model.h
 class Tokenizer;     // tokenizer/tokenizer.h
+class GgufFile;      // gguf/gguf.h
 
 enum class FinishReason : uint32_t { None = 0, Stop = 1, Length = 2, Cancelled = 3, Error = 4 };
 const char* finish_reason_name(FinishReason r);  // "", "stop", "length", "cancelled", "error"
@@ -45,11 +46,13 @@ struct GenerationStats {
 
 class Engine {
  public:
-  // Loads the model (mmap) and tokenizer; threads <= 0 → all cores. Throws GgufError/runtime_error.
-  Engine(const std::string& path, int threads);
+  // Loads the model (mmap) and tokenizer; threads <= 0 → all cores; ctx_size <= 0 → the
+  // model's training context capped at 8192. Throws GgufError/runtime_error.
+  Engine(const std::string& path, int threads, int ctx_size = 0, int max_batch = 512);
   ~Engine();
 
   ModelRuntime& model();
+  const GgufFile& gguf() const;
   const Tokenizer& tokenizer() const;
   int32_t n_ctx() const;
 
@@ -60,6 +63,10 @@ class Engine {
   StepResult step();          // requires active(); long-running: call without the GIL
   void cancel();              // ends the active generation with FinishReason::Cancelled
   const GenerationStats& stats() const;
+
+  // Teacher-forced logits of every position of ids (one batch per max_batch tokens), written
+  // to out [ids.size()][n_vocab]. Resets the KV cache. Long-running: call without the GIL.
+  void logits(const std::vector<int32_t>& ids, float* out);
 
  private:
   struct Impl;

@@ -1,19 +1,16 @@
-// Block geometry of the ggml tensor types (declared in gguf/gguf.h). Written on the quant
-// branch because the kernels need it before the GGUF reader lands; gguf.cpp must not
-// define these again.
 #include "gguf/gguf.h"
 
 namespace ls {
 
 const GgmlTypeInfo& ggml_type_info(GgmlType t) {
-  static const GgmlTypeInfo kUnknown{"unknown", 0, 0};
-  static const GgmlTypeInfo kF32{"F32", 1, 4}, kF16{"F16", 1, 2}, kBF16{"BF16", 1, 2};
-  static const GgmlTypeInfo kQ4_0{"Q4_0", 32, 18}, kQ4_1{"Q4_1", 32, 20};
-  static const GgmlTypeInfo kQ5_0{"Q5_0", 32, 22}, kQ5_1{"Q5_1", 32, 24};
-  static const GgmlTypeInfo kQ8_0{"Q8_0", 32, 34}, kQ8_1{"Q8_1", 32, 36};
-  static const GgmlTypeInfo kQ2_K{"Q2_K", 256, 84}, kQ3_K{"Q3_K", 256, 110};
-  static const GgmlTypeInfo kQ4_K{"Q4_K", 256, 144}, kQ5_K{"Q5_K", 256, 176};
-  static const GgmlTypeInfo kQ6_K{"Q6_K", 256, 210}, kQ8_K{"Q8_K", 256, 292};
+  static const GgmlTypeInfo kUnknown = {"unknown", 0, 0};
+  static const GgmlTypeInfo kF32 = {"F32", 1, 4}, kF16 = {"F16", 1, 2}, kBF16 = {"BF16", 1, 2};
+  static const GgmlTypeInfo kQ4_0 = {"Q4_0", 32, 18}, kQ4_1 = {"Q4_1", 32, 20};
+  static const GgmlTypeInfo kQ5_0 = {"Q5_0", 32, 22}, kQ5_1 = {"Q5_1", 32, 24};
+  static const GgmlTypeInfo kQ8_0 = {"Q8_0", 32, 34}, kQ8_1 = {"Q8_1", 32, 36};
+  static const GgmlTypeInfo kQ2_K = {"Q2_K", 256, 84}, kQ3_K = {"Q3_K", 256, 110};
+  static const GgmlTypeInfo kQ4_K = {"Q4_K", 256, 144}, kQ5_K = {"Q5_K", 256, 176};
+  static const GgmlTypeInfo kQ6_K = {"Q6_K", 256, 210}, kQ8_K = {"Q8_K", 256, 292};
   switch (t) {
     case GgmlType::F32: return kF32;
     case GgmlType::F16: return kF16;
@@ -34,8 +31,6 @@ const GgmlTypeInfo& ggml_type_info(GgmlType t) {
   return kUnknown;
 }
 
-// Weight types csrc/quant can dequantize and multiply (Q8_1/Q8_K are activation-only,
-// Q2_K/Q3_K have no kernels).
 bool ggml_type_supported(GgmlType t) {
   switch (t) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
@@ -49,7 +44,7 @@ bool ggml_type_supported(GgmlType t) {
 
 size_t ggml_row_bytes(GgmlType t, int64_t n) {
   const GgmlTypeInfo& info = ggml_type_info(t);
-  if (info.block_elems == 0 || n < 0) return 0;
+  if (info.block_elems == 0) return 0;
   return size_t(n / info.block_elems) * size_t(info.block_bytes);
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sampler/params.h"
+#include "sampler/rng.h"
 
 namespace ls {
 
@@ -15,27 +16,73 @@ class Sampler {
  public:
   explicit Sampler(int32_t n_vocab);
   // New generation: params, the prompt (for repetition penalty history) and the EOG ids.
+  // Throws std::invalid_argument for out-of-range params or ids.
   void reset(const SamplingParams& params, const std::vector<int32_t>& prompt_ids,
              const std::vector<int32_t>& eog_ids);
   // Picks the next token from raw logits [n_vocab] (modified in place). n_generated = tokens
   // generated so far in this generation. Chain: logit_bias → EOG masking (ignore_eos /
   // min_tokens) → penalties → (temperature 0: argmax, lowest id on ties) → top_k → top_p →
   // min_p → temperature → sample with the generation's RNG (seeded: same seed → same picks).
+  // top_p and min_p see temperature-1 probabilities (as in llama.cpp, where temperature is the
+  // last step before the draw). If every logit is -inf/NaN the lowest id is returned.
   int32_t sample(float* logits, int32_t n_generated);
   // Records an accepted token (penalty history).
   void accept(int32_t token);
+
+  int32_t n_vocab() const { return n_vocab_; }
+
+ private:
+  struct Cand {
+    float logit;
+    int32_t id;
+  };
+  void apply_bias_masks_penalties(float* logits, int32_t n_generated);
+  // Fills cand_[0, n) with the survivors of top_k → top_p → min_p; returns n (>= 1).
+  size_t select_candidates(const float* logits, float max_logit);
+  size_t gather(const float* logits, float threshold);
+  size_t top_p_prefix(size_t n, float max_logit, double target_mass);
+
+  int32_t n_vocab_;
+  SamplingParams p_;
+  std::vector<int32_t> eog_;
+  std::vector<Cand> cand_;        // [n_vocab] candidate buffer (reused every sample)
+  std::vector<float> w_;          // [n_vocab] weights aligned with cand_
+  std::vector<int32_t> ids_;      // [n_vocab] gather output (ids)
+  std::vector<float> vals_;       // [n_vocab] gather output (logits)
+  std::vector<int32_t> history_;  // prompt + accepted tokens (repetition window source)
+  std::vector<int32_t> gen_count_;     // [n_vocab] occurrences among generated tokens
+  std::vector<int32_t> gen_distinct_;  // ids with gen_count_ > 0 (capacity n_vocab)
+  std::vector<uint32_t> stamp_;        // [n_vocab] de-duplicates the repetition window
+  uint32_t stamp_epoch_ = 0;
+  Xoshiro256ss rng_;
 };
 
 // Holds back emitted text that could be the start of a stop string.
+//
+// "First stop occurrence" = the occurrence that ENDS earliest in the full text (ties: the one
+// that starts earliest, i.e. the longest). That is the first point at which a streaming
+// matcher can know a stop happened, so the output is identical however the text is split into
+// pushes. For non-overlapping stops this is simply the earliest one.
 class StopMatcher {
  public:
+  StopMatcher() = default;
+  explicit StopMatcher(const std::vector<std::string>& stops) { reset(stops); }
+  // Empty stop strings are ignored (they would match before any text).
   void reset(const std::vector<std::string>& stops);
   // Appends text; returns what may be emitted now (view valid until the next call).
   // Sets stopped() when a stop string completed: the returned text then ends just before it.
+  // After stopped(), push() returns empty views.
   std::string_view push(std::string_view text);
   // End of generation without a stop: releases everything held back.
   std::string_view flush();
-  bool stopped() const;
+  bool stopped() const { return stopped_; }
+
+ private:
+  std::vector<std::string> stops_;
+  size_t max_len_ = 0;
+  std::string held_;  // suffix that is a proper prefix of some stop string
+  std::string work_;  // held_ + pushed text; returned views point into it
+  bool stopped_ = false;
 };
 
 }  // namespace ls

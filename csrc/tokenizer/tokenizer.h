@@ -18,14 +18,17 @@ enum class TokenType : int32_t { Normal = 1, Unknown = 2, Control = 3, UserDefin
 
 class Tokenizer {
  public:
-  // Reads tokenizer.ggml.* from the file; throws GgufError on missing/unsupported data.
+  // Reads tokenizer.ggml.* from the file; throws GgufError on missing/unsupported data
+  // (unknown model or `pre` names are named in the message). Everything needed is copied out:
+  // the tokenizer does not keep the GgufFile alive. encode/piece/decode are const and thread-safe.
   static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
   virtual ~Tokenizer() = default;
 
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const = 0;
   // Raw bytes of one token (may be partial UTF-8). Control/unknown tokens give "" unless special.
   virtual std::string_view piece(int32_t id, bool special) const = 0;
-  // Concatenated pieces (bytes; may be invalid UTF-8 at the end).
+  // Concatenated pieces (bytes; may be invalid UTF-8 at the end). No space stripping or
+  // "clean up tokenization spaces" (neither supported model uses them). Out-of-range ids give "".
   std::string decode(const std::vector<int32_t>& ids, bool special) const;
 
   int32_t n_vocab() const { return n_vocab_; }
@@ -36,6 +39,8 @@ class Tokenizer {
   // End-of-generation ids (eos, eot, and tokens whose text is a known end marker), sorted.
   const std::vector<int32_t>& eog_ids() const { return eog_ids_; }
   bool is_eog(int32_t id) const;
+  // Effective type: end-marker / FIM tokens the reference forces to CONTROL report Control
+  // (e.g. Gemma's USER_DEFINED 212 "</s>"). Throws std::out_of_range for a bad id.
   TokenType token_type(int32_t id) const;
 
  protected:

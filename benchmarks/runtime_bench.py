@@ -1,0 +1,100 @@
+"""Runtime speed: prefill tok/s (128-token prompt) and decode tok/s (128 tokens), 1 and 2 threads.
+
+If llama-cpp-python is importable, it runs on the same file in the same run, alternating with
+ours, and the summary line carries our/its ratios (see benchmarks/README.md to install it).
+
+    python benchmarks/runtime_bench.py [MODEL_OR_PATH] [--rounds N] [--threads 1,2]
+Prints per-measurement lines, then ONE summary line starting with "runtime_bench:".
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from lanes import Model, find_model_file
+
+N_PROMPT = 128
+N_DECODE = 128
+
+
+def prompt_ids(n_vocab: int) -> list[int]:
+    # Deterministic, ordinary-looking ids (avoid control tokens at the start of the vocab).
+    return [1000 + (i * 7919) % (min(n_vocab, 30000) - 1000) for i in range(N_PROMPT)]
+
+
+def ours(model: Model, ids: list[int]) -> tuple[float, float]:
+    t0 = time.perf_counter_ns()
+    model.logits(ids)  # one batch, like llama-bench pp: the whole prompt in one forward
+    pp_ns = time.perf_counter_ns() - t0
+    gen = model.generate(ids[:1], max_tokens=N_DECODE, temperature=0.0, ignore_eos=True)
+    for _ in gen:
+        pass
+    assert gen.stats.completion_tokens == N_DECODE
+    # decode_ns covers the N_DECODE-1 single-token forwards after the first.
+    return N_PROMPT / (pp_ns / 1e9), (N_DECODE - 1) / (gen.stats.decode_ns / 1e9)
+
+
+def theirs(llm, ids: list[int]) -> tuple[float, float]:
+    llm.reset()
+    t0 = time.perf_counter_ns()
+    llm.eval(ids)
+    pp_ns = time.perf_counter_ns() - t0
+    llm.reset()
+    llm.eval(ids[:1])
+    t0 = time.perf_counter_ns()
+    for _ in range(N_DECODE - 1):
+        tok = llm.sample(top_k=1)
+        llm.eval([tok])
+    tg_ns = time.perf_counter_ns() - t0
+    return N_PROMPT / (pp_ns / 1e9), (N_DECODE - 1) / (tg_ns / 1e9)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model", nargs="?", default="smollm2")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", default="1,2")
+    args = ap.parse_args()
+    path = str(find_model_file(args.model))
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        llama_cpp = None
+
+    summary = []
+    for threads in [int(t) for t in args.threads.split(",")]:
+        m = Model(path, threads=threads, ctx_size=1024)
+        ids = prompt_ids(m.n_vocab)
+        llm = None
+        if llama_cpp is not None:
+            llm = llama_cpp.Llama(path, n_threads=threads, n_threads_batch=threads, n_ctx=1024, n_batch=512,
+                                  verbose=False, logits_all=False)
+        res = {"ours": [], "llama.cpp": []}
+        ours(m, ids)  # warm-up: page in the weights
+        if llm is not None:
+            theirs(llm, ids)
+        for _ in range(args.rounds):  # alternate so machine noise hits both alike
+            res["ours"].append(ours(m, ids))
+            if llm is not None:
+                res["llama.cpp"].append(theirs(llm, ids))
+        line = f"threads={threads}"
+        med = {}
+        for who, runs in res.items():
+            if not runs:
+                continue
+            pp = statistics.median(r[0] for r in runs)
+            tg = statistics.median(r[1] for r in runs)
+            med[who] = (pp, tg)
+            print(f"{who:10s} threads={threads} pp{N_PROMPT}={pp:8.1f} tok/s  tg{N_DECODE}={tg:7.1f} tok/s")
+            line += f" {who}:pp={pp:.1f},tg={tg:.1f}"
+        if "llama.cpp" in med:
+            line += (f" ratio:pp={med['ours'][0] / med['llama.cpp'][0]:.2f}x,"
+                     f"tg={med['ours'][1] / med['llama.cpp'][1]:.2f}x")
+        summary.append(line)
+        del m, llm
+    print(f"runtime_bench: model={args.model} " + " | ".join(summary))
+
+
+if __name__ == "__main__":
+    main()

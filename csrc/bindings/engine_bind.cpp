@@ -1,0 +1,116 @@
+// lanes._runtime.Engine: the in-process generation API (wrapped by lanes.Model).
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "bindings/bindings.h"
+#include "engine/engine.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace py = pybind11;
+
+namespace ls {
+namespace {
+
+py::str utf8_to_py(std::string_view s) {
+  // Pieces may end mid-character; replace rather than raise (detokenize of arbitrary ids).
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "replace");
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
+SamplingParams sampling_from_kwargs(const py::dict& kw) {
+  SamplingParams p;
+  auto get = [&](const char* k) -> py::handle { return kw.contains(k) ? kw[k] : py::handle(); };
+  if (auto v = get("temperature"); v && !v.is_none()) p.temperature = v.cast<float>();
+  if (auto v = get("top_k"); v && !v.is_none()) p.top_k = v.cast<int32_t>();
+  if (auto v = get("top_p"); v && !v.is_none()) p.top_p = v.cast<float>();
+  if (auto v = get("min_p"); v && !v.is_none()) p.min_p = v.cast<float>();
+  if (auto v = get("seed"); v && !v.is_none()) {
+    p.seed = v.cast<uint64_t>();
+    p.has_seed = true;
+  }
+  if (auto v = get("presence_penalty"); v && !v.is_none()) p.presence_penalty = v.cast<float>();
+  if (auto v = get("frequency_penalty"); v && !v.is_none()) p.frequency_penalty = v.cast<float>();
+  if (auto v = get("repetition_penalty"); v && !v.is_none()) p.repetition_penalty = v.cast<float>();
+  if (auto v = get("repeat_last_n"); v && !v.is_none()) p.repeat_last_n = v.cast<int32_t>();
+  if (auto v = get("min_tokens"); v && !v.is_none()) p.min_tokens = v.cast<int32_t>();
+  if (auto v = get("ignore_eos"); v && !v.is_none()) p.ignore_eos = v.cast<bool>();
+  if (auto v = get("logit_bias"); v && !v.is_none()) {
+    for (auto item : v.cast<py::dict>()) p.logit_bias.emplace_back(item.first.cast<int32_t>(), item.second.cast<float>());
+  }
+  return p;
+}
+
+}  // namespace
+
+void bind_engine(py::module_& m) {
+  py::class_<Engine>(m, "Engine", "One model with its tokenizer; runs one generation at a time.")
+      .def(py::init([](const std::string& path, int threads, int ctx_size, int max_batch) {
+             py::gil_scoped_release nogil;
+             return new Engine(path, threads, ctx_size, max_batch);
+           }),
+           py::arg("path"), py::arg("threads") = 0, py::arg("ctx_size") = 0, py::arg("max_batch") = 512)
+      .def_property_readonly("n_vocab", [](Engine& e) { return e.model().config().n_vocab; })
+      .def_property_readonly("n_ctx", &Engine::n_ctx)
+      .def_property_readonly("n_ctx_train", [](Engine& e) { return e.model().config().n_ctx_train; })
+      .def_property_readonly("arch", [](Engine& e) { return e.model().config().arch_name; })
+      .def_property_readonly("threads", [](Engine& e) { return e.model().pool().num_threads(); })
+      .def_property_readonly("eog_ids", [](Engine& e) { return e.tokenizer().eog_ids(); })
+      .def_property_readonly("bos_id", [](Engine& e) { return e.tokenizer().bos_id(); })
+      .def_property_readonly("chat_template", [](Engine& e) -> py::object {
+        const GgufValue* v = e.gguf().find("tokenizer.chat_template");
+        if (!v || v->type != GgufType::STRING) return py::none();
+        return utf8_to_py(v->str);
+      })
+      .def("tokenize", [](Engine& e, const std::string& text, bool add_special, bool parse_special) {
+             py::gil_scoped_release nogil;
+             return e.tokenizer().encode(text, add_special, parse_special);
+           }, py::arg("text"), py::arg("add_special") = true, py::arg("parse_special") = false)
+      .def("detokenize", [](Engine& e, const std::vector<int32_t>& ids, bool special) {
+             for (int32_t id : ids)
+               if (id < 0 || id >= e.tokenizer().n_vocab()) throw py::index_error("token id out of range");
+             return utf8_to_py(e.tokenizer().decode(ids, special));
+           }, py::arg("ids"), py::arg("special") = false)
+      .def("logits", [](Engine& e, const std::vector<int32_t>& ids) {
+             const int64_t n_vocab = e.model().config().n_vocab;
+             py::array_t<float> out({int64_t(ids.size()), n_vocab});
+             float* dst = out.mutable_data();
+             {
+               py::gil_scoped_release nogil;
+               e.logits(ids, dst);
+             }
+             return out;
+           }, py::arg("ids"))
+      .def("start", [](Engine& e, const std::vector<int32_t>& prompt_ids, int32_t max_tokens,
+                       const std::vector<std::string>& stop, py::kwargs kw) {
+             GenerationRequest req;
+             req.prompt_ids = prompt_ids;
+             req.max_tokens = max_tokens;
+             req.stop = stop;
+             req.sampling = sampling_from_kwargs(kw);
+             e.start(req);
+           }, py::arg("prompt_ids"), py::arg("max_tokens"), py::arg("stop") = std::vector<std::string>{})
+      .def("step", [](Engine& e) {
+             StepResult r;
+             {
+               py::gil_scoped_release nogil;
+               r = e.step();
+             }
+             return py::make_tuple(utf8_to_py(r.text), r.token, r.finished, finish_reason_name(r.reason));
+           }, "Runs one token; returns (text, token, finished, finish_reason).")
+      .def("cancel", &Engine::cancel)
+      .def_property_readonly("active", &Engine::active)
+      .def("stats", [](Engine& e) {
+        const GenerationStats& s = e.stats();
+        py::dict d;
+        d["prompt_tokens"] = s.prompt_tokens;
+        d["completion_tokens"] = s.completion_tokens;
+        d["prefill_ns"] = s.prefill_ns;
+        d["decode_ns"] = s.decode_ns;
+        return d;
+      });
+}
+
+}  // namespace ls

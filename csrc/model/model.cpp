@@ -1,0 +1,282 @@
+#include "model/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/ops.h"
+
+namespace ls {
+namespace {
+
+std::string key(const ModelConfig& c, const char* suffix) { return c.arch_name + "." + suffix; }
+
+std::vector<float> load_vector(const GgufFile& f, const std::string& name, int64_t n, bool required = true) {
+  const GgufTensor* t = f.tensor(name);
+  if (!t) {
+    if (required) f.fail("missing tensor " + name);
+    return {};
+  }
+  if (t->n_elements() != n) f.fail("tensor " + name + " has " + std::to_string(t->n_elements()) +
+                                   " elements, expected " + std::to_string(n));
+  std::vector<float> out(n);
+  dequantize_row(t->type, t->data, out.data(), n);
+  return out;
+}
+
+Weight load_weight(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out) {
+  const GgufTensor& t = f.require_tensor(name);
+  if (t.n_dims != 2 || t.ne[0] != n_in || t.ne[1] != n_out)
+    f.fail("tensor " + name + " has shape [" + std::to_string(t.ne[0]) + ", " + std::to_string(t.ne[1]) +
+           "], expected [" + std::to_string(n_in) + ", " + std::to_string(n_out) + "]");
+  if (!ggml_type_supported(t.type))
+    f.fail(std::string("tensor ") + name + " has unsupported type " + ggml_type_info(t.type).name);
+  return Weight{t.type, t.data, n_in, n_out};
+}
+
+}  // namespace
+
+ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads)
+    : ctx_size_(ctx_size), max_batch_(max_batch) {
+  load_config(file);
+  if (ctx_size_ <= 0) ctx_size_ = std::min<int32_t>(cfg_.n_ctx_train > 0 ? cfg_.n_ctx_train : 4096, 8192);
+  if (max_batch_ <= 0) max_batch_ = 512;
+  max_batch_ = std::min(max_batch_, ctx_size_);
+  load_weights(file);
+  pool_ = std::make_unique<ThreadPool>(threads);
+
+  const int64_t B = max_batch_, E = cfg_.n_embd, hd = cfg_.head_dim;
+  const int64_t q_dim = int64_t(cfg_.n_head) * hd, kv_dim = int64_t(cfg_.n_head_kv) * hd;
+  x_.assign(B * E, 0.f);
+  h_.assign(B * E, 0.f);
+  q_.assign(B * q_dim, 0.f);
+  k_.assign(B * kv_dim, 0.f);
+  v_.assign(B * kv_dim, 0.f);
+  attn_.assign(B * q_dim, 0.f);
+  ffn_a_.assign(B * cfg_.n_ff, 0.f);
+  ffn_b_.assign(B * cfg_.n_ff, 0.f);
+  tmp_.assign(B * std::max<int64_t>(E, q_dim), 0.f);
+  scores_.assign(size_t(pool_->num_threads()) * ctx_size_, 0.f);
+  k_cache_.assign(cfg_.n_layer, std::vector<float>(size_t(ctx_size_) * kv_dim, 0.f));
+  v_cache_.assign(cfg_.n_layer, std::vector<float>(size_t(ctx_size_) * kv_dim, 0.f));
+
+  rope_table(cfg_.rope_base, cfg_.n_rot, ctx_size_, rope_cos_, rope_sin_);
+  if (cfg_.sliding_window > 0) rope_table(cfg_.rope_base_local, cfg_.n_rot, ctx_size_, rope_cos_l_, rope_sin_l_);
+
+  // Scratch for the quantized activations of the widest matmul at full batch.
+  size_t scratch = 0;
+  auto need = [&](const Weight& w, int64_t rows) {
+    scratch = std::max(scratch, matmul_scratch_bytes(w.type, w.n_in, rows));
+  };
+  for (const LayerWeights& L : layers_) {
+    for (const Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) need(*w, B);
+  }
+  need(output_, B);
+  mm_scratch_.reserve(scratch);
+}
+
+ModelRuntime::~ModelRuntime() = default;
+
+void ModelRuntime::load_config(const GgufFile& f) {
+  ModelConfig& c = cfg_;
+  c.arch_name = f.get_string("general.architecture", "");
+  if (c.arch_name == "llama") c.arch = Arch::Llama;
+  else if (c.arch_name == "qwen2") c.arch = Arch::Qwen2;
+  else if (c.arch_name == "qwen3") c.arch = Arch::Qwen3;
+  else if (c.arch_name == "gemma3") c.arch = Arch::Gemma3;
+  else f.fail("unsupported architecture '" + c.arch_name + "' (supported: llama, qwen2, qwen3, gemma3)");
+
+  auto req_int = [&](const char* suffix) {
+    int64_t v = f.get_int(key(c, suffix), -1);
+    if (v <= 0 || v > (int64_t(1) << 24)) f.fail("missing or invalid " + key(c, suffix));
+    return int32_t(v);
+  };
+  c.n_layer = req_int("block_count");
+  c.n_embd = req_int("embedding_length");
+  c.n_ff = req_int("feed_forward_length");
+  c.n_head = req_int("attention.head_count");
+  c.n_head_kv = int32_t(f.get_int(key(c, "attention.head_count_kv"), c.n_head));
+  if (c.n_head_kv <= 0 || c.n_head % c.n_head_kv != 0) f.fail("invalid attention.head_count_kv");
+  c.head_dim = int32_t(f.get_int(key(c, "attention.key_length"), c.n_embd / c.n_head));
+  if (c.head_dim <= 0 || c.head_dim % 2 != 0 || f.get_int(key(c, "attention.value_length"), c.head_dim) != c.head_dim)
+    f.fail("unsupported attention key/value length");
+  c.n_ctx_train = int32_t(f.get_int(key(c, "context_length"), 4096));
+  c.rms_eps = float(f.get_float(key(c, "attention.layer_norm_rms_epsilon"), 1e-5));
+  c.n_rot = int32_t(f.get_int(key(c, "rope.dimension_count"), c.head_dim));
+  if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) f.fail("invalid rope.dimension_count");
+  const std::string scaling = f.get_string(key(c, "rope.scaling.type"), "none");
+  if (scaling != "none" && scaling != "") f.fail("unsupported rope scaling '" + scaling + "'");
+  if (f.tensor("rope_freqs.weight")) f.fail("unsupported rope frequency factors (rope_freqs.weight)");
+  c.rope = c.arch == Arch::Llama ? RopeStyle::Norm : RopeStyle::Neox;
+  c.rope_base = float(f.get_float(key(c, "rope.freq_base"), c.arch == Arch::Gemma3 ? 1e6 : 1e4));
+  c.attn_scale = float(f.get_float(key(c, "attention.scale"), 1.0 / std::sqrt(double(c.head_dim))));
+  if (c.arch == Arch::Gemma3) {
+    c.embd_scale = std::sqrt(float(c.n_embd));
+    c.sliding_window = int32_t(f.get_int(key(c, "attention.sliding_window"), 0));
+    c.swa_pattern = 6;  // key absent in released files; llama.cpp's default for gemma3
+    c.rope_base_local = float(f.get_float(key(c, "rope.freq_base_swa"), 1e4));
+    // q is scaled by 1/sqrt(query_pre_attn_scalar) = 1/sqrt(head_dim) for the small models.
+    c.attn_scale = 1.0f / std::sqrt(float(c.head_dim));
+  }
+}
+
+void ModelRuntime::load_weights(const GgufFile& f) {
+  ModelConfig& c = cfg_;
+  const GgufTensor& emb = f.require_tensor("token_embd.weight");
+  if (emb.n_dims != 2 || emb.ne[0] != c.n_embd) f.fail("token_embd.weight has the wrong width");
+  if (!ggml_type_supported(emb.type)) f.fail(std::string("token_embd.weight has unsupported type ") + ggml_type_info(emb.type).name);
+  c.n_vocab = int32_t(emb.ne[1]);
+  tok_embd_ = Weight{emb.type, emb.data, c.n_embd, c.n_vocab};
+  output_ = f.tensor("output.weight") ? load_weight(f, "output.weight", c.n_embd, c.n_vocab) : tok_embd_;
+  output_norm_ = load_vector(f, "output_norm.weight", c.n_embd);
+
+  const int64_t E = c.n_embd, q_dim = int64_t(c.n_head) * c.head_dim, kv_dim = int64_t(c.n_head_kv) * c.head_dim;
+  layers_.resize(c.n_layer);
+  for (int il = 0; il < c.n_layer; ++il) {
+    LayerWeights& L = layers_[il];
+    const std::string p = "blk." + std::to_string(il) + ".";
+    L.attn_norm = load_vector(f, p + "attn_norm.weight", E);
+    L.ffn_norm = load_vector(f, p + "ffn_norm.weight", E);
+    L.wq = load_weight(f, p + "attn_q.weight", E, q_dim);
+    L.wk = load_weight(f, p + "attn_k.weight", E, kv_dim);
+    L.wv = load_weight(f, p + "attn_v.weight", E, kv_dim);
+    L.wo = load_weight(f, p + "attn_output.weight", q_dim, E);
+    L.w_gate = load_weight(f, p + "ffn_gate.weight", E, c.n_ff);
+    L.w_up = load_weight(f, p + "ffn_up.weight", E, c.n_ff);
+    L.w_down = load_weight(f, p + "ffn_down.weight", c.n_ff, E);
+    L.bq = load_vector(f, p + "attn_q.bias", q_dim, false);
+    L.bk = load_vector(f, p + "attn_k.bias", kv_dim, false);
+    L.bv = load_vector(f, p + "attn_v.bias", kv_dim, false);
+    if (c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3) {
+      L.q_norm = load_vector(f, p + "attn_q_norm.weight", c.head_dim);
+      L.k_norm = load_vector(f, p + "attn_k_norm.weight", c.head_dim);
+    }
+    if (c.arch == Arch::Gemma3) {
+      L.post_attn_norm = load_vector(f, p + "post_attention_norm.weight", E);
+      L.post_ffw_norm = load_vector(f, p + "post_ffw_norm.weight", E);
+    }
+  }
+}
+
+void ModelRuntime::project(const Weight& w, const float* x, int n_rows, float* y) {
+  matmul(*pool_, mm_scratch_, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out);
+}
+
+// Causal (and, on local layers, sliding-window) attention for the n new tokens at pos0..,
+// whose K/V are already in the cache. Parallel over (token, head) tasks; each task's result
+// is computed by one thread alone, so the output does not depend on the thread count.
+void ModelRuntime::attention(int il, int n, int pos0) {
+  const ModelConfig& c = cfg_;
+  const int hd = c.head_dim, n_head = c.n_head, group = c.n_head / c.n_head_kv;
+  const int64_t q_dim = int64_t(n_head) * hd, kv_dim = int64_t(c.n_head_kv) * hd;
+  const float* kc = k_cache_[il].data();
+  const float* vc = v_cache_[il].data();
+  const bool local = c.is_local(il);
+  const int64_t n_tasks = int64_t(n) * n_head;
+  const float scale = c.arch == Arch::Gemma3 ? 1.0f : c.attn_scale;  // gemma pre-scales q
+  pool_->run([&](int t) {
+    const int nt = pool_->num_threads();
+    float* scores = scores_.data() + size_t(t) * ctx_size_;
+    for (int64_t task = n_tasks * t / nt; task < n_tasks * (t + 1) / nt; ++task) {
+      const int i = int(task / n_head), h = int(task % n_head);
+      const int pos = pos0 + i;
+      const int first = local ? std::max(0, pos - c.sliding_window + 1) : 0;
+      const float* q = q_.data() + i * q_dim + int64_t(h) * hd;
+      const int64_t koff = int64_t(h / group) * hd;
+      float mx = -INFINITY;
+      for (int p = first; p <= pos; ++p) {
+        float s = dot_f32(q, kc + int64_t(p) * kv_dim + koff, hd) * scale;
+        scores[p] = s;
+        mx = std::max(mx, s);
+      }
+      float sum = 0.f;
+      for (int p = first; p <= pos; ++p) {
+        float e = std::exp(scores[p] - mx);
+        scores[p] = e;
+        sum += e;
+      }
+      float* out = attn_.data() + i * q_dim + int64_t(h) * hd;
+      std::fill(out, out + hd, 0.f);
+      const float inv = 1.0f / sum;
+      for (int p = first; p <= pos; ++p) axpy_f32(scores[p] * inv, vc + int64_t(p) * kv_dim + koff, out, hd);
+    }
+  });
+}
+
+void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_logits) {
+  const ModelConfig& c = cfg_;
+  const int64_t E = c.n_embd, hd = c.head_dim;
+  const int64_t q_dim = int64_t(c.n_head) * hd, kv_dim = int64_t(c.n_head_kv) * hd;
+  const size_t row_bytes = ggml_row_bytes(tok_embd_.type, E);
+  const bool gemma = c.arch == Arch::Gemma3;
+
+  // 1. Embeddings.
+  for (int i = 0; i < n; ++i) {
+    float* x = x_.data() + i * E;
+    dequantize_row(tok_embd_.type, tok_embd_.data + size_t(tokens[i]) * row_bytes, x, E);
+    if (c.embd_scale != 1.f) scale_f32(x, c.embd_scale, E);
+  }
+
+  for (int il = 0; il < c.n_layer; ++il) {
+    const LayerWeights& L = layers_[il];
+    const bool local = c.is_local(il);
+    const float* cos_t = local ? rope_cos_l_.data() : rope_cos_.data();
+    const float* sin_t = local ? rope_sin_l_.data() : rope_sin_.data();
+
+    // 2. Attention block: norm → q/k/v → (bias, q/k norm) → RoPE → cache → attention → out.
+    for (int i = 0; i < n; ++i) rmsnorm(x_.data() + i * E, L.attn_norm.data(), h_.data() + i * E, E, c.rms_eps);
+    project(L.wq, h_.data(), n, q_.data());
+    project(L.wk, h_.data(), n, k_.data());
+    project(L.wv, h_.data(), n, v_.data());
+    for (int i = 0; i < n; ++i) {
+      float* q = q_.data() + i * q_dim;
+      float* k = k_.data() + i * kv_dim;
+      float* v = v_.data() + i * kv_dim;
+      if (!L.bq.empty()) add_f32(q, L.bq.data(), q_dim);
+      if (!L.bk.empty()) add_f32(k, L.bk.data(), kv_dim);
+      if (!L.bv.empty()) add_f32(v, L.bv.data(), kv_dim);
+      if (!L.q_norm.empty()) {
+        for (int h = 0; h < c.n_head; ++h) rmsnorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, c.rms_eps);
+        for (int h = 0; h < c.n_head_kv; ++h) rmsnorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, c.rms_eps);
+      }
+      const int pos = pos0 + i;
+      const float* cs = cos_t + int64_t(pos) * (c.n_rot / 2);
+      const float* sn = sin_t + int64_t(pos) * (c.n_rot / 2);
+      for (int h = 0; h < c.n_head; ++h) rope_apply(q + h * hd, cs, sn, c.n_rot, c.rope == RopeStyle::Neox);
+      for (int h = 0; h < c.n_head_kv; ++h) rope_apply(k + h * hd, cs, sn, c.n_rot, c.rope == RopeStyle::Neox);
+      if (gemma) scale_f32(q, c.attn_scale, q_dim);
+      memcpy(k_cache_[il].data() + int64_t(pos) * kv_dim, k, kv_dim * sizeof(float));
+      memcpy(v_cache_[il].data() + int64_t(pos) * kv_dim, v, kv_dim * sizeof(float));
+    }
+    attention(il, n, pos0);
+    project(L.wo, attn_.data(), n, tmp_.data());
+    for (int i = 0; i < n; ++i) {
+      float* o = tmp_.data() + i * E;
+      if (gemma) rmsnorm(o, L.post_attn_norm.data(), o, E, c.rms_eps);
+      add_f32(x_.data() + i * E, o, E);
+    }
+
+    // 3. Feed-forward block: norm → gate/up → act ⊙ → down (→ post norm) → residual.
+    for (int i = 0; i < n; ++i) rmsnorm(x_.data() + i * E, L.ffn_norm.data(), h_.data() + i * E, E, c.rms_eps);
+    project(L.w_gate, h_.data(), n, ffn_a_.data());
+    project(L.w_up, h_.data(), n, ffn_b_.data());
+    if (gemma) gelu_tanh_mul(ffn_a_.data(), ffn_b_.data(), int64_t(n) * c.n_ff);
+    else silu_mul(ffn_a_.data(), ffn_b_.data(), int64_t(n) * c.n_ff);
+    project(L.w_down, ffn_a_.data(), n, tmp_.data());
+    for (int i = 0; i < n; ++i) {
+      float* o = tmp_.data() + i * E;
+      if (gemma) rmsnorm(o, L.post_ffw_norm.data(), o, E, c.rms_eps);
+      add_f32(x_.data() + i * E, o, E);
+    }
+  }
+
+  // 4. Output head on the rows whose logits are wanted (prompt rows cost no LM head).
+  if (logits == nullptr) return;
+  const int first = all_logits ? 0 : n - 1;
+  const int rows = n - first;
+  for (int i = first; i < n; ++i)
+    rmsnorm(x_.data() + i * E, output_norm_.data(), h_.data() + (i - first) * E, E, c.rms_eps);
+  project(output_, h_.data(), rows, logits);
+}
+
+}  // namespace ls

@@ -1,0 +1,76 @@
+#include "model/ops.h"
+
+#include <cmath>
+
+// One clone for AVX2+FMA machines, one portable; the dynamic loader picks via ifunc.
+#define LS_MULTIVERSION __attribute__((target_clones("arch=haswell", "default")))
+
+namespace ls {
+
+LS_MULTIVERSION void rmsnorm(const float* x, const float* w, float* out, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += double(x[i]) * double(x[i]);
+  const float scale = float(1.0 / std::sqrt(sum / double(n) + double(eps)));
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+LS_MULTIVERSION float dot_f32(const float* a, const float* b, int64_t n) {
+  // 8 partial sums let the compiler vectorize without -ffast-math reassociation.
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+LS_MULTIVERSION void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+LS_MULTIVERSION void add_f32(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+LS_MULTIVERSION void scale_f32(float* y, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= s;
+}
+
+void silu_mul(float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) a[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];
+}
+
+void gelu_tanh_mul(float* a, const float* b, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = a[i];
+    a[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x))) * b[i];
+  }
+}
+
+void rope_table(float base, int n_rot, int n_pos, std::vector<float>& cos_out, std::vector<float>& sin_out) {
+  const int half = n_rot / 2;
+  cos_out.assign(size_t(n_pos) * half, 0.f);
+  sin_out.assign(size_t(n_pos) * half, 0.f);
+  for (int i = 0; i < half; ++i) {
+    const double inv_freq = std::pow(double(base), -2.0 * i / n_rot);
+    for (int p = 0; p < n_pos; ++p) {
+      const double theta = p * inv_freq;
+      cos_out[size_t(p) * half + i] = float(std::cos(theta));
+      sin_out[size_t(p) * half + i] = float(std::sin(theta));
+    }
+  }
+}
+
+void rope_apply(float* x, const float* cos_t, const float* sin_t, int n_rot, bool neox) {
+  const int half = n_rot / 2;
+  for (int i = 0; i < half; ++i) {
+    const int i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+    const float x0 = x[i0], x1 = x[i1];
+    x[i0] = x0 * cos_t[i] - x1 * sin_t[i];
+    x[i1] = x0 * sin_t[i] + x1 * cos_t[i];
+  }
+}
+
+}  // namespace ls

@@ -1,0 +1,25 @@
+// Small fp32 vector operations of the forward pass (norms, RoPE, activations, attention dots).
+// Built for both the portable baseline and AVX2+FMA (function multiversioning picks at load).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ls {
+
+// out = x / sqrt(mean(x²) + eps) * w ; the mean is accumulated in double (as ggml does).
+// out may alias x.
+void rmsnorm(const float* x, const float* w, float* out, int64_t n, float eps);
+float dot_f32(const float* a, const float* b, int64_t n);
+void axpy_f32(float a, const float* x, float* y, int64_t n);  // y += a·x
+void add_f32(float* y, const float* x, int64_t n);             // y += x
+void scale_f32(float* y, float s, int64_t n);                  // y *= s
+void silu_mul(float* a, const float* b, int64_t n);            // a = silu(a) ⊙ b
+void gelu_tanh_mul(float* a, const float* b, int64_t n);       // a = gelu_tanh(a) ⊙ b
+
+// cos/sin of θ = pos · base^(−2i/n_rot) for pos < n_pos, i < n_rot/2; [n_pos][n_rot/2].
+void rope_table(float base, int n_rot, int n_pos, std::vector<float>& cos_out, std::vector<float>& sin_out);
+// Rotates the first n_rot dims of one head in place: adjacent pairs (norm) or halves (neox).
+void rope_apply(float* x, const float* cos_t, const float* sin_t, int n_rot, bool neox);
+
+}  // namespace ls

@@ -1,0 +1,123 @@
+"""In-process model API: the same engine a lane runs, callable directly from Python."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from os import PathLike
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from lanes import _runtime
+
+
+@dataclass(frozen=True)
+class GenerationStats:
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str  # "stop" | "length" | "cancelled"
+    prefill_ns: int
+    decode_ns: int
+
+
+class Generation:
+    """Iterates str deltas (complete UTF-8, stop strings removed); `stats` once exhausted."""
+
+    def __init__(self, model: "Model", prompt_ids: list[int], max_tokens: int, stop: Sequence[str], sampling: dict):
+        self._engine = model._engine
+        self._engine.start(prompt_ids, max_tokens, list(stop), **sampling)
+        self._owner = model
+        model._current = self
+        self.stats: GenerationStats | None = None
+        self.token_ids: list[int] = []  # every sampled id, including a final end-of-generation id
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        while self.stats is None:
+            if self._owner._current is not self:
+                raise RuntimeError("another generation was started on this model")
+            text, token, finished, reason = self._engine.step()
+            if token >= 0:
+                self.token_ids.append(token)
+            if finished:
+                s = self._engine.stats()
+                self.stats = GenerationStats(
+                    s["prompt_tokens"], s["completion_tokens"], reason, s["prefill_ns"], s["decode_ns"]
+                )
+                self._owner.last_stats = self.stats
+            if text:
+                return text
+        raise StopIteration
+
+    def close(self) -> None:
+        """Abandon the generation early (finish reason "cancelled")."""
+        if self.stats is None and self._owner._current is self:
+            self._engine.cancel()
+            s = self._engine.stats()
+            self.stats = GenerationStats(s["prompt_tokens"], s["completion_tokens"], "cancelled", s["prefill_ns"], s["decode_ns"])
+
+
+class Model:
+    """A GGUF model loaded in this process.
+
+    threads=0 uses every core; ctx_size=0 uses the model's context (capped at 8192).
+    """
+
+    def __init__(self, path: str | PathLike, threads: int = 0, ctx_size: int = 0, max_batch: int = 512):
+        self.path = str(path)
+        self._engine = _runtime.Engine(self.path, threads, ctx_size, max_batch)
+        self._current: Generation | None = None
+        self.last_stats: GenerationStats | None = None
+
+    n_vocab = property(lambda self: self._engine.n_vocab)
+    n_ctx = property(lambda self: self._engine.n_ctx)
+    n_ctx_train = property(lambda self: self._engine.n_ctx_train)
+    chat_template = property(lambda self: self._engine.chat_template)
+    eog_ids = property(lambda self: list(self._engine.eog_ids))
+    bos_id = property(lambda self: self._engine.bos_id)
+    arch = property(lambda self: self._engine.arch)
+    threads = property(lambda self: self._engine.threads)
+
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        return self._engine.tokenize(text, add_special, parse_special)
+
+    def detokenize(self, ids: Sequence[int], special: bool = False) -> str:
+        return self._engine.detokenize(list(ids), special)
+
+    def logits(self, ids: Sequence[int]) -> np.ndarray:
+        """float32 [len(ids), n_vocab]: teacher-forced next-token logits, one batch."""
+        return self._engine.logits(list(ids))
+
+    def generate(
+        self,
+        prompt: str | Sequence[int],
+        *,
+        max_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        min_p: float = 0.0,
+        seed: int | None = None,
+        stop: Sequence[str] = (),
+        ignore_eos: bool = False,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        repetition_penalty: float = 1.0,
+        logit_bias: dict[int, float] | None = None,
+        min_tokens: int = 0,
+        parse_special: bool = True,
+    ) -> Generation:
+        """Yields str deltas; the returned Generation carries `stats` when done.
+
+        A str prompt is tokenized with the model's add_bos and parse_special (as llama-server does).
+        """
+        ids = self.tokenize(prompt, True, parse_special) if isinstance(prompt, str) else list(prompt)
+        if isinstance(stop, str):
+            stop = (stop,)
+        sampling = dict(
+            temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, seed=seed,
+            ignore_eos=ignore_eos, presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+            repetition_penalty=repetition_penalty, logit_bias=dict(logit_bias or {}), min_tokens=min_tokens,
+        )
+        return Generation(self, ids, max_tokens, stop, sampling)

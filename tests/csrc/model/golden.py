@@ -1,0 +1,44 @@
+"""Loading the llama.cpp golden data copied into tests/data/golden and comparing against it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+GOLDEN = Path(__file__).resolve().parents[2] / "data" / "golden"
+SMOLLM2 = "smollm2-135m-instruct-q4_1"
+GEMMA3 = "gemma3-270m-q4_k_m"
+
+
+def load(model_dir: str, kind: str) -> list[dict]:
+    with open(GOLDEN / model_dir / "dev" / f"{kind}.jsonl", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    x = logits.astype(np.float64)
+    m = x.max(axis=-1, keepdims=True)
+    return x - (m + np.log(np.exp(x - m).sum(axis=-1, keepdims=True)))
+
+
+def compare_logits(model, records: list[dict]) -> tuple[float, float, int]:
+    """(top-1 agreement, mean KL(golden ‖ ours) over the golden top-20, positions)."""
+    agree, kls = 0, []
+    for rec in records:
+        ours = log_softmax(model.logits(rec["ids"]))
+        for pos in rec["positions"]:
+            top = pos["top"]
+            ids = np.array([t[0] for t in top])
+            lp_gold = np.array([t[1] for t in top])
+            lp_ours = ours[pos["pos"], ids]
+            kls.append(float(np.sum(np.exp(lp_gold) * (lp_gold - lp_ours))))
+            agree += int(np.argmax(ours[pos["pos"]]) == top[0][0])
+    return agree / len(kls), float(np.mean(kls)), len(kls)
+
+
+def first_near_tie(margins: list[float], threshold: float) -> int:
+    for i, m in enumerate(margins):
+        if m < threshold:
+            return i
+    return len(margins)

@@ -1,0 +1,103 @@
+"""The runtime's forward pass agrees with a float64 numpy reference on tiny random GGUFs."""
+import numpy as np
+import pytest
+
+from lanes import Model
+
+from tiny_gguf import Q, TinyConfig, reference_logits, write_tiny_gguf
+
+CASES = {
+    "llama-q8_0": TinyConfig(arch="llama"),
+    "llama-q4_1-untied": TinyConfig(arch="llama", weight_type=Q.Q4_1, tied=False),
+    "llama-mha-f16": TinyConfig(arch="llama", n_head_kv=4, weight_type=Q.F16, embd_type=Q.F16),
+    "qwen2-bias-q5_0": TinyConfig(arch="qwen2", weight_type=Q.Q5_0, rope_base=1e6),
+    "qwen3-qknorm-q4_0": TinyConfig(arch="qwen3", weight_type=Q.Q4_0, eps=1e-6),
+    "gemma3-swa-q5_1": TinyConfig(arch="gemma3", n_layer=6, n_head_kv=1, weight_type=Q.Q5_1, eps=1e-6, rope_base=1e6),
+}
+IDS = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 10, 84, 104, 101, 32, 113, 117]
+
+
+def relative_error(ours: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.linalg.norm(ours - ref) / np.linalg.norm(ref))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_batched_logits_match_reference(tmp_path, name):
+    cfg = CASES[name]
+    path = tmp_path / f"{name}.gguf"
+    weights = write_tiny_gguf(path, cfg, seed=sorted(CASES).index(name))
+    ref = reference_logits(cfg, weights, IDS)
+    model = Model(path, threads=2, ctx_size=64)
+    ours = model.logits(IDS).astype(np.float64)
+    assert ours.shape == ref.shape
+    # int8 activation quantization adds ~1% noise; a structural error gives O(1).
+    assert relative_error(ours, ref) < 0.03, relative_error(ours, ref)
+    # And every position individually (the sliding window matters only late in the prompt).
+    for t in range(len(IDS)):
+        assert relative_error(ours[t], ref[t]) < 0.06, (t, relative_error(ours[t], ref[t]))
+
+
+def test_decode_path_matches_batched_path(tmp_path):
+    """Greedy generation (one token per forward) continues exactly as batch teacher forcing predicts."""
+    cfg = CASES["llama-q8_0"]
+    path = tmp_path / "m.gguf"
+    write_tiny_gguf(path, cfg)
+    model = Model(path, threads=1, ctx_size=64)
+    gen = model.generate(IDS[:5], max_tokens=8, temperature=0.0, ignore_eos=True)
+    list(gen)
+    assert gen.stats.completion_tokens == 8 and gen.stats.finish_reason == "length"
+    full = IDS[:5] + gen.token_ids
+    teacher = model.logits(full)
+    eog = set(model.eog_ids)
+    for step, token in enumerate(gen.token_ids):
+        row = teacher[4 + step].copy()
+        row[list(eog)] = -np.inf  # ignore_eos masks them
+        assert int(np.argmax(row)) == token, step
+
+
+def test_results_do_not_depend_on_thread_count(tmp_path):
+    cfg = CASES["qwen2-bias-q5_0"]
+    path = tmp_path / "m.gguf"
+    write_tiny_gguf(path, cfg)
+    one = Model(path, threads=1, ctx_size=64).logits(IDS)
+    two = Model(path, threads=2, ctx_size=64).logits(IDS)
+    assert np.array_equal(one, two)
+
+
+def test_unsupported_architecture_is_a_clear_error(tmp_path):
+    import gguf
+
+    path = tmp_path / "mamba.gguf"
+    w = gguf.GGUFWriter(str(path), "mamba")
+    w.add_block_count(1)
+    w.add_tensor("x", np.zeros((2, 32), np.float32))
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    with pytest.raises(ValueError, match="unsupported architecture 'mamba'") as info:
+        Model(path, threads=1)
+    assert str(path) in str(info.value)
+
+
+def test_missing_tensor_is_a_clear_error(tmp_path):
+    import gguf
+
+    cfg = CASES["llama-q8_0"]
+    src = tmp_path / "full.gguf"
+    write_tiny_gguf(src, cfg)
+    # Rewrite without blk.1.ffn_down.weight.
+    r = gguf.GGUFReader(str(src))
+    dst = tmp_path / "missing.gguf"
+    w = gguf.GGUFWriter(str(dst), "llama")
+    for f in r.fields.values():
+        if f.name.startswith("GGUF.") or f.name == "general.architecture":
+            continue
+        vt = f.types[0]
+        if vt == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(f.name, f.contents(), vt, sub_type=f.types[-1])
+        else:
+            w.add_key_value(f.name, f.contents(), vt)
+    for t in r.tensors:
+        if t.name != "blk.1.ffn_down.weight":
+            w.add_tensor(t.name, np.asarray(t.data), raw_dtype=t.tensor_type)
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    with pytest.raises(ValueError, match="missing tensor blk.1.ffn_down.weight"):
+        Model(dst, threads=1)

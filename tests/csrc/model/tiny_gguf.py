@@ -1,0 +1,204 @@
+"""Tiny random-weight GGUF models (llama, qwen2, qwen3, gemma3) and a float64 numpy reference.
+
+The reference dequantizes the very same weights with `gguf.quants` and runs the forward pass of
+runtime.md §5–§7 in float64, so any structural mistake in the runtime (RoPE style, GQA mapping,
+norm placement, biases, sliding window) shows as an O(1) difference, while the runtime's int8
+activation quantization only adds noise of about 1%.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+Q = gguf.GGMLQuantizationType
+
+
+def byte_vocab() -> list[str]:
+    """GPT-2 byte-level alphabet: 256 single-character tokens, in byte order."""
+    printable = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    mapping, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            mapping[b] = chr(b)
+        else:
+            mapping[b] = chr(0x100 + extra)
+            extra += 1
+    return [mapping[b] for b in range(256)]
+
+
+@dataclass(frozen=True)
+class TinyConfig:
+    arch: str = "llama"
+    n_layer: int = 2
+    n_embd: int = 64
+    n_head: int = 4
+    n_head_kv: int = 2
+    head_dim: int = 16
+    n_ff: int = 96
+    eps: float = 1e-5
+    rope_base: float = 10000.0
+    sliding_window: int = 4  # gemma3 only: tiny so the window matters in short tests
+    weight_type: Q = Q.Q8_0
+    embd_type: Q = Q.Q8_0
+    tied: bool = True
+
+
+def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    """Writes the file; returns the float64 dequantized weights by tensor name."""
+    rng = np.random.default_rng(seed)
+    tokens = byte_vocab() + ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    # A few merges so BPE has something to do: "Ġt", "he", "Ġthe".
+    tokens += ["Ġt", "he", "Ġthe"]
+    merges = ["Ġ t", "h e", "Ġt he"]
+    n_vocab = len(tokens)
+    types = [1] * 256 + [3, 3, 3] + [1, 1, 1]
+
+    w = gguf.GGUFWriter(str(path), cfg.arch)
+    a = cfg.arch
+    w.add_block_count(cfg.n_layer)
+    w.add_embedding_length(cfg.n_embd)
+    w.add_feed_forward_length(cfg.n_ff)
+    w.add_head_count(cfg.n_head)
+    w.add_head_count_kv(cfg.n_head_kv)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_context_length(256)
+    w.add_layer_norm_rms_eps(cfg.eps)
+    w.add_rope_freq_base(cfg.rope_base)
+    w.add_rope_dimension_count(cfg.head_dim)
+    if a == "gemma3":
+        w.add_sliding_window(cfg.sliding_window)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("gpt2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_bos_token_id(257)
+    w.add_eos_token_id(258)
+    w.add_add_bos_token(False)
+
+    weights: dict[str, np.ndarray] = {}
+
+    def add(name: str, arr: np.ndarray, qtype: Q) -> None:
+        arr = arr.astype(np.float32)
+        if qtype == Q.F32:
+            data = arr
+        else:
+            data = gguf.quants.quantize(arr, qtype)
+        w.add_tensor(name, data, raw_dtype=None if qtype == Q.F32 else qtype)
+        weights[name] = (
+            arr.astype(np.float64) if qtype == Q.F32 else gguf.quants.dequantize(data, qtype).astype(np.float64)
+        )
+
+    E, hd = cfg.n_embd, cfg.head_dim
+    qd, kvd = cfg.n_head * hd, cfg.n_head_kv * hd
+    norm = (lambda n: 1.0 + 0.1 * rng.standard_normal(n))
+    add("token_embd.weight", rng.standard_normal((n_vocab, E)) * 0.5, cfg.embd_type)
+    if not cfg.tied:
+        add("output.weight", rng.standard_normal((n_vocab, E)) * 0.2, cfg.weight_type)
+    add("output_norm.weight", norm(E), Q.F32)
+    for il in range(cfg.n_layer):
+        p = f"blk.{il}."
+        add(p + "attn_norm.weight", norm(E), Q.F32)
+        add(p + "ffn_norm.weight", norm(E), Q.F32)
+        add(p + "attn_q.weight", rng.standard_normal((qd, E)) / np.sqrt(E), cfg.weight_type)
+        add(p + "attn_k.weight", rng.standard_normal((kvd, E)) / np.sqrt(E), cfg.weight_type)
+        add(p + "attn_v.weight", rng.standard_normal((kvd, E)) / np.sqrt(E), cfg.weight_type)
+        add(p + "attn_output.weight", rng.standard_normal((E, qd)) / np.sqrt(qd), cfg.weight_type)
+        add(p + "ffn_gate.weight", rng.standard_normal((cfg.n_ff, E)) / np.sqrt(E), cfg.weight_type)
+        add(p + "ffn_up.weight", rng.standard_normal((cfg.n_ff, E)) / np.sqrt(E), cfg.weight_type)
+        add(p + "ffn_down.weight", rng.standard_normal((E, cfg.n_ff)) / np.sqrt(cfg.n_ff), cfg.weight_type)
+        if a == "qwen2":
+            add(p + "attn_q.bias", 0.1 * rng.standard_normal(qd), Q.F32)
+            add(p + "attn_k.bias", 0.1 * rng.standard_normal(kvd), Q.F32)
+            add(p + "attn_v.bias", 0.1 * rng.standard_normal(kvd), Q.F32)
+        if a in ("qwen3", "gemma3"):
+            add(p + "attn_q_norm.weight", norm(hd), Q.F32)
+            add(p + "attn_k_norm.weight", norm(hd), Q.F32)
+        if a == "gemma3":
+            add(p + "post_attention_norm.weight", norm(E), Q.F32)
+            add(p + "post_ffw_norm.weight", norm(E), Q.F32)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return weights
+
+
+def _rms(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def _rope(x: np.ndarray, pos: np.ndarray, base: float, neox: bool) -> np.ndarray:
+    """x [n, heads, hd]; rotates all hd dims."""
+    hd = x.shape[-1]
+    half = hd // 2
+    inv = base ** (-2.0 * np.arange(half) / hd)
+    theta = pos[:, None] * inv[None, :]  # [n, half]
+    cos, sin = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+    out = x.copy()
+    if neox:
+        x0, x1 = x[..., :half], x[..., half:]
+        out[..., :half] = x0 * cos - x1 * sin
+        out[..., half:] = x0 * sin + x1 * cos
+    else:
+        x0, x1 = x[..., 0::2], x[..., 1::2]
+        out[..., 0::2] = x0 * cos - x1 * sin
+        out[..., 1::2] = x0 * sin + x1 * cos
+    return out
+
+
+def reference_logits(cfg: TinyConfig, W: dict[str, np.ndarray], ids: list[int]) -> np.ndarray:
+    """float64 forward pass; returns [len(ids), n_vocab] logits."""
+    n, E, hd = len(ids), cfg.n_embd, cfg.head_dim
+    gemma = cfg.arch == "gemma3"
+    neox = cfg.arch != "llama"
+    emb = W["token_embd.weight"]
+    x = emb[ids] * (np.sqrt(E) if gemma else 1.0)
+    pos = np.arange(n, dtype=np.float64)
+    group = cfg.n_head // cfg.n_head_kv
+    for il in range(cfg.n_layer):
+        p = f"blk.{il}."
+        h = _rms(x, W[p + "attn_norm.weight"], cfg.eps)
+        q = h @ W[p + "attn_q.weight"].T
+        k = h @ W[p + "attn_k.weight"].T
+        v = h @ W[p + "attn_v.weight"].T
+        if cfg.arch == "qwen2":
+            q, k, v = q + W[p + "attn_q.bias"], k + W[p + "attn_k.bias"], v + W[p + "attn_v.bias"]
+        q = q.reshape(n, cfg.n_head, hd)
+        k = k.reshape(n, cfg.n_head_kv, hd)
+        v = v.reshape(n, cfg.n_head_kv, hd)
+        if cfg.arch in ("qwen3", "gemma3"):
+            q = _rms(q, W[p + "attn_q_norm.weight"], cfg.eps)
+            k = _rms(k, W[p + "attn_k_norm.weight"], cfg.eps)
+        local = gemma and il % 6 != 5
+        base = 10000.0 if local else (cfg.rope_base if not gemma else cfg.rope_base)
+        q, k = _rope(q, pos, base, neox), _rope(k, pos, base, neox)
+        out = np.zeros((n, cfg.n_head, hd))
+        for t in range(n):
+            lo = max(0, t - cfg.sliding_window + 1) if local else 0
+            for hh in range(cfg.n_head):
+                kv = hh // group
+                s = k[lo : t + 1, kv] @ q[t, hh] / np.sqrt(hd)
+                s = np.exp(s - s.max())
+                out[t, hh] = (s / s.sum()) @ v[lo : t + 1, kv]
+        o = out.reshape(n, -1) @ W[p + "attn_output.weight"].T
+        if gemma:
+            o = _rms(o, W[p + "post_attention_norm.weight"], cfg.eps)
+        x = x + o
+        h = _rms(x, W[p + "ffn_norm.weight"], cfg.eps)
+        g, u = h @ W[p + "ffn_gate.weight"].T, h @ W[p + "ffn_up.weight"].T
+        if gemma:
+            act = 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g**3)))
+        else:
+            act = g / (1 + np.exp(-g))
+        d = (act * u) @ W[p + "ffn_down.weight"].T
+        if gemma:
+            d = _rms(d, W[p + "post_ffw_norm.weight"], cfg.eps)
+        x = x + d
+    x = _rms(x, W["output_norm.weight"], cfg.eps)
+    head = W.get("output.weight", emb)
+    return x @ head.T
