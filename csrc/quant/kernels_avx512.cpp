@@ -24,7 +24,7 @@ namespace {
 
 #define LS_VNNI 1
 inline __m256i ls_dpbusd(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
-#include "quant/kernels_ymm.inc"
+#include "quant/kernels_ymm.h"
 #undef LS_VNNI
 
 // Q4_0 / Q4_1 / Q5_0 / Q5_1 (PairPerm activations): a zmm holds two blocks

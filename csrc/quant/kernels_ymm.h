@@ -5,6 +5,9 @@
 //   ls_dpbusd(acc, u, s)  acc + Σ4 u8*s8 per int32 lane (only when LS_VNNI)
 // and includes this inside namespace ls::quant { namespace { ... } }.
 //
+// Named .h (not .inc) so the build's header-change check recompiles its includers. It is a
+// kernel BODY, not a normal header: no include guard, included inside an anonymous namespace.
+//
 // Integer results are exact on every path (maddubs never saturates here: codes are ≤ 63 or,
 // for Q8_0 on AVX2, |w| ≤ 128 against |a| ≤ 127), so paths differ only in float order.
 
