@@ -9,4 +9,5 @@ void bind_tokenizer(pybind11::module_& m);
 void bind_sampler(pybind11::module_& m);
 void bind_quant(pybind11::module_& m);
 void bind_engine(pybind11::module_& m);
+void bind_lane(pybind11::module_& m);  // lane_bind.cpp
 }  // namespace ls

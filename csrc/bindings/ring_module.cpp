@@ -1,6 +1,248 @@
 // lanes._ring: shared-memory ring access for the gateway (no runtime code linked in).
+// Segments and semaphores are created/unlinked by posix_ipc in Python; this module maps them
+// and does every index and atomic operation.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstddef>
+#include <cstring>
+#include <memory>
+
+#include "ring/doorbell.h"
+#include "ring/ring.h"
+#include "ring/stress.h"
+#include "ring/wire.h"
+
+namespace py = pybind11;
+using namespace ls::ring;
+namespace wire = ls::wire;
+
+namespace {
+
+class RingWriter {
+ public:
+  RingWriter(int fd, size_t segment_bytes, const std::string& bell_kind, int bell_fd, const std::string& bell_name)
+      : producer_(RingView(fd, segment_bytes)), bell_(Doorbell::from_spec(bell_kind, bell_fd, bell_name)) {}
+  // False if the ring is full right now; rings the doorbell when the reader armed it.
+  bool write(uint32_t type, py::bytes payload) {
+    char* data;
+    Py_ssize_t n;
+    PYBIND11_BYTES_AS_STRING_AND_SIZE(payload.ptr(), &data, &n);
+    const Piece piece{data, size_t(n)};
+    if (!producer_.try_write(type, &piece, 1)) return false;
+    if (producer_.take_bell()) bell_.ring();
+    return true;
+  }
+  size_t max_payload_bytes() const { return producer_.max_payload_bytes(); }
+  void close() { producer_.close(); }
+  Producer& producer() { return producer_; }
+  const Doorbell& bell() const { return bell_; }
+
+ private:
+  Producer producer_;
+  Doorbell bell_;
+};
+
+class RingReader {
+ public:
+  RingReader(int fd, size_t segment_bytes) : consumer_(RingView(fd, segment_bytes)) {}
+  // Copies up to max_records records out (one py::bytes each) and releases their space.
+  py::list read_batch(size_t max_records) {
+    py::list out;
+    consumer_.read(max_records, [&](uint32_t type, const uint8_t* p, size_t n) {
+      out.append(py::make_tuple(type, py::bytes(reinterpret_cast<const char*>(p), n)));
+    });
+    return out;
+  }
+  Consumer& consumer() { return consumer_; }
+
+ private:
+  Consumer consumer_;
+};
+
+template <class T>
+py::bytes struct_bytes(const T& v) {
+  return py::bytes(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+#define FIELD(S, f) d[#f] = offsetof(S, f)
+
+py::dict wire_layout() {
+  py::dict out, types, finish, errors, flags, structs;
+  types["PAD"] = uint32_t(wire::RecordType::Pad);
+  types["REQUEST"] = uint32_t(wire::RecordType::Request);
+  types["CANCEL"] = uint32_t(wire::RecordType::Cancel);
+  types["SHUTDOWN"] = uint32_t(wire::RecordType::Shutdown);
+  types["HELLO"] = uint32_t(wire::RecordType::Hello);
+  types["DELTA"] = uint32_t(wire::RecordType::Delta);
+  types["DONE"] = uint32_t(wire::RecordType::Done);
+  types["ERROR"] = uint32_t(wire::RecordType::Error);
+  finish["none"] = uint32_t(wire::FinishCode::None);
+  finish["stop"] = uint32_t(wire::FinishCode::Stop);
+  finish["length"] = uint32_t(wire::FinishCode::Length);
+  finish["cancelled"] = uint32_t(wire::FinishCode::Cancelled);
+  finish["error"] = uint32_t(wire::FinishCode::Error);
+  errors["load_failed"] = uint32_t(wire::ErrorCode::LoadFailed);
+  errors["bad_request"] = uint32_t(wire::ErrorCode::BadRequest);
+  errors["output_overflow"] = uint32_t(wire::ErrorCode::OutputOverflow);
+  errors["engine_error"] = uint32_t(wire::ErrorCode::EngineError);
+  errors["protocol_error"] = uint32_t(wire::ErrorCode::ProtocolError);
+  flags["REQUEST_HAS_SEED"] = wire::kRequestHasSeed;
+  flags["REQUEST_IGNORE_EOS"] = wire::kRequestIgnoreEos;
+  flags["DONE_LAST_CHOICE"] = wire::kDoneLastChoice;
+  {
+    py::dict d;
+    FIELD(wire::RequestHeader, request_id); FIELD(wire::RequestHeader, seed);
+    FIELD(wire::RequestHeader, num_choices); FIELD(wire::RequestHeader, flags);
+    FIELD(wire::RequestHeader, temperature); FIELD(wire::RequestHeader, top_p);
+    FIELD(wire::RequestHeader, min_p); FIELD(wire::RequestHeader, presence_penalty);
+    FIELD(wire::RequestHeader, frequency_penalty); FIELD(wire::RequestHeader, repetition_penalty);
+    FIELD(wire::RequestHeader, top_k); FIELD(wire::RequestHeader, max_tokens);
+    FIELD(wire::RequestHeader, min_tokens); FIELD(wire::RequestHeader, repeat_last_n);
+    FIELD(wire::RequestHeader, num_prompt_ids); FIELD(wire::RequestHeader, num_logit_bias);
+    FIELD(wire::RequestHeader, num_stop); FIELD(wire::RequestHeader, reserved);
+    structs["RequestHeader"] = py::dict(py::arg("size") = sizeof(wire::RequestHeader), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::LogitBiasEntry, token_id); FIELD(wire::LogitBiasEntry, bias);
+    structs["LogitBiasEntry"] = py::dict(py::arg("size") = sizeof(wire::LogitBiasEntry), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::CancelRecord, request_id);
+    structs["CancelRecord"] = py::dict(py::arg("size") = sizeof(wire::CancelRecord), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::HelloRecord, pid); FIELD(wire::HelloRecord, n_ctx); FIELD(wire::HelloRecord, n_vocab);
+    FIELD(wire::HelloRecord, wire_version); FIELD(wire::HelloRecord, load_ns);
+    structs["HelloRecord"] = py::dict(py::arg("size") = sizeof(wire::HelloRecord), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::DeltaHeader, request_id); FIELD(wire::DeltaHeader, choice);
+    FIELD(wire::DeltaHeader, num_tokens); FIELD(wire::DeltaHeader, emit_ns);
+    structs["DeltaHeader"] = py::dict(py::arg("size") = sizeof(wire::DeltaHeader), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::DoneRecord, request_id); FIELD(wire::DoneRecord, choice);
+    FIELD(wire::DoneRecord, finish_reason); FIELD(wire::DoneRecord, prompt_tokens);
+    FIELD(wire::DoneRecord, completion_tokens); FIELD(wire::DoneRecord, prefill_ns);
+    FIELD(wire::DoneRecord, decode_ns); FIELD(wire::DoneRecord, flags); FIELD(wire::DoneRecord, reserved);
+    structs["DoneRecord"] = py::dict(py::arg("size") = sizeof(wire::DoneRecord), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::ErrorHeader, request_id); FIELD(wire::ErrorHeader, code); FIELD(wire::ErrorHeader, reserved);
+    structs["ErrorHeader"] = py::dict(py::arg("size") = sizeof(wire::ErrorHeader), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(SegmentHeader, magic); FIELD(SegmentHeader, version); FIELD(SegmentHeader, capacity_bytes);
+    FIELD(SegmentHeader, max_record_bytes); FIELD(SegmentHeader, creator_pid); FIELD(SegmentHeader, tail);
+    FIELD(SegmentHeader, head); FIELD(SegmentHeader, reader_waiting); FIELD(SegmentHeader, closed);
+    FIELD(SegmentHeader, heartbeat_ns); FIELD(SegmentHeader, quiet_until_ns); FIELD(SegmentHeader, writer_pid);
+    FIELD(SegmentHeader, reader_pid);
+    structs["SegmentHeader"] = py::dict(py::arg("size") = kSegmentHeaderBytes, py::arg("offsets") = d);
+  }
+  out["magic"] = kMagic;
+  out["version"] = kVersion;
+  out["record_header_bytes"] = kRecordHeaderBytes;
+  out["record_align_bytes"] = kRecordAlignBytes;
+  out["record_types"] = types;
+  out["finish_codes"] = finish;
+  out["error_codes"] = errors;
+  out["flags"] = flags;
+  out["structs"] = structs;
+  return out;
+}
+
+py::dict decode_request_py(py::bytes payload) {
+  std::string s = payload;
+  wire::DecodedRequest r;
+  try {
+    wire::decode_request(reinterpret_cast<const uint8_t*>(s.data()), s.size(), r);
+  } catch (const wire::WireError& e) {
+    throw py::value_error(e.what());
+  }
+  py::dict d;
+  const auto& p = r.sampling;
+  d["request_id"] = r.request_id;
+  d["max_tokens"] = r.max_tokens;
+  d["temperature"] = p.temperature; d["top_p"] = p.top_p; d["top_k"] = p.top_k; d["min_p"] = p.min_p;
+  d["seed"] = p.has_seed ? py::object(py::int_(p.seed)) : py::object(py::none());
+  d["presence_penalty"] = p.presence_penalty; d["frequency_penalty"] = p.frequency_penalty;
+  d["repetition_penalty"] = p.repetition_penalty; d["repeat_last_n"] = p.repeat_last_n;
+  d["min_tokens"] = p.min_tokens; d["ignore_eos"] = p.ignore_eos;
+  d["logit_bias"] = p.logit_bias;
+  d["prompt_ids"] = r.prompt_ids;
+  py::list stop, framings;
+  for (auto& s : r.stop) stop.append(py::bytes(s));
+  for (auto& f : r.framings) framings.append(py::make_tuple(py::bytes(f.prefix), py::bytes(f.suffix)));
+  d["stop"] = stop;
+  d["framings"] = framings;
+  return d;
+}
+
+}  // namespace
 
 PYBIND11_MODULE(_ring, m) {
-  m.doc() = "laneserve shared-memory rings";
+  m.doc() = "laneserve shared-memory rings (SPSC byte rings, doorbells, wire-format layout)";
+  py::register_local_exception<RingError>(m, "RingError", PyExc_RuntimeError);
+
+  m.def("format_segment", &format_segment, py::arg("fd"), py::arg("segment_bytes"),
+        "Reserve /dev/shm pages and write a fresh ring header; returns the data capacity in bytes.");
+  m.def("segment_bytes_for", &segment_bytes_for, py::arg("capacity_bytes"));
+  m.def("monotonic_ns", &monotonic_ns);
+  m.def("wire_layout", &wire_layout, "Every constant, struct size and field offset of csrc/ring/wire.h.");
+  m.def("decode_request", &decode_request_py, "Decode a REQUEST payload exactly as a lane does (tests).");
+  m.def("json_escape", [](py::bytes text) {
+    std::string out;
+    wire::json_escape_append(out, std::string(text));
+    return py::bytes(out);
+  });
+  m.def("encode_hello", [](uint32_t pid, int32_t n_ctx, int32_t n_vocab, uint64_t load_ns) {
+    return struct_bytes(wire::HelloRecord{pid, n_ctx, n_vocab, kVersion, load_ns});
+  });
+  m.def("encode_done", [](uint64_t rid, uint32_t choice, uint32_t reason, uint32_t pt, uint32_t ct, uint64_t pre,
+                          uint64_t dec, uint32_t flags) {
+    return struct_bytes(wire::DoneRecord{rid, choice, reason, pt, ct, pre, dec, flags, 0});
+  });
+  m.def("encode_delta_header", [](uint64_t rid, uint32_t choice, uint32_t n, uint64_t emit_ns) {
+    return struct_bytes(wire::DeltaHeader{rid, choice, n, emit_ns});
+  });
+  m.def("encode_error_header", [](uint64_t rid, uint32_t code) { return struct_bytes(wire::ErrorHeader{rid, code, 0}); });
+  m.def("crc32", [](py::bytes b) {
+    std::string s = b;
+    return crc32(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  });
+  m.attr("STRESS_TYPE") = kStressType;
+  m.attr("STRESS_END_TYPE") = kStressEndType;
+
+  py::class_<RingWriter>(m, "RingWriter")
+      .def(py::init<int, size_t, const std::string&, int, const std::string&>(), py::arg("fd"),
+           py::arg("segment_bytes"), py::arg("bell_kind") = "none", py::arg("bell_fd") = -1,
+           py::arg("bell_name") = "")
+      .def("write", &RingWriter::write, py::arg("type"), py::arg("payload"))
+      .def_property_readonly("max_payload_bytes", &RingWriter::max_payload_bytes)
+      .def("close", &RingWriter::close)
+      .def(
+          "stress_produce",
+          [](RingWriter& w, uint32_t num_streams, uint32_t records_per_stream, uint64_t seed) {
+            return stress_produce(w.producer(), w.bell(), num_streams, records_per_stream, seed);
+          },
+          py::call_guard<py::gil_scoped_release>(), "Test producer (see ring/stress.h); returns full-ring count.");
+
+  py::class_<RingReader>(m, "RingReader")
+      .def(py::init<int, size_t>(), py::arg("fd"), py::arg("segment_bytes"))
+      .def("read_batch", &RingReader::read_batch, py::arg("max_records") = 128)
+      .def("arm", [](RingReader& r) { return r.consumer().arm(); },
+           "Arm the doorbell; True means data is already there (read again instead of sleeping).")
+      .def("has_data", [](RingReader& r) { return r.consumer().has_data(); })
+      .def_property_readonly("heartbeat_ns", [](RingReader& r) { return r.consumer().heartbeat_ns(); })
+      .def_property_readonly("quiet_until_ns", [](RingReader& r) { return r.consumer().quiet_until_ns(); })
+      .def_property_readonly("closed", [](RingReader& r) { return r.consumer().closed(); })
+      .def_property_readonly("capacity_bytes", [](RingReader& r) { return r.consumer().view().capacity_bytes(); });
 }

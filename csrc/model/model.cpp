@@ -5,9 +5,12 @@
 #include <cstring>
 
 #include "model/ops.h"
+#include "quant/quant_internal.h"
 
 namespace ls {
 namespace {
+
+constexpr int kMaxHeadDim = 512;  // attention keeps one fp16-rounded query head on the stack
 
 std::string key(const ModelConfig& c, const char* suffix) { return c.arch_name + "." + suffix; }
 
@@ -98,7 +101,7 @@ void ModelRuntime::load_config(const GgufFile& f) {
   c.n_head_kv = int32_t(f.get_int(key(c, "attention.head_count_kv"), c.n_head));
   if (c.n_head_kv <= 0 || c.n_head % c.n_head_kv != 0) f.fail("invalid attention.head_count_kv");
   c.head_dim = int32_t(f.get_int(key(c, "attention.key_length"), c.n_embd / c.n_head));
-  if (c.head_dim <= 0 || c.head_dim % 2 != 0 || f.get_int(key(c, "attention.value_length"), c.head_dim) != c.head_dim)
+  if (c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > kMaxHeadDim || f.get_int(key(c, "attention.value_length"), c.head_dim) != c.head_dim)
     f.fail("unsupported attention key/value length");
   c.n_ctx_train = int32_t(f.get_int(key(c, "context_length"), 4096));
   c.rms_eps = float(f.get_float(key(c, "attention.layer_norm_rms_epsilon"), 1e-5));
@@ -181,7 +184,13 @@ void ModelRuntime::attention(int il, int n, int pos0) {
       const int i = int(task / n_head), h = int(task % n_head);
       const int pos = pos0 + i;
       const int first = local ? std::max(0, pos - c.sliding_window + 1) : 0;
-      const float* q = q_.data() + i * q_dim + int64_t(h) * hd;
+      // llama.cpp keeps K/V in fp16 and multiplies them in fp16 (q and the softmax weights are
+      // rounded to fp16 on the way in); these small models are rounding-sensitive enough that
+      // matching this moves agreement measurably (Gemma top-1 94.96% → 95.25%, KL 0.0072 → 0.0058).
+      float qh[kMaxHeadDim];
+      const float* q0 = q_.data() + i * q_dim + int64_t(h) * hd;
+      for (int j = 0; j < hd; ++j) qh[j] = quant::fp16_round(q0[j]);
+      const float* q = qh;
       const int64_t koff = int64_t(h / group) * hd;
       float mx = -INFINITY;
       for (int p = first; p <= pos; ++p) {
@@ -198,7 +207,7 @@ void ModelRuntime::attention(int il, int n, int pos0) {
       float* out = attn_.data() + i * q_dim + int64_t(h) * hd;
       std::fill(out, out + hd, 0.f);
       const float inv = 1.0f / sum;
-      for (int p = first; p <= pos; ++p) axpy_f32(scores[p] * inv, vc + int64_t(p) * kv_dim + koff, out, hd);
+      for (int p = first; p <= pos; ++p) axpy_f32(quant::fp16_round(scores[p] * inv), vc + int64_t(p) * kv_dim + koff, out, hd);
     }
   });
 }
@@ -245,8 +254,12 @@ void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits
       for (int h = 0; h < c.n_head; ++h) rope_apply(q + h * hd, cs, sn, c.n_rot, c.rope == RopeStyle::Neox);
       for (int h = 0; h < c.n_head_kv; ++h) rope_apply(k + h * hd, cs, sn, c.n_rot, c.rope == RopeStyle::Neox);
       if (gemma) scale_f32(q, c.attn_scale, q_dim);
-      memcpy(k_cache_[il].data() + int64_t(pos) * kv_dim, k, kv_dim * sizeof(float));
-      memcpy(v_cache_[il].data() + int64_t(pos) * kv_dim, v, kv_dim * sizeof(float));
+      float* kc = k_cache_[il].data() + int64_t(pos) * kv_dim;
+      float* vc = v_cache_[il].data() + int64_t(pos) * kv_dim;
+      for (int64_t j = 0; j < kv_dim; ++j) {  // values as an fp16 cache would hold them
+        kc[j] = quant::fp16_round(k[j]);
+        vc[j] = quant::fp16_round(v[j]);
+      }
     }
     attention(il, n, pos0);
     project(L.wo, attn_.data(), n, tmp_.data());

@@ -1,8 +1,8 @@
 // Transformer forward pass over GGUF weights used in place (llama, qwen2, qwen3, gemma3).
 //
 // Buffers: every activation/scratch buffer is sized at construction for max_batch tokens and
-// reused; forward() allocates nothing. KV cache: fp32, per layer [ctx_size][n_head_kv*head_dim]
-// for K and for V, allocated once.
+// reused; forward() allocates nothing. KV cache: per layer [ctx_size][n_head_kv*head_dim] for K
+// and for V, allocated once; stored as fp32 holding fp16-rounded values (llama.cpp's F16 cache).
 #pragma once
 
 #include <cstdint>

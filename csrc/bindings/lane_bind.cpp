@@ -1,0 +1,46 @@
+// lanes._runtime.Lane: the lane process's native loop (see lane/lane_loop.h).
+#include <pybind11/stl.h>
+
+#include "bindings/bindings.h"
+#include "lane/lane_loop.h"
+
+namespace py = pybind11;
+
+namespace ls {
+
+void bind_lane(py::module_& m) {
+  py::register_local_exception<ring::RingError>(m, "RingError", PyExc_RuntimeError);
+  py::class_<lane::LaneLoop>(m, "Lane")
+      .def(py::init([](int request_fd, size_t request_segment_bytes, int output_fd, size_t output_segment_bytes,
+                       const std::string& wake_semaphore, const std::string& output_bell_kind, int output_bell_fd,
+                       const std::string& output_bell_name, int expected_ppid, size_t max_pending_bytes,
+                       uint64_t prefill_budget_ns_per_token, int64_t idle_wait_ns) {
+             lane::LaneOptions o;
+             o.request_fd = request_fd;
+             o.request_segment_bytes = request_segment_bytes;
+             o.output_fd = output_fd;
+             o.output_segment_bytes = output_segment_bytes;
+             o.wake_semaphore = wake_semaphore;
+             o.output_bell_kind = output_bell_kind;
+             o.output_bell_fd = output_bell_fd;
+             o.output_bell_name = output_bell_name;
+             o.expected_ppid = expected_ppid;
+             o.max_pending_bytes = max_pending_bytes;
+             o.prefill_budget_ns_per_token = prefill_budget_ns_per_token;
+             o.idle_wait_ns = idle_wait_ns;
+             return new lane::LaneLoop(o);
+           }),
+           py::kw_only(), py::arg("request_fd"), py::arg("request_segment_bytes"), py::arg("output_fd"),
+           py::arg("output_segment_bytes"), py::arg("wake_semaphore"), py::arg("output_bell_kind"),
+           py::arg("output_bell_fd") = -1, py::arg("output_bell_name") = "", py::arg("expected_ppid") = 0,
+           py::arg("max_pending_bytes") = size_t(1) << 20, py::arg("prefill_budget_ns_per_token") = 20'000'000,
+           py::arg("idle_wait_ns") = 50'000'000)
+      .def("load_and_run", &lane::LaneLoop::load_and_run, py::arg("path"), py::arg("threads"), py::arg("ctx_size") = 0,
+           py::call_guard<py::gil_scoped_release>(),
+           "Load the model, send HELLO (or ERROR load_failed), run until stop/SHUTDOWN/parent death. "
+           "Returns 'shutdown', 'stopped', 'parent_died' or 'load_failed'.")
+      .def("stop", &lane::LaneLoop::stop, "Async-signal-friendly: sets the native stop flag.");
+  m.def("lane_backends", &lane::backend_names);
+}
+
+}  // namespace ls

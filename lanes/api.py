@@ -1,0 +1,97 @@
+"""Public types of the lane pool (the gateway codes against these; re-exported by lanes.pool)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LaneModelSpec:
+    name: str
+    path: str            # GGUF path, or "synthetic:..." (test/benchmark backend, see csrc/lane)
+    replicas: int = 1
+    threads: int = 1
+    ctx_size: int = 4096
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("model name must be non-empty")
+        if self.replicas < 1:
+            raise ValueError(f"replicas must be >= 1, got {self.replicas}")
+        if self.threads < 0:
+            raise ValueError(f"threads must be >= 0, got {self.threads}")
+        if self.ctx_size < 16:
+            raise ValueError(f"ctx_size must be >= 16, got {self.ctx_size}")
+
+
+@dataclass(frozen=True)
+class Framing:
+    prefix: bytes        # delta bytes = prefix + json_escaped(text) + suffix
+    suffix: bytes
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    min_tokens: int = 0
+    ignore_eos: bool = False
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_tokens < 2**31:
+            raise ValueError(f"max_tokens must be in [1, 2^31), got {self.max_tokens}")
+        if self.seed is not None and not 0 <= self.seed < 2**64:
+            raise ValueError("seed must fit in 64 bits unsigned")
+        if not 0 <= self.min_tokens < 2**31 or not -2**31 <= self.top_k < 2**31:
+            raise ValueError("min_tokens/top_k out of range")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    choice: int
+    data: bytes          # one or more complete framed deltas, concatenated
+
+
+@dataclass(frozen=True)
+class ChoiceDone:
+    choice: int
+    finish_reason: str   # "stop" | "length" | "cancelled"
+    prompt_tokens: int
+    completion_tokens: int
+    prefill_ns: int
+    decode_ns: int
+
+
+class LaneBusy(Exception):
+    """Every lane of that model is busy (or the pool is draining) → the gateway answers 429."""
+
+
+class LaneError(Exception):
+    """A lane died, hung or failed mid-request. .code: 'lane_died', 'lane_hung', 'shutdown',
+    'bad_request', 'engine_error', 'output_overflow', 'protocol_error'."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class LaneStartupError(Exception):
+    """A lane could not start; everything was torn down."""
+
+
+@dataclass(frozen=True)
+class LaneStatus:
+    model: str
+    index: int
+    state: str           # starting | ready | busy | restarting | failed | stopped
+    pid: int | None
+    restarts: int

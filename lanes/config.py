@@ -1,0 +1,56 @@
+"""Pool tuning as a frozen, validated dataclass; the only place lanes/ reads environment variables."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+ENV_PREFIX = "LANESERVE_LANES_"
+DOORBELLS = ("eventfd", "semaphore")
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    heartbeat_timeout_s: float = 5.0       # a lane silent this long (outside a long prefill) is hung
+    doorbell: str = "eventfd"              # output-ring wake-up on the gateway side (see README)
+    startup_timeout_s: float = 300.0       # model load + handshake
+    shutdown_grace_s: float = 2.0          # SHUTDOWN → exit, before SIGTERM then SIGKILL
+    max_load_failures: int = 3             # consecutive failed loads → lane state "failed"
+    backoff_initial_s: float = 0.25        # respawn delay, doubled per consecutive crash
+    backoff_max_s: float = 30.0
+    stable_after_s: float = 60.0           # a lane up this long resets its backoff
+    output_ring_bytes: int = 1 << 20       # data capacity of each lane → gateway ring
+    max_pending_bytes: int = 1 << 20       # per-request lane-side backlog before ERROR(output_overflow)
+    prefill_budget_ns_per_token: int = 20_000_000  # hang-check allowance during prefill
+    shm_dir: str = "/dev/shm"
+
+    def __post_init__(self) -> None:
+        if self.doorbell not in DOORBELLS:
+            raise ValueError(f"doorbell must be one of {DOORBELLS}, got {self.doorbell!r}")
+        for name in ("heartbeat_timeout_s", "startup_timeout_s", "shutdown_grace_s", "backoff_initial_s",
+                     "backoff_max_s", "stable_after_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        if self.backoff_max_s < self.backoff_initial_s:
+            raise ValueError("backoff_max_s must be >= backoff_initial_s")
+        if self.max_load_failures < 1:
+            raise ValueError("max_load_failures must be >= 1")
+        cap = self.output_ring_bytes
+        if cap < 4096 or cap & (cap - 1):
+            raise ValueError(f"output_ring_bytes must be a power of two >= 4096, got {cap}")
+        if self.max_pending_bytes < 4096:
+            raise ValueError("max_pending_bytes must be >= 4096")
+        if self.prefill_budget_ns_per_token < 0:
+            raise ValueError("prefill_budget_ns_per_token must be >= 0")
+
+
+def config_from_env(environ=None, **overrides) -> PoolConfig:
+    """PoolConfig from LANESERVE_LANES_<FIELD> variables (e.g. LANESERVE_LANES_DOORBELL=semaphore),
+    then explicit overrides."""
+    env = os.environ if environ is None else environ
+    values = {}
+    for f in fields(PoolConfig):
+        raw = env.get(ENV_PREFIX + f.name.upper())
+        if raw is not None:
+            values[f.name] = type(f.default)(raw)
+    values.update(overrides)
+    return PoolConfig(**values)

@@ -1,0 +1,162 @@
+"""Python mirror of csrc/ring/wire.h (the ONE wire-format definition) — keep the two in step.
+
+tests/csrc/ring/test_wire_agreement.py compares every constant, struct size and field offset
+here with what the `_ring` extension reports from the C++ header. No pickle crosses processes:
+the gateway encodes REQUEST/CANCEL/SHUTDOWN and decodes HELLO/DELTA/DONE/ERROR with `struct`.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+MAGIC = 0x474E524C
+VERSION = 1
+RECORD_HEADER_BYTES = 8
+RECORD_ALIGN_BYTES = 8
+SEGMENT_HEADER_BYTES = 512
+
+# RecordType
+PAD = 0
+REQUEST = 1
+CANCEL = 2
+SHUTDOWN = 3
+HELLO = 16
+DELTA = 17
+DONE = 18
+ERROR = 19
+RECORD_TYPES = {"PAD": PAD, "REQUEST": REQUEST, "CANCEL": CANCEL, "SHUTDOWN": SHUTDOWN,
+                "HELLO": HELLO, "DELTA": DELTA, "DONE": DONE, "ERROR": ERROR}
+
+FINISH_CODES = {"none": 0, "stop": 1, "length": 2, "cancelled": 3, "error": 4}
+FINISH_NAMES = {v: k for k, v in FINISH_CODES.items()}
+ERROR_CODES = {"load_failed": 1, "bad_request": 2, "output_overflow": 3, "engine_error": 4,
+               "protocol_error": 5}
+ERROR_NAMES = {v: k for k, v in ERROR_CODES.items()}
+
+REQUEST_HAS_SEED = 1
+REQUEST_IGNORE_EOS = 2
+DONE_LAST_CHOICE = 1
+FLAGS = {"REQUEST_HAS_SEED": REQUEST_HAS_SEED, "REQUEST_IGNORE_EOS": REQUEST_IGNORE_EOS,
+         "DONE_LAST_CHOICE": DONE_LAST_CHOICE}
+
+
+@dataclass(frozen=True)
+class StructSpec:
+    """A fixed-width little-endian struct: field names in order with their struct codes."""
+    name: str
+    fields: tuple[tuple[str, str], ...]
+
+    @property
+    def format(self) -> str:
+        return "<" + "".join(code for _, code in self.fields)
+
+    @property
+    def size(self) -> int:
+        return struct.calcsize(self.format)
+
+    def offsets(self) -> dict[str, int]:
+        out, fmt = {}, "<"
+        for name, code in self.fields:
+            out[name] = struct.calcsize(fmt)
+            fmt += code
+        return out
+
+
+REQUEST_HEADER = StructSpec("RequestHeader", (
+    ("request_id", "Q"), ("seed", "Q"), ("num_choices", "I"), ("flags", "I"),
+    ("temperature", "f"), ("top_p", "f"), ("min_p", "f"), ("presence_penalty", "f"),
+    ("frequency_penalty", "f"), ("repetition_penalty", "f"), ("top_k", "i"), ("max_tokens", "i"),
+    ("min_tokens", "i"), ("repeat_last_n", "i"), ("num_prompt_ids", "I"), ("num_logit_bias", "I"),
+    ("num_stop", "I"), ("reserved", "I"),
+))
+LOGIT_BIAS_ENTRY = StructSpec("LogitBiasEntry", (("token_id", "i"), ("bias", "f")))
+CANCEL_RECORD = StructSpec("CancelRecord", (("request_id", "Q"),))
+HELLO_RECORD = StructSpec("HelloRecord", (
+    ("pid", "I"), ("n_ctx", "i"), ("n_vocab", "i"), ("wire_version", "I"), ("load_ns", "Q"),
+))
+DELTA_HEADER = StructSpec("DeltaHeader", (
+    ("request_id", "Q"), ("choice", "I"), ("num_tokens", "I"), ("emit_ns", "Q"),
+))
+DONE_RECORD = StructSpec("DoneRecord", (
+    ("request_id", "Q"), ("choice", "I"), ("finish_reason", "I"), ("prompt_tokens", "I"),
+    ("completion_tokens", "I"), ("prefill_ns", "Q"), ("decode_ns", "Q"), ("flags", "I"),
+    ("reserved", "I"),
+))
+ERROR_HEADER = StructSpec("ErrorHeader", (("request_id", "Q"), ("code", "I"), ("reserved", "I")))
+# Only sizes/offsets are mirrored for the segment header: Python never reads or writes it.
+SEGMENT_HEADER_OFFSETS = {
+    "magic": 0, "version": 4, "capacity_bytes": 8, "max_record_bytes": 16, "creator_pid": 24,
+    "tail": 128, "head": 256, "reader_waiting": 384, "closed": 388, "heartbeat_ns": 392,
+    "quiet_until_ns": 400, "writer_pid": 408, "reader_pid": 412,
+}
+STRUCTS = (REQUEST_HEADER, LOGIT_BIAS_ENTRY, CANCEL_RECORD, HELLO_RECORD, DELTA_HEADER,
+           DONE_RECORD, ERROR_HEADER)
+
+_REQUEST = struct.Struct(REQUEST_HEADER.format)
+_CANCEL = struct.Struct(CANCEL_RECORD.format)
+_HELLO = struct.Struct(HELLO_RECORD.format)
+_DELTA = struct.Struct(DELTA_HEADER.format)
+_DONE = struct.Struct(DONE_RECORD.format)
+_ERROR = struct.Struct(ERROR_HEADER.format)
+_U32 = struct.Struct("<I")
+_U32X2 = struct.Struct("<II")
+DELTA_HEADER_BYTES = _DELTA.size
+ERROR_HEADER_BYTES = _ERROR.size
+DEFAULT_REPEAT_LAST_N = 64
+
+
+def encode_request(request_id: int, prompt_ids, params, framings) -> bytes:
+    """REQUEST payload. `params` is a lanes.api.GenerationParams, framings a list of Framing."""
+    seed = params.seed
+    flags = (REQUEST_HAS_SEED if seed is not None else 0) | (REQUEST_IGNORE_EOS if params.ignore_eos else 0)
+    stops = [s.encode("utf-8") for s in params.stop]
+    parts = [
+        _REQUEST.pack(
+            request_id, (seed or 0) & 0xFFFFFFFFFFFFFFFF, len(framings), flags,
+            params.temperature, params.top_p, params.min_p, params.presence_penalty,
+            params.frequency_penalty, params.repetition_penalty, params.top_k, params.max_tokens,
+            params.min_tokens, DEFAULT_REPEAT_LAST_N, len(prompt_ids), len(params.logit_bias),
+            len(stops), 0),
+        struct.pack(f"<{len(prompt_ids)}i", *prompt_ids),
+    ]
+    for token_id, bias in params.logit_bias:
+        parts.append(struct.pack("<if", token_id, bias))
+    for s in stops:
+        parts.append(_U32.pack(len(s)))
+        parts.append(s)
+    for f in framings:
+        parts.append(_U32X2.pack(len(f.prefix), len(f.suffix)))
+        parts.append(f.prefix)
+        parts.append(f.suffix)
+    return b"".join(parts)
+
+
+def encode_cancel(request_id: int) -> bytes:
+    return _CANCEL.pack(request_id)
+
+
+@dataclass(frozen=True)
+class Hello:
+    pid: int
+    n_ctx: int
+    n_vocab: int
+    wire_version: int
+    load_ns: int
+
+
+def decode_hello(payload: bytes) -> Hello:
+    return Hello(*_HELLO.unpack_from(payload))
+
+
+# DELTA: (request_id, choice, num_tokens, emit_ns); data = payload[DELTA_HEADER_BYTES:]
+decode_delta_header = _DELTA.unpack_from
+# DONE: (request_id, choice, finish_reason, prompt_tokens, completion_tokens, prefill_ns,
+#        decode_ns, flags, reserved)
+decode_done = _DONE.unpack_from
+
+
+def decode_error(payload: bytes) -> tuple[int, str, str]:
+    """→ (request_id, code name, message)."""
+    request_id, code, _ = _ERROR.unpack_from(payload)
+    message = payload[ERROR_HEADER_BYTES:].decode("utf-8", "replace")
+    return request_id, ERROR_NAMES.get(code, f"error_{code}"), message

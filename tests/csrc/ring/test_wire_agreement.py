@@ -1,0 +1,101 @@
+"""csrc/ring/wire.h and lanes/wire.py agree: constants, struct sizes, field offsets, and
+records encoded on one side decode identically on the other."""
+import json
+import random
+
+import pytest
+
+from lanes import _ring, wire
+from lanes.api import Framing, GenerationParams
+
+LAYOUT = _ring.wire_layout()
+
+
+def test_constants_agree():
+    assert LAYOUT["magic"] == wire.MAGIC
+    assert LAYOUT["version"] == wire.VERSION
+    assert LAYOUT["record_header_bytes"] == wire.RECORD_HEADER_BYTES
+    assert LAYOUT["record_align_bytes"] == wire.RECORD_ALIGN_BYTES
+    assert LAYOUT["record_types"] == wire.RECORD_TYPES
+    assert LAYOUT["finish_codes"] == wire.FINISH_CODES
+    assert LAYOUT["error_codes"] == wire.ERROR_CODES
+    assert LAYOUT["flags"] == wire.FLAGS
+
+
+@pytest.mark.parametrize("spec", wire.STRUCTS, ids=lambda s: s.name)
+def test_struct_layouts_agree(spec):
+    native = LAYOUT["structs"][spec.name]
+    assert native["size"] == spec.size
+    assert native["offsets"] == spec.offsets()
+
+
+def test_segment_header_agrees():
+    native = LAYOUT["structs"]["SegmentHeader"]
+    assert native["size"] == wire.SEGMENT_HEADER_BYTES
+    assert native["offsets"] == wire.SEGMENT_HEADER_OFFSETS
+    # producer and consumer positions on separate 128-byte lines
+    offs = wire.SEGMENT_HEADER_OFFSETS
+    assert len({offs["tail"] // 128, offs["head"] // 128, offs["reader_waiting"] // 128}) == 3
+
+
+def test_request_encoded_in_python_decodes_in_cpp():
+    params = GenerationParams(max_tokens=17, temperature=0.5, top_p=0.9, top_k=40, min_p=0.05, seed=2**63 + 5,
+                              stop=("\n\n", "é stop"), presence_penalty=0.25, frequency_penalty=-0.5,
+                              repetition_penalty=1.125, logit_bias=((5, -100.0), (7, 2.5)), min_tokens=3,
+                              ignore_eos=True)
+    framings = [Framing(b'data: {"c":0,"t":"', b'"}\n\n'), Framing(b"", b"\n")]
+    payload = wire.encode_request(99, [1, 2, 49151], params, framings)
+    d = _ring.decode_request(payload)
+    assert d["request_id"] == 99 and d["max_tokens"] == 17
+    assert d["temperature"] == 0.5 and d["top_k"] == 40 and d["seed"] == 2**63 + 5
+    assert abs(d["top_p"] - 0.9) < 1e-7 and abs(d["min_p"] - 0.05) < 1e-7
+    assert (d["presence_penalty"], d["frequency_penalty"], d["repetition_penalty"]) == (0.25, -0.5, 1.125)
+    assert d["logit_bias"] == [(5, -100.0), (7, 2.5)]
+    assert d["min_tokens"] == 3 and d["ignore_eos"] is True
+    assert d["prompt_ids"] == [1, 2, 49151]
+    assert d["stop"] == [b"\n\n", "é stop".encode()]
+    assert d["framings"] == [(f.prefix, f.suffix) for f in framings]
+    unseeded = _ring.decode_request(wire.encode_request(1, [3], GenerationParams(max_tokens=1), [Framing(b"", b"")]))
+    assert unseeded["seed"] is None and unseeded["ignore_eos"] is False
+
+
+def test_truncated_request_is_rejected():
+    payload = wire.encode_request(5, [1, 2, 3], GenerationParams(max_tokens=4), [Framing(b"a", b"b")])
+    for cut in (0, 10, len(payload) - 1):
+        with pytest.raises(ValueError, match="truncated|exceed"):
+            _ring.decode_request(payload[:cut])
+    with pytest.raises(ValueError, match="trailing"):
+        _ring.decode_request(payload + b"x")
+
+
+def test_output_records_encoded_in_cpp_decode_in_python():
+    hello = wire.decode_hello(_ring.encode_hello(1234, 4096, 49152, 777))
+    assert (hello.pid, hello.n_ctx, hello.n_vocab, hello.wire_version, hello.load_ns) == (1234, 4096, 49152, 1, 777)
+    done = wire.decode_done(_ring.encode_done(2**40, 3, 2, 11, 22, 333, 444, wire.DONE_LAST_CHOICE))
+    assert done[:8] == (2**40, 3, 2, 11, 22, 333, 444, 1)
+    assert wire.decode_delta_header(_ring.encode_delta_header(9, 1, 4, 55)) == (9, 1, 4, 55)
+    rid, code, msg = wire.decode_error(_ring.encode_error_header(8, 2) + "bad ✓".encode())
+    assert (rid, code, msg) == (8, "bad_request", "bad ✓")
+
+
+def _random_text(rng: random.Random) -> str:
+    pool = ['"', "\\", "\n", "\r", "\t", "\b", "\f", "\x00", "\x1f", "\x7f", "a", "é", "€", "\u2028", "\u2029",
+            "😀", "\ufeff", "/", "'"]
+    return "".join(rng.choice(pool) for _ in range(rng.randrange(0, 40)))
+
+
+def test_json_escape_always_yields_valid_json_string_content():
+    rng = random.Random(7)
+    for _ in range(2000):
+        text = _random_text(rng)
+        escaped = _ring.json_escape(text.encode())
+        assert json.loads(b'"' + escaped + b'"') == text
+        assert b"\xe2\x80\xa8" not in escaped and b"\xe2\x80\xa9" not in escaped
+        assert all(b >= 0x20 for b in escaped)
+
+
+def test_json_escape_replaces_invalid_utf8():
+    for bad in (b"\xff", b"a\xc3", b"\xed\xa0\x80", b"\xe0\x80\x80", b"\xf4\x90\x80\x80"):
+        out = _ring.json_escape(bad)
+        json.loads(b'"' + out + b'"')  # valid JSON whatever the input
+        assert b"\\ufffd" in out

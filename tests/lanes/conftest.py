@@ -1,0 +1,38 @@
+"""Fixtures for lane-pool tests: pools that are always closed, and a /dev/shm leak check."""
+import asyncio
+import os
+
+import pytest
+
+from lanes.config import PoolConfig
+from lanes.names import list_names
+from lanes.pool import LanePool
+
+
+def synthetic_text(i: int) -> str:
+    """Text of step i of the synthetic backend (csrc/lane/synthetic_backend.cpp)."""
+    return f"{i}" + ('"\\\n\u2028é ' if i % 7 == 6 else " ")
+
+
+@pytest.fixture
+def make_pool():
+    pools = []
+
+    def make(specs, **config) -> LanePool:
+        cfg = PoolConfig(**{"heartbeat_timeout_s": 5.0, **config})
+        pool = LanePool(specs, config=cfg)
+        pools.append(pool)
+        return pool
+
+    yield make
+    for pool in pools:
+        pool.close()
+        assert list_names(pid=os.getpid(), run_id=pool.run_id) == [], "shared-memory names leaked"
+
+
+async def wait_for(predicate, timeout_s: float, what: str):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not predicate():
+        assert loop.time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.005)

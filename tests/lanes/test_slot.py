@@ -1,0 +1,142 @@
+"""Supervision with real processes: lane death and hangs mid-request, respawn with backoff,
+lanes that keep failing to load, parent death, stale-name sweeping, both doorbells."""
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from lanes.api import Chunk, Framing, GenerationParams, LaneError, LaneModelSpec
+from lanes.names import list_names, sweep_stale
+
+from .conftest import wait_for
+
+SSE = Framing(b"data: ", b"\n\n")
+
+
+def _own_names(pool):
+    return list_names(pid=os.getpid(), run_id=pool.run_id)
+
+
+async def test_sigkill_mid_generation_errors_fast_respawns_and_leaks_nothing(make_pool):
+    pool = make_pool([LaneModelSpec("syn", "synthetic:step_us=5000")], backoff_initial_s=0.05)
+    pool.start()
+    pool.attach(asyncio.get_running_loop())
+    old_pid = pool.statuses()[0].pid
+    old_names = _own_names(pool)
+    stream = pool.submit("syn", [1], GenerationParams(max_tokens=100_000), [SSE], 1)
+    assert isinstance(await stream.__anext__(), Chunk)
+    os.kill(old_pid, signal.SIGKILL)
+    t0 = time.monotonic()
+    with pytest.raises(LaneError) as e:
+        async for _ in stream:
+            pass
+    assert time.monotonic() - t0 < 1.0
+    assert e.value.code == "lane_died" and "SIGKILL" in e.value.message
+    await wait_for(lambda: pool.statuses()[0].state == "ready", 10, "respawned lane")
+    st = pool.statuses()[0]
+    assert st.pid != old_pid and st.restarts == 1
+    new_names = _own_names(pool)
+    assert set(new_names).isdisjoint(old_names) and len(new_names) == len(old_names)
+    chunks = [c async for c in pool.submit("syn", [1], GenerationParams(max_tokens=3), [SSE], 2)]
+    assert len(chunks) == 4
+
+
+async def test_hung_lane_is_detected_by_heartbeat_and_replaced(make_pool):
+    pool = make_pool([LaneModelSpec("syn", "synthetic:step_us=1000")], heartbeat_timeout_s=0.5,
+                     backoff_initial_s=0.05)
+    pool.start()
+    pool.attach(asyncio.get_running_loop())
+    pid = pool.statuses()[0].pid
+    stream = pool.submit("syn", [1], GenerationParams(max_tokens=100_000), [SSE], 1)
+    await stream.__anext__()
+    os.kill(pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    with pytest.raises(LaneError) as e:
+        async for _ in stream:
+            pass
+    assert e.value.code == "lane_hung"
+    assert time.monotonic() - t0 < 0.5 + 0.5
+    await wait_for(lambda: pool.statuses()[0].state == "ready", 10, "replacement lane")
+    assert pool.statuses()[0].pid != pid
+
+
+async def test_long_prefill_is_not_mistaken_for_a_hang(make_pool):
+    # 200 prompt tokens × 5 ms = 1 s of prefill, longer than the 0.4 s heartbeat timeout.
+    pool = make_pool([LaneModelSpec("syn", "synthetic:prefill_us_per_token=5000")], heartbeat_timeout_s=0.4)
+    pool.start()
+    pool.attach(asyncio.get_running_loop())
+    items = [i async for i in pool.submit("syn", list(range(200)), GenerationParams(max_tokens=2), [SSE], 1)]
+    assert items[-1].finish_reason == "length"
+    assert pool.statuses()[0].restarts == 0
+
+
+async def test_lane_that_keeps_failing_to_load_stays_down(make_pool, tmp_path):
+    flag = tmp_path / "break"
+    pool = make_pool([LaneModelSpec("syn", f"synthetic:fail_if_exists={flag}")], backoff_initial_s=0.05,
+                     max_load_failures=3)
+    pool.start()
+    pool.attach(asyncio.get_running_loop())
+    flag.write_text("x")
+    os.kill(pool.statuses()[0].pid, signal.SIGKILL)
+    await wait_for(lambda: pool.statuses()[0].state == "failed", 10, "lane marked failed")
+    st = pool.statuses()[0]
+    assert st.restarts == 3 and st.pid is None
+    await asyncio.sleep(0.5)
+    assert pool.statuses()[0].restarts == 3  # no spawn storm
+    assert _own_names(pool) == []
+
+
+@pytest.mark.parametrize("doorbell", ["eventfd", "semaphore"])
+async def test_both_doorbells_deliver(make_pool, doorbell):
+    pool = make_pool([LaneModelSpec("syn", "synthetic:step_us=200")], doorbell=doorbell)
+    pool.start()
+    pool.attach(asyncio.get_running_loop())
+    for rid in range(1, 4):
+        items = [i async for i in pool.submit("syn", [1], GenerationParams(max_tokens=50), [SSE], rid)]
+        assert items[-1].completion_tokens == 50
+
+
+PARENT = textwrap.dedent("""
+    import asyncio, sys, time
+    from lanes.pool import LanePool, LaneModelSpec
+    pool = LanePool([LaneModelSpec("syn", "synthetic:", replicas=2)])
+    pool.start()
+    print(pool.run_id, *[s.pid for s in pool.statuses()], flush=True)
+    time.sleep(60)
+""")
+
+
+def test_lanes_die_with_their_parent_and_names_are_swept_later():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": root})
+    try:
+        run_id, *pids = parent.stdout.readline().split()
+        pids = [int(p) for p in pids]
+        assert len(pids) == 2
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 2.0
+        while any(_alive(p) for p in pids):
+            assert time.monotonic() < deadline, "lanes outlived their parent by 2 s"
+            time.sleep(0.01)
+    finally:
+        parent.kill()
+        parent.wait()
+    assert list_names(pid=parent.pid, run_id=run_id)  # a SIGKILLed creator leaks its names...
+    swept = sweep_stale()
+    assert list_names(pid=parent.pid, run_id=run_id) == []  # ...and the next start sweeps them
+    assert len([n for n in swept if run_id in n]) == 2 * 3  # req + out rings, wake semaphore
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
