@@ -6,6 +6,7 @@ wall-clock trials (the machine is shared; interference only ever adds time). Pri
 ISA x thread count, plus a final line with the SmolLM2 decode estimate per token
 (30 layers x Q4_1 matrices + the Q8_0 LM head), e.g.
   avx512_vnni t2: q4_1 576x576 0.021ms 9.9GB/s | ... | smollm2 token 6.1ms
+and finally ONE summary line starting with "kernel_bench:" (token ms per ISA and thread count).
 Usage: python benchmarks/kernel_bench.py [--isa NAME ...] [--threads 1 2] [--iters N]
 """
 import argparse
@@ -56,6 +57,7 @@ def main():
     rng = np.random.default_rng(0)
     bufs = {s[0]: weights_for(s[1], s[2], s[3], rng) for s in SHAPES}
     before = Q.active_isa()
+    summary = []
     for isa in args.isa or Q.usable_isas():
         if not Q.set_isa(isa):
             print(f"{isa}: not usable here")
@@ -70,7 +72,9 @@ def main():
                 token_ms += sec * 1e3 * uses
                 parts.append(f"{label} {sec * 1e3:.3f}ms {mat / sec / 1e9:.1f}GB/s")
             print(f"{isa} t{t}: " + " | ".join(parts) + f" | smollm2 token {token_ms:.2f}ms", flush=True)
+            summary.append(f"{isa}/t{t} {token_ms:.2f}ms")
     Q.set_isa(before)
+    print("kernel_bench: smollm2 matmuls per token (GEMV, DRAM-streamed): " + ", ".join(summary))
 
 
 if __name__ == "__main__":
