@@ -37,6 +37,7 @@ namespace {
 // Everything a parallel task needs, captured by one reference so the std::function built by
 // parallel_for stores the lambda inline (no allocation per call).
 struct MatmulJob {
+  QuantFn quantize;
   GgmlType wt;
   const float* x;
   int64_t n_in;
@@ -60,6 +61,7 @@ void matmul_with(const KernelTable& k, ThreadPool* pool, MatmulScratch& scratch,
   if (n_out <= 0 || n_rows <= 0) return;
 
   MatmulJob job{};
+  job.quantize = k.quantize;
   job.wt = wt;
   job.x = x;
   job.n_in = n_in;
@@ -82,10 +84,10 @@ void matmul_with(const KernelTable& k, ThreadPool* pool, MatmulScratch& scratch,
     job.view.bias_off = job.lay.bias_off;
     if (pool && n_rows > 1) {
       pool->parallel_for(n_rows, 1, [&job](int64_t r0, int64_t r1) {
-        quantize_act_rows(job.wt, job.x, job.n_in, r0, r1, job.act, job.lay);
+        job.quantize(job.wt, job.x, job.n_in, r0, r1, job.act, job.lay);
       });
     } else {
-      quantize_act_rows(wt, x, n_in, 0, n_rows, job.act, job.lay);
+      k.quantize(wt, x, n_in, 0, n_rows, job.act, job.lay);
     }
   }
   if (pool) {

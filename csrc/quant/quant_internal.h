@@ -138,9 +138,15 @@ void quantize_act_rows(GgmlType wt, const float* x, int64_t n_in, int64_t r0, in
 using RowsFn = void (*)(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, const ActView& a, float* y,
                         int64_t y_stride);
 
+// Activation quantizer (same signature as quantize_act_rows). SIMD versions must produce
+// bit-identical scratch (all steps are exact or correctly rounded IEEE operations).
+using QuantFn = void (*)(GgmlType wt, const float* x, int64_t n_in, int64_t r0, int64_t r1, uint8_t* dst,
+                         const ActLayout& lay);
+
 constexpr int kNumTypeSlots = 31;  // indexed by GgmlType id
 struct KernelTable {
   RowsFn rows[kNumTypeSlots] = {};
+  QuantFn quantize = &quantize_act_rows;
 };
 inline int slot(GgmlType t) { return int(t) < kNumTypeSlots ? int(t) : 0; }
 
