@@ -44,6 +44,7 @@ ext_modules = [
         "lanes._runtime",
         runtime_sources,
         include_dirs=["csrc"],
+        depends=HEADERS,  # otherwise a header-only change skips the whole extension
         cxx_std=17,
         extra_compile_args=CXX_FLAGS,
         extra_link_args=LINK_FLAGS,
@@ -53,6 +54,7 @@ ext_modules = [
         "lanes._ring",
         ring_sources,
         include_dirs=["csrc"],
+        depends=HEADERS,  # otherwise a header-only change skips the whole extension
         cxx_std=17,
         extra_compile_args=CXX_FLAGS,
         extra_link_args=LINK_FLAGS,

@@ -164,52 +164,75 @@ void ModelRuntime::project(const Weight& w, const float* x, int n_rows, float* y
   matmul(*pool_, mm_scratch_, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out);
 }
 
+namespace {
+// Everything one attention task reads, captured by a single reference so the std::function
+// built per parallel_for stores its lambda inline (no allocation in the token loop).
+struct AttentionJob {
+  const float *q, *kc, *vc;
+  float* out;
+  int64_t q_dim, kv_dim;
+  int hd, n_head, group, pos0, window, ctx_size;
+  bool local;
+  float scale;
+};
+
+void attention_task(const AttentionJob& job, int64_t task, float* scores) {
+  const int hd = job.hd;
+  const int i = int(task / job.n_head), h = int(task % job.n_head);
+  const int pos = job.pos0 + i;
+  const int first = job.local ? std::max(0, pos - job.window + 1) : 0;
+  // llama.cpp keeps K/V in fp16 and multiplies them in fp16 (q and the softmax weights are
+  // rounded to fp16 on the way in); these small models are rounding-sensitive enough that
+  // matching this moves agreement measurably (Gemma top-1 94.96% → 95.25%, KL 0.0072 → 0.0058).
+  float q[kMaxHeadDim];
+  const float* q0 = job.q + i * job.q_dim + int64_t(h) * hd;
+  for (int j = 0; j < hd; ++j) q[j] = quant::fp16_round(q0[j]);
+  const int64_t koff = int64_t(h / job.group) * hd;
+  float mx = -INFINITY;
+  for (int p = first; p <= pos; ++p) {
+    const float s = dot_f32(q, job.kc + int64_t(p) * job.kv_dim + koff, hd) * job.scale;
+    scores[p] = s;
+    mx = std::max(mx, s);
+  }
+  float sum = 0.f;
+  for (int p = first; p <= pos; ++p) {
+    const float e = std::exp(scores[p] - mx);
+    scores[p] = e;
+    sum += e;
+  }
+  float* out = job.out + i * job.q_dim + int64_t(h) * hd;
+  std::fill(out, out + hd, 0.f);
+  const float inv = 1.0f / sum;
+  for (int p = first; p <= pos; ++p)
+    axpy_f32(quant::fp16_round(scores[p] * inv), job.vc + int64_t(p) * job.kv_dim + koff, out, hd);
+}
+}  // namespace
+
 // Causal (and, on local layers, sliding-window) attention for the n new tokens at pos0..,
-// whose K/V are already in the cache. Parallel over (token, head) tasks; each task's result
-// is computed by one thread alone, so the output does not depend on the thread count.
+// whose K/V are already in the cache. Tasks are (token, head) pairs; each task's result is
+// computed by one thread alone, so the output does not depend on the thread count.
 void ModelRuntime::attention(int il, int n, int pos0) {
   const ModelConfig& c = cfg_;
-  const int hd = c.head_dim, n_head = c.n_head, group = c.n_head / c.n_head_kv;
-  const int64_t q_dim = int64_t(n_head) * hd, kv_dim = int64_t(c.n_head_kv) * hd;
-  const float* kc = k_cache_[il].data();
-  const float* vc = v_cache_[il].data();
-  const bool local = c.is_local(il);
-  const int64_t n_tasks = int64_t(n) * n_head;
-  const float scale = c.arch == Arch::Gemma3 ? 1.0f : c.attn_scale;  // gemma pre-scales q
-  pool_->parallel_for(n_tasks, 1, [&](int64_t task_begin, int64_t task_end) {
+  AttentionJob job;
+  job.q = q_.data();
+  job.kc = k_cache_[il].data();
+  job.vc = v_cache_[il].data();
+  job.out = attn_.data();
+  job.hd = c.head_dim;
+  job.n_head = c.n_head;
+  job.group = c.n_head / c.n_head_kv;
+  job.q_dim = int64_t(c.n_head) * c.head_dim;
+  job.kv_dim = int64_t(c.n_head_kv) * c.head_dim;
+  job.pos0 = pos0;
+  job.local = c.is_local(il);
+  job.window = c.sliding_window;
+  job.ctx_size = ctx_size_;
+  job.scale = c.arch == Arch::Gemma3 ? 1.0f : c.attn_scale;  // gemma pre-scales q
+  pool_->parallel_for(int64_t(n) * c.n_head, 1, [&job](int64_t task_begin, int64_t task_end) {
     // Score row per thread (which thread runs a chunk varies); grown once per thread, then reused.
     thread_local std::vector<float> tls_scores;
-    if (tls_scores.size() < size_t(ctx_size_)) tls_scores.resize(ctx_size_);
-    float* scores = tls_scores.data();
-    for (int64_t task = task_begin; task < task_end; ++task) {
-      const int i = int(task / n_head), h = int(task % n_head);
-      const int pos = pos0 + i;
-      const int first = local ? std::max(0, pos - c.sliding_window + 1) : 0;
-      // llama.cpp keeps K/V in fp16 and multiplies them in fp16 (q and the softmax weights are
-      // rounded to fp16 on the way in); these small models are rounding-sensitive enough that
-      // matching this moves agreement measurably (Gemma top-1 94.96% → 95.25%, KL 0.0072 → 0.0058).
-      float qh[kMaxHeadDim];
-      const float* q0 = q_.data() + i * q_dim + int64_t(h) * hd;
-      for (int j = 0; j < hd; ++j) qh[j] = quant::fp16_round(q0[j]);
-      const float* q = qh;
-      const int64_t koff = int64_t(h / group) * hd;
-      float mx = -INFINITY;
-      for (int p = first; p <= pos; ++p) {
-        float s = dot_f32(q, kc + int64_t(p) * kv_dim + koff, hd) * scale;
-        scores[p] = s;
-        mx = std::max(mx, s);
-      }
-      float sum = 0.f;
-      for (int p = first; p <= pos; ++p) {
-        float e = std::exp(scores[p] - mx);
-        scores[p] = e;
-        sum += e;
-      }
-      float* out = attn_.data() + i * q_dim + int64_t(h) * hd;
-      std::fill(out, out + hd, 0.f);
-      const float inv = 1.0f / sum;
-      for (int p = first; p <= pos; ++p) axpy_f32(quant::fp16_round(scores[p] * inv), vc + int64_t(p) * kv_dim + koff, out, hd);
-    }
+    if (tls_scores.size() < size_t(job.ctx_size)) tls_scores.resize(job.ctx_size);
+    for (int64_t task = task_begin; task < task_end; ++task) attention_task(job, task, tls_scores.data());
   });
 }
 
