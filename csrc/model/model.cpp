@@ -208,6 +208,21 @@ void attention_task(const AttentionJob& job, int64_t task, float* scores) {
 }
 }  // namespace
 
+// Two or three projections of the same input: one activation quantization and one dispatch
+// when the weight types agree (decode runs ~90 fewer thread-pool calls per SmolLM2 token).
+void ModelRuntime::project3(const Weight& a, float* ya, const Weight& b, float* yb, const Weight* c, float* yc,
+                            const float* x, int n_rows) {
+  if (a.type == b.type && a.n_in == b.n_in && (!c || (c->type == a.type && c->n_in == a.n_in))) {
+    const MatmulOut outs[3] = {{a.data, a.n_out, ya, a.n_out}, {b.data, b.n_out, yb, b.n_out},
+                               {c ? c->data : nullptr, c ? c->n_out : 0, yc, c ? c->n_out : 0}};
+    matmul_multi(*pool_, mm_scratch_, a.type, a.n_in, x, n_rows, outs, c ? 3 : 2);
+    return;
+  }
+  project(a, x, n_rows, ya);
+  project(b, x, n_rows, yb);
+  if (c) project(*c, x, n_rows, yc);
+}
+
 // Causal (and, on local layers, sliding-window) attention for the n new tokens at pos0..,
 // whose K/V are already in the cache. Tasks are (token, head) pairs; each task's result is
 // computed by one thread alone, so the output does not depend on the thread count.
@@ -258,9 +273,7 @@ void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits
 
     // 2. Attention block: norm → q/k/v → (bias, q/k norm) → RoPE → cache → attention → out.
     for (int i = 0; i < n; ++i) rmsnorm(x_.data() + i * E, L.attn_norm.data(), h_.data() + i * E, E, c.rms_eps);
-    project(L.wq, h_.data(), n, q_.data());
-    project(L.wk, h_.data(), n, k_.data());
-    project(L.wv, h_.data(), n, v_.data());
+    project3(L.wq, q_.data(), L.wk, k_.data(), &L.wv, v_.data(), h_.data(), n);
     for (int i = 0; i < n; ++i) {
       float* q = q_.data() + i * q_dim;
       float* k = k_.data() + i * kv_dim;
@@ -295,8 +308,7 @@ void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits
 
     // 3. Feed-forward block: norm → gate/up → act ⊙ → down (→ post norm) → residual.
     for (int i = 0; i < n; ++i) rmsnorm(x_.data() + i * E, L.ffn_norm.data(), h_.data() + i * E, E, c.rms_eps);
-    project(L.w_gate, h_.data(), n, ffn_a_.data());
-    project(L.w_up, h_.data(), n, ffn_b_.data());
+    project3(L.w_gate, ffn_a_.data(), L.w_up, ffn_b_.data(), nullptr, nullptr, h_.data(), n);
     if (gemma) gelu_tanh_mul(ffn_a_.data(), ffn_b_.data(), int64_t(n) * c.n_ff);
     else silu_mul(ffn_a_.data(), ffn_b_.data(), int64_t(n) * c.n_ff);
     project(L.w_down, ffn_a_.data(), n, tmp_.data());

@@ -68,6 +68,8 @@ class ModelRuntime {
   void load_weights(const GgufFile& f);
   void attention(int il, int n, int pos0);
   void project(const Weight& w, const float* x, int n_rows, float* y);
+  void project3(const Weight& a, float* ya, const Weight& b, float* yb, const Weight* c, float* yc,
+                const float* x, int n_rows);
 
   ModelConfig cfg_;
   int32_t ctx_size_, max_batch_;

@@ -58,4 +58,17 @@ size_t matmul_scratch_bytes(GgmlType wt, int64_t n_in, int64_t n_rows);
 void matmul(ThreadPool& pool, MatmulScratch& scratch, GgmlType wt, const void* w, int64_t n_in,
             int64_t n_out, const float* x, int64_t n_rows, float* y, int64_t y_stride);
 
+// One weight of a matmul_multi: n_out rows (same type and n_in as its siblings) → y.
+struct MatmulOut {
+  const void* w;
+  int64_t n_out;
+  float* y;
+  int64_t y_stride;
+};
+// Several weights applied to the same x (e.g. attention q/k/v, ffn gate/up): the activation is
+// quantized once and all output rows are split over the pool in one dispatch. Results are
+// bit-identical to separate matmul() calls.
+void matmul_multi(ThreadPool& pool, MatmulScratch& scratch, GgmlType wt, int64_t n_in, const float* x,
+                  int64_t n_rows, const MatmulOut* outs, int n_outs);
+
 }  // namespace ls
