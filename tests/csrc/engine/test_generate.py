@@ -115,3 +115,19 @@ def test_cancel_mid_generation(model):
     g.close()
     assert g.stats.finish_reason == "cancelled"
     assert run(model, max_tokens=3, temperature=0.0)[2].stats.completion_tokens >= 1
+
+
+def test_prompt_prefix_reuse_is_exact(model):
+    model.logits([5, 6, 7])  # leave unrelated tokens in the cache
+    cold, _, g1 = run(model, max_tokens=24, temperature=0.0)
+    assert g1.stats.cached_tokens == 0
+    warm, _, g2 = run(model, max_tokens=24, temperature=0.0)
+    n = g2.stats.prompt_tokens
+    assert g2.stats.cached_tokens == n - 1 and warm == cold
+    # A longer conversation that extends the previous prompt + answer reuses all of it.
+    follow = PROMPT + cold + "<|im_end|>\n<|im_start|>user\nAnother one.<|im_end|>\n<|im_start|>assistant\n"
+    text, _, g3 = run(model, follow, max_tokens=16, temperature=0.0)
+    assert g3.stats.cached_tokens >= n
+    model.logits([5, 6, 7])
+    fresh, _, g4 = run(model, follow, max_tokens=16, temperature=0.0)
+    assert g4.stats.cached_tokens == 0 and fresh == text
