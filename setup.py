@@ -39,26 +39,21 @@ def sources(pattern):
 ring_sources = sources("csrc/ring/**/*.cpp") + [RING_MODULE]
 runtime_sources = [s for s in sources("csrc/**/*.cpp") if s != RING_MODULE]
 
-ext_modules = [
-    Pybind11Extension(
-        "lanes._runtime",
-        runtime_sources,
+
+def extension(name, srcs):
+    return Pybind11Extension(
+        name,
+        srcs,
         include_dirs=["csrc"],
+        depends=HEADERS,  # otherwise a header-only change skips the whole extension
         cxx_std=17,
         extra_compile_args=CXX_FLAGS,
         extra_link_args=LINK_FLAGS,
         libraries=["rt"],
-    ),
-    Pybind11Extension(
-        "lanes._ring",
-        ring_sources,
-        include_dirs=["csrc"],
-        cxx_std=17,
-        extra_compile_args=CXX_FLAGS,
-        extra_link_args=LINK_FLAGS,
-        libraries=["rt"],
-    ),
-]
+    )
+
+
+ext_modules = [extension("lanes._runtime", runtime_sources), extension("lanes._ring", ring_sources)]
 
 here = os.path.dirname(os.path.abspath(__file__))
 with open(os.path.join(here, "README.md"), encoding="utf-8") as f:

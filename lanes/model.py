@@ -17,6 +17,7 @@ class GenerationStats:
     finish_reason: str  # "stop" | "length" | "cancelled"
     prefill_ns: int
     decode_ns: int
+    cached_tokens: int = 0  # prompt tokens whose K/V were reused from the previous generation
 
 
 class Generation:
@@ -43,7 +44,8 @@ class Generation:
             if finished:
                 s = self._engine.stats()
                 self.stats = GenerationStats(
-                    s["prompt_tokens"], s["completion_tokens"], reason, s["prefill_ns"], s["decode_ns"]
+                    s["prompt_tokens"], s["completion_tokens"], reason, s["prefill_ns"], s["decode_ns"],
+                    s["cached_tokens"],
                 )
                 self._owner.last_stats = self.stats
             if text:
@@ -55,7 +57,10 @@ class Generation:
         if self.stats is None and self._owner._current is self:
             self._engine.cancel()
             s = self._engine.stats()
-            self.stats = GenerationStats(s["prompt_tokens"], s["completion_tokens"], "cancelled", s["prefill_ns"], s["decode_ns"])
+            self.stats = GenerationStats(
+                s["prompt_tokens"], s["completion_tokens"], "cancelled", s["prefill_ns"], s["decode_ns"],
+                s["cached_tokens"],
+            )
 
 
 class Model:

@@ -89,7 +89,8 @@ class LaneSlot:
             # exec'd fresh interpreter (spawn semantics: no fork-inherited threads or locks);
             # own process group so terminal SIGINT goes to the gateway only.
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "lanes.lane_process", json.dumps(lane_config)],
+                # -P: never let the current directory shadow the installed lanes package.
+                [sys.executable, "-P", "-m", "lanes.lane_process", json.dumps(lane_config)],
                 pass_fds=fds, process_group=0, stdin=subprocess.DEVNULL, env=env)
             self.pidfd = os.pidfd_open(self.proc.pid)
         except BaseException:

@@ -106,6 +106,7 @@ void bind_engine(py::module_& m) {
         const GenerationStats& s = e.stats();
         py::dict d;
         d["prompt_tokens"] = s.prompt_tokens;
+        d["cached_tokens"] = s.cached_tokens;
         d["completion_tokens"] = s.completion_tokens;
         d["prefill_ns"] = s.prefill_ns;
         d["decode_ns"] = s.decode_ns;

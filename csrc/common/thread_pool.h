@@ -1,11 +1,13 @@
-// A persistent pool of `num_threads` workers (the calling thread counts as worker 0) for
-// fork-join parallel loops in the token loop. Dispatch is a generation counter the workers
-// spin on (briefly, then sleep on a condition variable), so a parallel_for costs ~1 µs when
-// workers are hot — decode issues a few hundred per token.
+// A persistent pool of `num_threads` workers (the calling thread counts as one) for fork-join
+// loops in the token loop. Decode issues a few hundred parallel_for calls per token, so a call
+// must cost ~1 µs when workers are hot: workers spin briefly on a generation counter, then
+// yield, then sleep on a condition variable.
 //
-// Results must not depend on num_threads: callers split work into tasks whose individual
-// results are computed by one thread each (e.g. contiguous output rows), never reduced
-// across threads in a thread-count-dependent order.
+// Work is split into chunks with boundaries that depend only on (n, grain) — never on the
+// thread count — and threads claim chunks dynamically. So (a) results do not depend on how
+// many threads run or which thread ran a chunk, and (b) on a loaded machine a descheduled
+// worker never stalls the caller: the caller claims the remaining chunks itself and waits
+// only for workers that actually joined the call.
 #pragma once
 
 #include <atomic>
@@ -28,25 +30,26 @@ class ThreadPool {
 
   int num_threads() const { return num_threads_; }
 
-  // Calls fn(thread_index) once on each of the num_threads threads and returns when all
-  // are done. thread_index 0 is the caller. Not re-entrant.
-  void run(const std::function<void(int)>& fn);
-
-  // Splits [0, n) into num_threads contiguous chunks (aligned to `grain`) and calls
-  // fn(begin, end) for each non-empty chunk.
+  // Calls fn(begin, end) over [0, n) in chunks aligned to `grain`; returns when all are done.
+  // Not re-entrant (fn must not call parallel_for on the same pool).
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void worker_main(int index);
+  static constexpr uint32_t kClosed = 0x80000000u;
+  void worker_main();
+  void work_chunks();
 
   int num_threads_;
   std::vector<std::thread> workers_;
-  const std::function<void(int)>* job_ = nullptr;
-  // generation_: bumped (release) by run() to publish job_; workers acquire it.
-  // pending_: workers decrement (acq_rel) when done; run() spins until 0 (acquire).
-  alignas(64) std::atomic<uint64_t> generation_{0};
-  alignas(64) std::atomic<int> pending_{0};
-  alignas(64) std::atomic<bool> stop_{false};
+  // The current job; written by the caller before joined_ is reset (release) and read by a
+  // worker only after it joined (acquire CAS on joined_).
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0, grain_ = 1, n_grains_ = 0, n_chunks_ = 0;
+  alignas(64) std::atomic<uint64_t> generation_{0};  // bumped per call; workers watch it
+  alignas(64) std::atomic<int64_t> next_chunk_{0};   // chunk claim counter
+  alignas(64) std::atomic<uint32_t> joined_{kClosed};  // workers in the current call | kClosed
+  alignas(64) std::atomic<uint32_t> finished_{0};    // joined workers that are done
+  std::atomic<bool> stop_{false};
   std::atomic<int> sleepers_{0};
   std::mutex mu_;
   std::condition_variable cv_;

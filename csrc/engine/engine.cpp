@@ -39,6 +39,11 @@ struct Engine::Impl {
   GenerationRequest req;
   GenerationStats stats;
   bool active = false, prefilled = false;
+  // Tokens whose K/V currently sit in cache positions [0, size): a new prompt sharing a prefix
+  // with them skips that part of the prefill (multi-turn chats, n > 1 choices, repeated
+  // prompts). Per-row results do not depend on the batch split, so reuse is bit-identical.
+  std::vector<int32_t> kv_tokens;
+  int32_t prefill_from = 0;
   int32_t pos = 0;           // next KV position to write
   int32_t last_token = -1;   // sampled, not yet fed
   std::string out;           // this step's emitted text; capacity kept across steps
@@ -52,6 +57,7 @@ struct Engine::Impl {
     if (tokenizer->n_vocab() > model.config().n_vocab)
       file.fail("tokenizer has more tokens than the output head");
     out.reserve(4096);
+    kv_tokens.reserve(model.ctx_size());
   }
 
   // Releases held-back text at the end of a generation (dangling UTF-8, stop-string prefix).
@@ -97,6 +103,13 @@ void Engine::start(const GenerationRequest& req) {
   s.sampler.reset(req.sampling, req.prompt_ids, s.tokenizer->eog_ids());
   s.stop.reset(req.stop);
   s.utf8.reset();
+  // Reuse the cached prefix, but always recompute the last prompt token (its logits are needed).
+  const size_t n = req.prompt_ids.size();
+  size_t same = 0;
+  while (same < s.kv_tokens.size() && same + 1 < n && s.kv_tokens[same] == req.prompt_ids[same]) ++same;
+  s.kv_tokens.resize(same);
+  s.prefill_from = int32_t(same);
+  s.stats.cached_tokens = int32_t(same);
   s.pos = 0;
   s.last_token = -1;
   s.prefilled = false;
@@ -114,14 +127,16 @@ StepResult Engine::step() {
   if (!s.prefilled) {
     const auto& ids = s.req.prompt_ids;
     const int n = int(ids.size()), B = s.model.max_batch();
-    for (int off = 0; off < n; off += B) {
+    for (int off = s.prefill_from; off < n; off += B) {
       const int m = std::min(B, n - off);
       s.model.forward(ids.data() + off, m, off, off + m == n ? s.logits.data() : nullptr, false);
     }
+    s.kv_tokens.assign(ids.begin(), ids.end());  // within the reserved capacity
     s.pos = n;
     s.prefilled = true;
   } else {
     s.model.forward(&s.last_token, 1, s.pos, s.logits.data(), false);
+    s.kv_tokens.push_back(s.last_token);
     s.pos += 1;
   }
 
@@ -160,11 +175,13 @@ void Engine::logits(const std::vector<int32_t>& ids, float* out) {
   for (int32_t id : ids)
     if (id < 0 || id >= n_vocab) throw std::invalid_argument("token id " + std::to_string(id) + " is out of range");
   s.active = false;
+  s.kv_tokens.clear();
   const int n = int(ids.size()), B = s.model.max_batch();
   for (int off = 0; off < n; off += B) {
     const int m = std::min(B, n - off);
     s.model.forward(ids.data() + off, m, off, out + int64_t(off) * n_vocab, true);
   }
+  s.kv_tokens.assign(ids.begin(), ids.end());
 }
 
 }  // namespace ls

@@ -39,6 +39,7 @@ struct StepResult {
 
 struct GenerationStats {
   int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;  // prompt tokens whose K/V were reused from the previous generation
   int32_t completion_tokens = 0;
   int64_t prefill_ns = 0;
   int64_t decode_ns = 0;

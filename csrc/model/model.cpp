@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "model/ops.h"
-#include "quant/quant_internal.h"
+#include "common/fp16.h"
 
 namespace ls {
 namespace {
@@ -59,7 +59,6 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   ffn_a_.assign(B * cfg_.n_ff, 0.f);
   ffn_b_.assign(B * cfg_.n_ff, 0.f);
   tmp_.assign(B * std::max<int64_t>(E, q_dim), 0.f);
-  scores_.assign(size_t(pool_->num_threads()) * ctx_size_, 0.f);
   k_cache_.assign(cfg_.n_layer, std::vector<float>(size_t(ctx_size_) * kv_dim, 0.f));
   v_cache_.assign(cfg_.n_layer, std::vector<float>(size_t(ctx_size_) * kv_dim, 0.f));
 
@@ -165,50 +164,90 @@ void ModelRuntime::project(const Weight& w, const float* x, int n_rows, float* y
   matmul(*pool_, mm_scratch_, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out);
 }
 
+namespace {
+// Everything one attention task reads, captured by a single reference so the std::function
+// built per parallel_for stores its lambda inline (no allocation in the token loop).
+struct AttentionJob {
+  const float *q, *kc, *vc;
+  float* out;
+  int64_t q_dim, kv_dim;
+  int hd, n_head, group, pos0, window, ctx_size;
+  bool local;
+  float scale;
+};
+
+void attention_task(const AttentionJob& job, int64_t task, float* scores) {
+  const int hd = job.hd;
+  const int i = int(task / job.n_head), h = int(task % job.n_head);
+  const int pos = job.pos0 + i;
+  const int first = job.local ? std::max(0, pos - job.window + 1) : 0;
+  // llama.cpp keeps K/V in fp16 and multiplies them in fp16 (q and the softmax weights are
+  // rounded to fp16 on the way in); these small models are rounding-sensitive enough that
+  // matching this moves agreement measurably (Gemma top-1 94.96% → 95.25%, KL 0.0072 → 0.0058).
+  float q[kMaxHeadDim];
+  const float* q0 = job.q + i * job.q_dim + int64_t(h) * hd;
+  for (int j = 0; j < hd; ++j) q[j] = fp16_round(q0[j]);
+  const int64_t koff = int64_t(h / job.group) * hd;
+  float mx = -INFINITY;
+  for (int p = first; p <= pos; ++p) {
+    const float s = dot_f32(q, job.kc + int64_t(p) * job.kv_dim + koff, hd) * job.scale;
+    scores[p] = s;
+    mx = std::max(mx, s);
+  }
+  float sum = 0.f;
+  for (int p = first; p <= pos; ++p) {
+    const float e = std::exp(scores[p] - mx);
+    scores[p] = e;
+    sum += e;
+  }
+  float* out = job.out + i * job.q_dim + int64_t(h) * hd;
+  std::fill(out, out + hd, 0.f);
+  const float inv = 1.0f / sum;
+  for (int p = first; p <= pos; ++p)
+    axpy_f32(fp16_round(scores[p] * inv), job.vc + int64_t(p) * job.kv_dim + koff, out, hd);
+}
+}  // namespace
+
+// Two or three projections of the same input: one activation quantization and one dispatch
+// when the weight types agree (decode runs ~90 fewer thread-pool calls per SmolLM2 token).
+void ModelRuntime::project3(const Weight& a, float* ya, const Weight& b, float* yb, const Weight* c, float* yc,
+                            const float* x, int n_rows) {
+  if (a.type == b.type && a.n_in == b.n_in && (!c || (c->type == a.type && c->n_in == a.n_in))) {
+    const MatmulOut outs[3] = {{a.data, a.n_out, ya, a.n_out}, {b.data, b.n_out, yb, b.n_out},
+                               {c ? c->data : nullptr, c ? c->n_out : 0, yc, c ? c->n_out : 0}};
+    matmul_multi(*pool_, mm_scratch_, a.type, a.n_in, x, n_rows, outs, c ? 3 : 2);
+    return;
+  }
+  project(a, x, n_rows, ya);
+  project(b, x, n_rows, yb);
+  if (c) project(*c, x, n_rows, yc);
+}
+
 // Causal (and, on local layers, sliding-window) attention for the n new tokens at pos0..,
-// whose K/V are already in the cache. Parallel over (token, head) tasks; each task's result
-// is computed by one thread alone, so the output does not depend on the thread count.
+// whose K/V are already in the cache. Tasks are (token, head) pairs; each task's result is
+// computed by one thread alone, so the output does not depend on the thread count.
 void ModelRuntime::attention(int il, int n, int pos0) {
   const ModelConfig& c = cfg_;
-  const int hd = c.head_dim, n_head = c.n_head, group = c.n_head / c.n_head_kv;
-  const int64_t q_dim = int64_t(n_head) * hd, kv_dim = int64_t(c.n_head_kv) * hd;
-  const float* kc = k_cache_[il].data();
-  const float* vc = v_cache_[il].data();
-  const bool local = c.is_local(il);
-  const int64_t n_tasks = int64_t(n) * n_head;
-  const float scale = c.arch == Arch::Gemma3 ? 1.0f : c.attn_scale;  // gemma pre-scales q
-  pool_->run([&](int t) {
-    const int nt = pool_->num_threads();
-    float* scores = scores_.data() + size_t(t) * ctx_size_;
-    for (int64_t task = n_tasks * t / nt; task < n_tasks * (t + 1) / nt; ++task) {
-      const int i = int(task / n_head), h = int(task % n_head);
-      const int pos = pos0 + i;
-      const int first = local ? std::max(0, pos - c.sliding_window + 1) : 0;
-      // llama.cpp keeps K/V in fp16 and multiplies them in fp16 (q and the softmax weights are
-      // rounded to fp16 on the way in); these small models are rounding-sensitive enough that
-      // matching this moves agreement measurably (Gemma top-1 94.96% → 95.25%, KL 0.0072 → 0.0058).
-      float qh[kMaxHeadDim];
-      const float* q0 = q_.data() + i * q_dim + int64_t(h) * hd;
-      for (int j = 0; j < hd; ++j) qh[j] = quant::fp16_round(q0[j]);
-      const float* q = qh;
-      const int64_t koff = int64_t(h / group) * hd;
-      float mx = -INFINITY;
-      for (int p = first; p <= pos; ++p) {
-        float s = dot_f32(q, kc + int64_t(p) * kv_dim + koff, hd) * scale;
-        scores[p] = s;
-        mx = std::max(mx, s);
-      }
-      float sum = 0.f;
-      for (int p = first; p <= pos; ++p) {
-        float e = std::exp(scores[p] - mx);
-        scores[p] = e;
-        sum += e;
-      }
-      float* out = attn_.data() + i * q_dim + int64_t(h) * hd;
-      std::fill(out, out + hd, 0.f);
-      const float inv = 1.0f / sum;
-      for (int p = first; p <= pos; ++p) axpy_f32(quant::fp16_round(scores[p] * inv), vc + int64_t(p) * kv_dim + koff, out, hd);
-    }
+  AttentionJob job;
+  job.q = q_.data();
+  job.kc = k_cache_[il].data();
+  job.vc = v_cache_[il].data();
+  job.out = attn_.data();
+  job.hd = c.head_dim;
+  job.n_head = c.n_head;
+  job.group = c.n_head / c.n_head_kv;
+  job.q_dim = int64_t(c.n_head) * c.head_dim;
+  job.kv_dim = int64_t(c.n_head_kv) * c.head_dim;
+  job.pos0 = pos0;
+  job.local = c.is_local(il);
+  job.window = c.sliding_window;
+  job.ctx_size = ctx_size_;
+  job.scale = c.arch == Arch::Gemma3 ? 1.0f : c.attn_scale;  // gemma pre-scales q
+  pool_->parallel_for(int64_t(n) * c.n_head, 1, [&job](int64_t task_begin, int64_t task_end) {
+    // Score row per thread (which thread runs a chunk varies); grown once per thread, then reused.
+    thread_local std::vector<float> tls_scores;
+    if (tls_scores.size() < size_t(job.ctx_size)) tls_scores.resize(job.ctx_size);
+    for (int64_t task = task_begin; task < task_end; ++task) attention_task(job, task, tls_scores.data());
   });
 }
 
@@ -234,9 +273,7 @@ void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits
 
     // 2. Attention block: norm → q/k/v → (bias, q/k norm) → RoPE → cache → attention → out.
     for (int i = 0; i < n; ++i) rmsnorm(x_.data() + i * E, L.attn_norm.data(), h_.data() + i * E, E, c.rms_eps);
-    project(L.wq, h_.data(), n, q_.data());
-    project(L.wk, h_.data(), n, k_.data());
-    project(L.wv, h_.data(), n, v_.data());
+    project3(L.wq, q_.data(), L.wk, k_.data(), &L.wv, v_.data(), h_.data(), n);
     for (int i = 0; i < n; ++i) {
       float* q = q_.data() + i * q_dim;
       float* k = k_.data() + i * kv_dim;
@@ -257,8 +294,8 @@ void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits
       float* kc = k_cache_[il].data() + int64_t(pos) * kv_dim;
       float* vc = v_cache_[il].data() + int64_t(pos) * kv_dim;
       for (int64_t j = 0; j < kv_dim; ++j) {  // values as an fp16 cache would hold them
-        kc[j] = quant::fp16_round(k[j]);
-        vc[j] = quant::fp16_round(v[j]);
+        kc[j] = fp16_round(k[j]);
+        vc[j] = fp16_round(v[j]);
       }
     }
     attention(il, n, pos0);
@@ -271,8 +308,7 @@ void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits
 
     // 3. Feed-forward block: norm → gate/up → act ⊙ → down (→ post norm) → residual.
     for (int i = 0; i < n; ++i) rmsnorm(x_.data() + i * E, L.ffn_norm.data(), h_.data() + i * E, E, c.rms_eps);
-    project(L.w_gate, h_.data(), n, ffn_a_.data());
-    project(L.w_up, h_.data(), n, ffn_b_.data());
+    project3(L.w_gate, ffn_a_.data(), L.w_up, ffn_b_.data(), nullptr, nullptr, h_.data(), n);
     if (gemma) gelu_tanh_mul(ffn_a_.data(), ffn_b_.data(), int64_t(n) * c.n_ff);
     else silu_mul(ffn_a_.data(), ffn_b_.data(), int64_t(n) * c.n_ff);
     project(L.w_down, ffn_a_.data(), n, tmp_.data());

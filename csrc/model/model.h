@@ -68,6 +68,8 @@ class ModelRuntime {
   void load_weights(const GgufFile& f);
   void attention(int il, int n, int pos0);
   void project(const Weight& w, const float* x, int n_rows, float* y);
+  void project3(const Weight& a, float* ya, const Weight& b, float* yb, const Weight* c, float* yc,
+                const float* x, int n_rows);
 
   ModelConfig cfg_;
   int32_t ctx_size_, max_batch_;
@@ -84,7 +86,6 @@ class ModelRuntime {
   std::vector<float> x_, h_, q_, k_, v_, attn_, ffn_a_, ffn_b_, tmp_;
   std::vector<float> rope_cos_, rope_sin_;        // [ctx_size][n_rot/2] for the global base
   std::vector<float> rope_cos_l_, rope_sin_l_;    // local (SWA) base
-  std::vector<float> scores_;                     // [threads][ctx_size]
 };
 
 }  // namespace ls

@@ -41,6 +41,8 @@ void silu_mul(float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) a[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];
 }
 
+// Exact tanh-GELU in fp32. (An fp16 lookup table as ggml's GELU uses was tried: it moved Gemma
+// further from both llama.cpp's golden logits and the float64 reference on the dev data.)
 void gelu_tanh_mul(float* a, const float* b, int64_t n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   for (int64_t i = 0; i < n; ++i) {

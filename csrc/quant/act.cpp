@@ -46,6 +46,14 @@ ActLayout act_layout(GgmlType wt, int64_t n_in) {
 
 namespace {
 
+// Round half to even for |v| < 2^22 without libm (the portable build has no SSE4.1 roundss,
+// and nearbyintf would be a call per element): adding 1.5·2^23 forces rounding at the units
+// place in the current (round-to-nearest-even) mode. Same result as vroundps/np.rint.
+inline float rint_small(float v) {
+  constexpr float kMagic = 12582912.f;  // IEEE semantics (no -ffast-math): not folded away
+  return (v + kMagic) - kMagic;
+}
+
 void quantize_q8_row(const ActFormat& f, const float* x, int64_t n, uint8_t* dst, const ActLayout& lay) {
   const int64_t nb = n / 32, nbp = (nb + 1) & ~int64_t(1);
   auto* q = reinterpret_cast<int8_t*>(dst);
@@ -60,12 +68,15 @@ void quantize_q8_row(const ActFormat& f, const float* x, int64_t n, uint8_t* dst
     }
     const float* xb = x + 32 * b;
     float amax = 0.f;
-    for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
+    for (int i = 0; i < 32; ++i) {
+      const float a = std::fabs(xb[i]);
+      amax = a > amax ? a : amax;
+    }
     const float d = amax / 127.f;
     const float id = amax != 0.f ? 127.f / amax : 0.f;
     int sum = 0;
     for (int i = 0; i < 32; ++i) {
-      const int v = int(std::nearbyint(xb[i] * id));
+      const int v = int(rint_small(xb[i] * id));
       q[act_index(f.order, b, i)] = int8_t(v);
       sum += v;
     }
@@ -98,7 +109,7 @@ void quantize_q8k_row(const float* x, int64_t n, uint8_t* dst, const ActLayout& 
     }
     const float iscale = -127.f / mx;
     for (int i = 0; i < 256; ++i) {
-      const int v = int(std::nearbyint(iscale * xs[i]));
+      const int v = int(rint_small(iscale * xs[i]));
       qs[i] = int8_t(v < 127 ? v : 127);
     }
     for (int g = 0; g < 16; ++g) {

@@ -15,7 +15,7 @@
 namespace ls::quant {
 namespace {
 #define LS_VNNI 0
-#include "quant/kernels_ymm.inc"
+#include "quant/kernels_ymm.h"
 #undef LS_VNNI
 }  // namespace
 

@@ -24,7 +24,7 @@ namespace {
 
 #define LS_VNNI 1
 inline __m256i ls_dpbusd(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
-#include "quant/kernels_ymm.inc"
+#include "quant/kernels_ymm.h"
 #undef LS_VNNI
 
 // Q4_0 / Q4_1 / Q5_0 / Q5_1 (PairPerm activations): a zmm holds two blocks
@@ -55,6 +55,15 @@ struct ZSimple {
     return w;
   }
   static uint32_t scales(const uint8_t* p) { return kMin ? load_u32(p) : load_u16(p); }
+  // Dword j = the first 4 bytes of block j (j < 4): four loads and blends instead of GPR
+  // packing + pinsrd (port-5 bound). Reads stay inside the 4 blocks.
+  static __m128i headers4(const uint8_t* p) {
+    const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kB - 4));
+    const __m128i h2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * kB - 8));
+    const __m128i h3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 3 * kB - 12));
+    return _mm_blend_epi32(_mm_blend_epi32(h0, h1, 0x2), _mm_blend_epi32(h2, h3, 0x8), 0xc);
+  }
 
   template <int R>
   static void dot(const uint8_t* wrow, const ActView& a, int64_t r, float* out) {
@@ -79,9 +88,9 @@ struct ZSimple {
       const uint8_t* p = wrow + b * kB;
       const __m512i w0 = unpack(p, p + kB);
       const __m512i w1 = unpack(p + 2 * kB, p + 3 * kB);
-      // [d0 m0 d1 m1 d2 m2 d3 m3] (m = 0 for Q4_0/Q5_0)
-      const __m256 wd = _mm256_cvtph_ps(
-          _mm_set_epi32(int(scales(p + 3 * kB)), int(scales(p + 2 * kB)), int(scales(p + kB)), int(scales(p))));
+      // [d0 m0 d1 m1 d2 m2 d3 m3]: dword j of the 4-byte-staggered loads is block j's header
+      // (for Q4_0/Q5_0 the odd halves are quant bytes; those lanes are never used).
+      const __m256 wd = _mm256_cvtph_ps(headers4(p));
 #pragma GCC unroll 4
       for (int k = 0; k < R; ++k) {
         const int8_t* q = aq[k] + b * 32;
@@ -156,8 +165,14 @@ struct ZQ8_0 {
       const uint8_t* p = wrow + b * 34;
       const __m512i u0 = load_pair(p, p + 34);
       const __m512i u1 = load_pair(p + 68, p + 102);
-      // [d0 0 d1 0 d2 0 d3 0]; the activation scale pairs are [da 0] for Q8_0.
-      const __m256 wd = _mm256_cvtph_ps(_mm_set_epi32(load_u16(p + 102), load_u16(p + 68), load_u16(p + 34), load_u16(p)));
+      // [d0 x d1 x d2 x d3 x]: dword j of the staggered loads starts block j (x = quant bytes,
+      // lanes never used; the activation scale pairs are [da 0] for Q8_0).
+      const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 30));
+      const __m128i h2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 60));
+      const __m128i h3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 90));
+      const __m256 wd = _mm256_cvtph_ps(
+          _mm_blend_epi32(_mm_blend_epi32(h0, h1, 0x2), _mm_blend_epi32(h2, h3, 0x8), 0xc));
 #pragma GCC unroll 4
       for (int k = 0; k < R; ++k) {
         const int8_t* q = aq[k] + b * 32;

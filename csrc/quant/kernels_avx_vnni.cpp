@@ -16,7 +16,7 @@ namespace ls::quant {
 namespace {
 #define LS_VNNI 1
 inline __m256i ls_dpbusd(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
-#include "quant/kernels_ymm.inc"
+#include "quant/kernels_ymm.h"
 #undef LS_VNNI
 }  // namespace
 

@@ -1,4 +1,5 @@
 // matmul(): quantize the activations once into scratch, then split output rows over the pool.
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
@@ -37,6 +38,7 @@ namespace {
 // Everything a parallel task needs, captured by one reference so the std::function built by
 // parallel_for stores the lambda inline (no allocation per call).
 struct MatmulJob {
+  QuantFn quantize;
   GgmlType wt;
   const float* x;
   int64_t n_in;
@@ -51,51 +53,91 @@ struct MatmulJob {
 };
 }  // namespace
 
-void matmul_with(const KernelTable& k, ThreadPool* pool, MatmulScratch& scratch, GgmlType wt, const void* w,
-                 int64_t n_in, int64_t n_out, const float* x, int64_t n_rows, float* y, int64_t y_stride) {
+namespace {
+// Quantizes x once into scratch (for integer-dot weight types) and fills the job fields every
+// output shares. Returns false when there is nothing to do.
+bool prepare_job(const KernelTable& k, ThreadPool* pool, MatmulScratch& scratch, GgmlType wt, int64_t n_in,
+                 const float* x, int64_t n_rows, MatmulJob& job) {
   const GgmlTypeInfo& info = ggml_type_info(wt);
   RowsFn rows = ggml_type_supported(wt) ? k.rows[slot(wt)] : nullptr;
   if (!rows || n_in <= 0 || n_in % info.block_elems != 0)
     throw std::invalid_argument(std::string("matmul: unsupported weight type or n_in for ") + info.name);
-  if (n_out <= 0 || n_rows <= 0) return;
-
-  MatmulJob job{};
+  if (n_rows <= 0) return false;
   job.wt = wt;
   job.x = x;
   job.n_in = n_in;
   job.lay = act_layout(wt, n_in);
   job.rows = rows;
-  job.w = static_cast<const uint8_t*>(w);
   job.w_stride = ggml_row_bytes(wt, n_in);
-  job.y = y;
-  job.y_stride = y_stride;
   job.view.n_in = n_in;
   job.view.n_rows = n_rows;
   if (act_format(wt).kind == ActKind::F32) {
     job.view.xf = x;
-  } else {
-    scratch.reserve(job.lay.row_bytes * size_t(n_rows));
-    job.act = scratch.data;
-    job.view.base = scratch.data;
-    job.view.row_bytes = job.lay.row_bytes;
-    job.view.sc_off = job.lay.sc_off;
-    job.view.bias_off = job.lay.bias_off;
-    if (pool && n_rows > 1) {
-      pool->parallel_for(n_rows, 1, [&job](int64_t r0, int64_t r1) {
-        quantize_act_rows(job.wt, job.x, job.n_in, r0, r1, job.act, job.lay);
-      });
-    } else {
-      quantize_act_rows(wt, x, n_in, 0, n_rows, job.act, job.lay);
-    }
+    return true;
   }
+  scratch.reserve(job.lay.row_bytes * size_t(n_rows));
+  job.act = scratch.data;
+  job.view.base = scratch.data;
+  job.view.row_bytes = job.lay.row_bytes;
+  job.view.sc_off = job.lay.sc_off;
+  job.view.bias_off = job.lay.bias_off;
+  if (pool && n_rows > 1) {
+    pool->parallel_for(n_rows, 1, [&job](int64_t r0, int64_t r1) {
+      quantize_act_rows(job.wt, job.x, job.n_in, r0, r1, job.act, job.lay);
+    });
+  } else {
+    quantize_act_rows(wt, x, n_in, 0, n_rows, job.act, job.lay);
+  }
+  return true;
+}
+
+// Several outputs over one quantized activation: output rows are numbered consecutively across
+// the outputs and split over the pool in one dispatch.
+struct MultiJob {
+  const MatmulJob* job;
+  const MatmulOut* outs;
+  int n_outs;
+};
+
+void run_multi_rows(const MultiJob& m, int64_t o0, int64_t o1) {
+  int64_t base = 0;
+  for (int k = 0; k < m.n_outs && base < o1; ++k) {
+    const MatmulOut& out = m.outs[k];
+    const int64_t b = std::max(o0, base), e = std::min(o1, base + out.n_out);
+    if (b < e)
+      m.job->rows(static_cast<const uint8_t*>(out.w), m.job->w_stride, b - base, e - base, m.job->view, out.y,
+                  out.y_stride);
+    base += out.n_out;
+  }
+}
+}  // namespace
+
+void matmul_with(const KernelTable& k, ThreadPool* pool, MatmulScratch& scratch, GgmlType wt, const void* w,
+                 int64_t n_in, int64_t n_out, const float* x, int64_t n_rows, float* y, int64_t y_stride) {
+  MatmulJob job{};
+  if (!prepare_job(k, pool, scratch, wt, n_in, x, n_rows, job) || n_out <= 0) return;
+  job.w = static_cast<const uint8_t*>(w);
+  job.y = y;
+  job.y_stride = y_stride;
   if (pool) {
     pool->parallel_for(n_out, 8, [&job](int64_t o0, int64_t o1) {
       job.rows(job.w, job.w_stride, o0, o1, job.view, job.y, job.y_stride);
     });
   } else {
-    rows(job.w, job.w_stride, 0, n_out, job.view, y, y_stride);
+    job.rows(job.w, job.w_stride, 0, n_out, job.view, y, y_stride);
   }
 }
 
 }  // namespace quant
+
+void matmul_multi(ThreadPool& pool, MatmulScratch& scratch, GgmlType wt, int64_t n_in, const float* x,
+                  int64_t n_rows, const MatmulOut* outs, int n_outs) {
+  quant::MatmulJob job{};
+  if (!quant::prepare_job(quant::active_kernels(), &pool, scratch, wt, n_in, x, n_rows, job)) return;
+  int64_t total = 0;
+  for (int k = 0; k < n_outs; ++k) total += outs[k].n_out;
+  const quant::MultiJob multi{&job, outs, n_outs};
+  pool.parallel_for(total, 8, [&multi](int64_t o0, int64_t o1) { quant::run_multi_rows(multi, o0, o1); });
+}
+
 }  // namespace ls

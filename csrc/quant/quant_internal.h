@@ -6,54 +6,16 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/fp16.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 
 namespace ls::quant {
 
-// ---- scalar fp16 / bf16 (portable; exact widening, round-to-nearest-even narrowing) ----
-inline float fp16_to_f32(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000) << 16;
-  const uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    int e = -1;
-    do { mant <<= 1; ++e; } while (!(mant & 0x400));
-    bits = sign | uint32_t(112 - e) << 23 | ((mant & 0x3ff) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-inline uint16_t f32_to_fp16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000;
-  uint32_t ax = x & 0x7fffffff;
-  if (ax >= 0x7f800000) return uint16_t(sign | 0x7c00 | (ax > 0x7f800000 ? 0x200 : 0));
-  if (ax >= 0x477ff000) return uint16_t(sign | 0x7c00);  // rounds to >= 65520 -> inf
-  if (ax < 0x38800000) {  // result subnormal or zero: add via float magic (RNE)
-    float a;
-    std::memcpy(&a, &ax, 4);
-    a += 0.5f;  // 2^-1: ulp of this float is 2^-24 = fp16 subnormal ulp
-    uint32_t b;
-    std::memcpy(&b, &a, 4);
-    return uint16_t(sign | (b - 0x3f000000u));
-  }
-  const uint32_t mant_odd = (ax >> 13) & 1;
-  ax += 0xc8000fffu + mant_odd;  // rebias exponent (-112 << 23) and round to nearest even
-  return uint16_t(sign | (ax >> 13));
-}
-
-inline float fp16_round(float f) { return fp16_to_f32(f32_to_fp16(f)); }
+// ---- scalar fp16 (common/fp16.h) / bf16 ----
+using ls::f32_to_fp16;
+using ls::fp16_round;
+using ls::fp16_to_f32;
 
 inline float bf16_to_f32(uint16_t h) {
   const uint32_t bits = uint32_t(h) << 16;
@@ -138,9 +100,15 @@ void quantize_act_rows(GgmlType wt, const float* x, int64_t n_in, int64_t r0, in
 using RowsFn = void (*)(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, const ActView& a, float* y,
                         int64_t y_stride);
 
+// Activation quantizer (same signature as quantize_act_rows). SIMD versions must produce
+// bit-identical scratch (all steps are exact or correctly rounded IEEE operations).
+using QuantFn = void (*)(GgmlType wt, const float* x, int64_t n_in, int64_t r0, int64_t r1, uint8_t* dst,
+                         const ActLayout& lay);
+
 constexpr int kNumTypeSlots = 31;  // indexed by GgmlType id
 struct KernelTable {
   RowsFn rows[kNumTypeSlots] = {};
+  QuantFn quantize = &quantize_act_rows;
 };
 inline int slot(GgmlType t) { return int(t) < kNumTypeSlots ? int(t) : 0; }
 

@@ -19,8 +19,12 @@ constexpr size_t kPrefetchBytes = 10240;
 // Weight bytes per o-block in prefill: re-read from L2 for every 4-row activation tile.
 constexpr size_t kOBlockBytes = 64 * 1024;
 
+// T0 (into L1 and L2), not NTA: in prefill the o-block is re-read from L2 for every tile.
+// Covers every cache line of [p, p + bytes) (rows are not line-aligned).
 inline void prefetch_row(const uint8_t* p, size_t bytes) {
-  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 0);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
+  for (uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63); a < end; a += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 3);
 }
 
 template <class K>
@@ -31,6 +35,8 @@ void run_rows(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, const A
   int64_t ob = a.n_rows <= 1 ? (o1 - o0) : int64_t(kOBlockBytes / w_stride);
   if (ob < 1) ob = 1;
   float out[4];
+  // Prologue: the first pf rows are otherwise demand-missed (matters for 192-row matrices).
+  prefetch_row(w + size_t(o0) * w_stride, size_t((o1 - o0 < pf ? o1 - o0 : pf)) * w_stride);
   for (int64_t ob0 = o0; ob0 < o1; ob0 += ob) {
     const int64_t ob1 = ob0 + ob < o1 ? ob0 + ob : o1;
     for (int64_t r = 0; r < a.n_rows; r += 4) {

@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+import lanes
+
 from lanes.api import Framing, GenerationParams, LaneModelSpec
 
 from .conftest import wait_for
@@ -43,7 +45,8 @@ async def test_signal_stops_a_generating_lane_promptly(make_pool, sig):
 
 def test_lane_refuses_to_run_without_its_parent():
     from lanes.lane_process import EXIT_PARENT_GONE
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # Where the lanes package under test lives (installed or in-place build), not the checkout.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(lanes.__file__)))
     p = subprocess.run([sys.executable, "-m", "lanes.lane_process", json.dumps({"parent_pid": 1})],
                        env={**os.environ, "PYTHONPATH": root}, timeout=30)
     assert p.returncode == EXIT_PARENT_GONE

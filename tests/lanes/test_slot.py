@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+import lanes
+
 from lanes.api import Chunk, Framing, GenerationParams, LaneError, LaneModelSpec
 from lanes.names import list_names, sweep_stale
 
@@ -112,7 +114,8 @@ PARENT = textwrap.dedent("""
 
 
 def test_lanes_die_with_their_parent_and_names_are_swept_later():
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # Where the lanes package under test lives (installed or in-place build), not the checkout.
+    root = os.path.dirname(os.path.dirname(os.path.abspath(lanes.__file__)))
     parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": root})
     try:

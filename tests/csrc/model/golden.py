@@ -42,3 +42,17 @@ def first_near_tie(margins: list[float], threshold: float) -> int:
         if m < threshold:
             return i
     return len(margins)
+
+
+def decisive_greedy_agreement(model, records: list[dict], margin: float) -> tuple[int, int]:
+    """Teacher-forces prompt + golden greedy ids; (agreeing, decisive) over the steps whose golden
+    top-1/top-2 margin is at least `margin`."""
+    decisive = agree = 0
+    for rec in records:
+        ids, gen = rec["ids"], rec["greedy_ids"]
+        logits = model.logits(ids + gen[:-1])
+        for step, (token, m) in enumerate(zip(gen, rec["margins"])):
+            if m >= margin:
+                decisive += 1
+                agree += int(np.argmax(logits[len(ids) - 1 + step]) == token)
+    return agree, decisive

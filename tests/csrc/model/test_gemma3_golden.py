@@ -7,7 +7,7 @@ import pytest
 import lanes
 from lanes import Model
 
-from golden import GEMMA3, compare_logits, first_near_tie, load
+from golden import decisive_greedy_agreement, GEMMA3, compare_logits, first_near_tie, load
 
 MARGIN = 1.0  # Gemma's step-vs-batch variation is ~1.2–1.4 at p99
 
@@ -41,13 +41,6 @@ def test_teacher_forced_logits_match_llama_cpp(model):
 
 
 def test_greedy_argmax_agrees_where_golden_is_decisive(model):
-    decisive = agree = 0
-    for rec in load(GEMMA3, "greedy"):
-        ids, gen = rec["ids"], rec["greedy_ids"]
-        logits = model.logits(ids + gen[:-1])
-        for step, (token, margin) in enumerate(zip(gen, rec["margins"])):
-            if margin >= MARGIN:
-                decisive += 1
-                agree += int(np.argmax(logits[len(ids) - 1 + step]) == token)
+    agree, decisive = decisive_greedy_agreement(model, load(GEMMA3, "greedy"), MARGIN)
     assert decisive > 200
     assert agree / decisive >= 0.98, agree / decisive

@@ -5,6 +5,9 @@
 //   ls_dpbusd(acc, u, s)  acc + Σ4 u8*s8 per int32 lane (only when LS_VNNI)
 // and includes this inside namespace ls::quant { namespace { ... } }.
 //
+// Named .h (not .inc) so the build's header-change check recompiles its includers. It is a
+// kernel BODY, not a normal header: no include guard, included inside an anonymous namespace.
+//
 // Integer results are exact on every path (maddubs never saturates here: codes are ≤ 63 or,
 // for Q8_0 on AVX2, |w| ≤ 128 against |a| ≤ 127), so paths differ only in float order.
 
@@ -45,62 +48,95 @@ struct YSimple {
   static constexpr bool kBias = !kMin;  // u = code + 8/16: initial accumulator from the act bias
   static constexpr int kQs = kQ5 ? (kMin ? 8 : 6) : (kMin ? 4 : 2);
 
+  // Codes of blocks p0 and p1 (p1 == nullptr: zero block) as [lo0 | lo1] and [hi0 | hi1].
+  static void unpack(const uint8_t* p0, const uint8_t* p1, __m256i& lo, __m256i& hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + kQs));
+    const __m128i q1 = p1 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + kQs)) : _mm_setzero_si128();
+    const __m256i x = _mm256_set_m128i(q1, q0);
+    lo = _mm256_and_si256(x, m4);
+    hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+    if (kQ5) {
+      const uint32_t h0 = load_u32(p0 + (kMin ? 4 : 2));
+      const uint32_t h1 = p1 ? load_u32(p1 + (kMin ? 4 : 2)) : 0u;
+      lo = _mm256_or_si256(lo, bits_to_0x10((h0 & 0xffffu) | (h1 << 16)));
+      hi = _mm256_or_si256(hi, bits_to_0x10((h0 >> 16) | (h1 & 0xffff0000u)));
+    }
+  }
+  // Dword j = first 4 bytes (d, m) of block j < 4, via staggered loads + blends (reads stay
+  // inside the 4 blocks); for Q4_0/Q5_0 the odd halves are quant bytes, never used.
+  static __m128i headers4(const uint8_t* p) {
+    const __m128i h0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i h1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + kB - 4));
+    const __m128i h2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * kB - 8));
+    const __m128i h3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 3 * kB - 12));
+    return _mm_blend_epi32(_mm_blend_epi32(h0, h1, 0x2), _mm_blend_epi32(h2, h3, 0x8), 0xc);
+  }
+
   template <int R>
   static void dot(const uint8_t* wrow, const ActView& a, int64_t r, float* out) {
     const int64_t nb = a.n_in / 32;
     const int8_t* aq[R];
     const float* asc[R];
     const uint8_t* ab[R];
-    __m256 acc[R];
-    __m128 accm[R];
+    __m256 acc0[R], acc1[R], accm[R];
     for (int k = 0; k < R; ++k) {
       aq[k] = a.q(r + k);
       asc[k] = a.sc(r + k);
       ab[k] = a.bias(r + k);
-      acc[k] = _mm256_setzero_ps();
-      accm[k] = _mm_setzero_ps();
+      acc0[k] = acc1[k] = accm[k] = _mm256_setzero_ps();
     }
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const __m256i perm = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
-    for (int64_t b = 0; b < nb; b += 2) {
-      const uint8_t* p0 = wrow + b * kB;
-      const uint8_t* p1 = p0 + kB;
-      const bool two = b + 1 < nb;
-      const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + kQs));
-      const __m128i q1 = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + kQs)) : _mm_setzero_si128();
-      const __m256i x = _mm256_set_m128i(q1, q0);
-      __m256i lo = _mm256_and_si256(x, m4);
-      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
-      if (kQ5) {
-        const uint32_t h0 = load_u32(p0 + (kMin ? 4 : 2));
-        const uint32_t h1 = two ? load_u32(p1 + (kMin ? 4 : 2)) : 0u;
-        lo = _mm256_or_si256(lo, bits_to_0x10((h0 & 0xffffu) | (h1 << 16)));
-        hi = _mm256_or_si256(hi, bits_to_0x10((h0 >> 16) | (h1 & 0xffff0000u)));
-      }
-      // [d0, m0, d1, m1] (or [d0, 0, d1, 0]) as floats; the missing tail block has zeros.
-      const uint32_t s0 = kMin ? load_u32(p0) : load_u16(p0);
-      const uint32_t s1 = two ? (kMin ? load_u32(p1) : load_u16(p1)) : 0u;
-      const __m128 wd = _mm_cvtph_ps(_mm_set_epi32(0, 0, int(s1), int(s0)));
-      const int64_t pb = b * 32;  // byte offset of this pair in the act row
+    const __m256i perm0 = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
+    const __m256i perm1 = _mm256_setr_epi32(4, 4, 4, 4, 6, 6, 6, 6);
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {  // two pairs per step, one accumulator each
+      const uint8_t* p = wrow + b * kB;
+      __m256i lo0, hi0, lo1, hi1;
+      unpack(p, p + kB, lo0, hi0);
+      unpack(p + 2 * kB, p + 3 * kB, lo1, hi1);
+      const __m256 wd = _mm256_cvtph_ps(headers4(p));  // [d0 m0 d1 m1 d2 m2 d3 m3]
 #pragma GCC unroll 4
       for (int k = 0; k < R; ++k) {
-        const __m256i a_lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(aq[k] + pb));
-        const __m256i a_hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(aq[k] + pb + 32));
-        const __m256i init =
-            kBias ? _mm256_load_si256(reinterpret_cast<const __m256i*>(ab[k] + b * 32)) : _mm256_setzero_si256();
-        const __m256i d = dot2(init, lo, a_lo, hi, a_hi);
-        const __m128 prod = _mm_mul_ps(wd, _mm_loadu_ps(asc[k] + 2 * b));  // [d0*da0, m0*sa0, d1*da1, m1*sa1]
-        if (kMin) accm[k] = _mm_add_ps(accm[k], prod);
-        const __m256 scale = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(prod), perm);
-        acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), scale, acc[k]);
+        const int8_t* q = aq[k] + b * 32;
+        const __m256i i0 = kBias ? _mm256_load_si256(reinterpret_cast<const __m256i*>(ab[k] + b * 32))
+                                 : _mm256_setzero_si256();
+        const __m256i i1 = kBias ? _mm256_load_si256(reinterpret_cast<const __m256i*>(ab[k] + b * 32 + 64))
+                                 : _mm256_setzero_si256();
+        const __m256i d0 = dot2(i0, lo0, _mm256_load_si256(reinterpret_cast<const __m256i*>(q)), hi0,
+                                _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32)));
+        const __m256i d1 = dot2(i1, lo1, _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 64)), hi1,
+                                _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 96)));
+        const __m256 prod = _mm256_mul_ps(wd, _mm256_loadu_ps(asc[k] + 2 * b));
+        if (kMin) accm[k] = _mm256_add_ps(accm[k], prod);
+        acc0[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_permutevar8x32_ps(prod, perm0), acc0[k]);
+        acc1[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_permutevar8x32_ps(prod, perm1), acc1[k]);
+      }
+    }
+    for (; b < nb; b += 2) {  // one pair left (its second block may be the zero pad)
+      const uint8_t* p = wrow + b * kB;
+      const bool two = b + 1 < nb;
+      __m256i lo, hi;
+      unpack(p, two ? p + kB : nullptr, lo, hi);
+      const uint32_t s0 = kMin ? load_u32(p) : load_u16(p);
+      const uint32_t s1 = two ? (kMin ? load_u32(p + kB) : load_u16(p + kB)) : 0u;
+      const __m128 wd = _mm_cvtph_ps(_mm_set_epi32(0, 0, int(s1), int(s0)));
+      for (int k = 0; k < R; ++k) {
+        const int8_t* q = aq[k] + b * 32;
+        const __m256i i0 = kBias ? _mm256_load_si256(reinterpret_cast<const __m256i*>(ab[k] + b * 32))
+                                 : _mm256_setzero_si256();
+        const __m256i d0 = dot2(i0, lo, _mm256_load_si256(reinterpret_cast<const __m256i*>(q)), hi,
+                                _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32)));
+        const __m256 prod = _mm256_zextps128_ps256(_mm_mul_ps(wd, _mm_loadu_ps(asc[k] + 2 * b)));
+        if (kMin) accm[k] = _mm256_add_ps(accm[k], prod);
+        acc0[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_permutevar8x32_ps(prod, perm0), acc0[k]);
       }
     }
     for (int k = 0; k < R; ++k) {
-      float s = hsum8(acc[k]);
+      float s = hsum8(_mm256_add_ps(acc0[k], acc1[k]));
       if (kMin) {
-        alignas(16) float m[4];
-        _mm_store_ps(m, accm[k]);
-        s += m[1] + m[3];
+        alignas(32) float m[8];
+        _mm256_store_ps(m, accm[k]);
+        s += (m[1] + m[3]) + (m[5] + m[7]);
       }
       out[k] = s;
     }
@@ -285,7 +321,62 @@ struct YFloat {
   }
 };
 
+// Q8_0 / Q8_1 activation quantizer, bit-identical to the scalar one in act.cpp (max, the
+// multiply and round-half-even are exact IEEE steps); Q8_K stays scalar (K-quant layers only).
+inline void quantize_rows_ymm(GgmlType wt, const float* x, int64_t n_in, int64_t r0, int64_t r1, uint8_t* dst,
+                              const ActLayout& lay) {
+  const ActFormat f = act_format(wt);
+  if (f.kind != ActKind::Q8_0 && f.kind != ActKind::Q8_1) {
+    quantize_act_rows(wt, x, n_in, r0, r1, dst, lay);
+    return;
+  }
+  const int64_t nb = n_in / 32, nbp = (nb + 1) & ~int64_t(1);
+  const __m256 sign = _mm256_set1_ps(-0.f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t r = r0; r < r1; ++r) {
+    uint8_t* row = dst + r * lay.row_bytes;
+    auto* q = reinterpret_cast<int8_t*>(row);
+    auto* sc = reinterpret_cast<float*>(row + lay.sc_off);
+    auto* bias = reinterpret_cast<int32_t*>(row + lay.bias_off);
+    if (f.bias_k) std::memset(bias, 0, size_t(nbp / 2) * 64);
+    const float* xr = x + r * n_in;
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* xb = xr + 32 * b;
+      __m256 v[4];
+      for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_ps(xb + 8 * j);
+      __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                               _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+      const float amax = _mm_cvtss_f32(m4);
+      const float d = amax / 127.f;
+      const __m256 id = _mm256_set1_ps(amax != 0.f ? 127.f / amax : 0.f);
+      __m256i qi[4];
+      for (int j = 0; j < 4; ++j)
+        qi[j] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[j], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      const __m256i s4 = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+      __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+      s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+      const int sum = _mm_cvtsi128_si32(s);
+      const __m256i p = _mm256_permutevar8x32_epi32(
+          _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3])), order);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + act_index(f.order, b, 0)), _mm256_castsi256_si128(p));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + act_index(f.order, b, 16)), _mm256_extracti128_si256(p, 1));
+      sc[2 * b] = fp16_round(d);
+      sc[2 * b + 1] = f.kind == ActKind::Q8_1 ? fp16_round(d * float(sum)) : 0.f;
+      if (f.bias_k) bias[(b >> 1) * 16 + ((b & 1) ? (f.order == ActOrder::Natural ? 8 : 4) : 0)] = -f.bias_k * sum;
+    }
+    if (nbp != nb) {  // zero pad block
+      for (int i = 0; i < 32; i += 16) std::memset(q + act_index(f.order, nb, i), 0, 16);
+      sc[2 * nb] = sc[2 * nb + 1] = 0.f;
+    }
+  }
+}
+
 inline void fill_ymm(KernelTable& t) {
+  t.quantize = &quantize_rows_ymm;
   t.rows[slot(GgmlType::F32)] = &run_rows<YFloat<GgmlType::F32>>;
   t.rows[slot(GgmlType::F16)] = &run_rows<YFloat<GgmlType::F16>>;
   t.rows[slot(GgmlType::BF16)] = &run_rows<YFloat<GgmlType::BF16>>;
