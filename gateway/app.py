@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import multiprocessing
 import os
+import signal
 
 from sanic import Sanic
 
@@ -128,9 +129,26 @@ async def _before_stop(app: Sanic) -> None:
     state: ServerState = app.ctx.state
     state.draining = True  # new generation requests get 503 + Retry-After from here on
     backend = app.ctx.backend
-    if backend is not None:
-        state.log.info("draining", grace_s=state.config.drain_grace_s)
-        await backend.drain(state.config.drain_grace_s)
+    if backend is None:
+        return
+    state.log.info("draining", grace_s=state.config.drain_grace_s)
+    # Sanic stops listening for signals before this listener runs; a second SIGINT/SIGTERM
+    # during the grace period must still cut it short (operators expect that).
+    loop = asyncio.get_running_loop()
+    forced = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, forced.set)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # not the main thread: no second-signal shortcut
+    drain = asyncio.ensure_future(backend.drain(state.config.drain_grace_s))
+    force = asyncio.ensure_future(forced.wait())
+    await asyncio.wait({drain, force}, return_when=asyncio.FIRST_COMPLETED)
+    force.cancel()
+    if not drain.done():
+        state.log.info("drain_forced")
+        drain.cancel()
+        await backend.drain(0.0)  # end every in-flight request now, with an error event
 
 
 async def _after_stop(app: Sanic) -> None:

@@ -116,3 +116,31 @@ def test_sanic_cli_startup_failure_exits_non_zero_fast(own_server, tmp_path):
     assert srv.proc.wait(60) != 0
     assert time.monotonic() - t0 < 20
     assert "startup failed" in srv.log_text()
+
+
+def test_second_sigterm_cuts_the_drain_short(own_server):
+    srv = own_server("--drain-grace-s", "60")
+    srv.wait_ready()
+    lines: list[str] = []
+    started = threading.Event()
+
+    def stream():
+        with httpx.Client(base_url=srv.base_url, timeout=60) as client:
+            body = {"model": "smollm2", "prompt": "Count:", "max_tokens": 500, "ignore_eos": True, "stream": True}
+            with client.stream("POST", "/v1/completions", json=body) as response:
+                for line in response.iter_lines():
+                    if line:
+                        lines.append(line)
+                        started.set()
+
+    worker = threading.Thread(target=stream, daemon=True)
+    worker.start()
+    assert started.wait(30)
+    srv.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.proc.wait(20) == 0
+    assert time.monotonic() - t0 < 10  # not the 60 s grace
+    worker.join(10)
+    assert lines[-1] == "data: [DONE]" and '"error"' in lines[-2]
