@@ -63,6 +63,7 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     app.config.update(
         REQUEST_MAX_SIZE=config.max_body_bytes,
         RESPONSE_TIMEOUT=config.response_timeout_s,
+        REQUEST_TIMEOUT=config.request_deadline_s,
         GRACEFUL_SHUTDOWN_TIMEOUT=config.drain_grace_s + 5.0,
         ACCESS_LOG=False,
         NOISY_EXCEPTIONS=False,

@@ -70,6 +70,8 @@ class GatewayConfig:
     keepalive_interval_s: float = 10.0
     drain_grace_s: float = 15.0
     heartbeat_timeout_s: float = 5.0
+    # A request's headers and body must arrive within this long of its first byte (slowloris).
+    request_deadline_s: float = 10.0
     # A client whose socket stays full this long is cut off, so it cannot hold a lane forever.
     write_stall_timeout_s: float = 30.0
     retry_after_s: int = 1
@@ -97,7 +99,7 @@ class GatewayConfig:
         if type(self.max_body_bytes) is not int or self.max_body_bytes < 1024:
             raise ConfigError(f"max_body_bytes must be an integer >= 1024 (got {self.max_body_bytes!r})")
         for name in ("keepalive_interval_s", "drain_grace_s", "heartbeat_timeout_s", "response_timeout_s",
-                     "write_stall_timeout_s"):
+                     "write_stall_timeout_s", "request_deadline_s"):
             _positive(name, getattr(self, name))
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise ConfigError(f"log_level must be debug, info, warning or error (got {self.log_level!r})")

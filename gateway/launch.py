@@ -27,7 +27,10 @@ def serve(config: GatewayConfig) -> int:
         from gateway.app import create_app
 
         app = create_app(config=config, backend=backend)
-        app.run(host=config.host, port=config.port, single_process=True, access_log=False, motd=False)
+        from gateway.protocol import DeadlineHttpProtocol
+
+        app.run(host=config.host, port=config.port, single_process=True, access_log=False, motd=False,
+                protocol=DeadlineHttpProtocol)
     except BaseException as exc:
         backend.close()
         if isinstance(exc, (KeyboardInterrupt, SystemExit)):

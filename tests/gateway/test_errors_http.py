@@ -150,3 +150,32 @@ def test_huge_prompt_is_rejected_without_stalling_the_server(http, base_url):
     worker.join()
     assert outcome["status"] == 400  # context_length_exceeded
     assert slowest_s < 0.5
+
+
+def test_slowloris_is_closed_by_an_absolute_deadline(own_server):
+    srv = own_server("--request-deadline-s", "2", "--model", "fake=synthetic:step_us=100,n_ctx=512",
+                     real_model=False)
+    srv.wait_ready()
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    s.settimeout(0.25)
+    t0 = time.monotonic()
+    closed_after_s = None
+    try:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+        for _ in range(40):  # one header byte every 0.25 s: Sanic's own timer would never fire
+            try:
+                s.sendall(b"X")
+                s.recv(4096)  # a 408 or EOF: the server ended this request
+                closed_after_s = time.monotonic() - t0
+                break
+            except socket.timeout:
+                continue  # still waiting: keep trickling
+            except OSError:
+                closed_after_s = time.monotonic() - t0
+                break
+    finally:
+        s.close()
+    assert closed_after_s is not None and closed_after_s < 4.0
+    with httpx.Client(base_url=srv.base_url, timeout=10) as client:  # still serving
+        assert client.post("/v1/completions", json={"model": "fake", "prompt": "x", "max_tokens": 1}).status_code == 200
+    assert srv.terminate() == 0
