@@ -91,7 +91,10 @@ class Model:
         return self._engine.detokenize(list(ids), special)
 
     def logits(self, ids: Sequence[int]) -> np.ndarray:
-        """float32 [len(ids), n_vocab]: teacher-forced next-token logits, one batch."""
+        """float32 [len(ids), n_vocab]: teacher-forced next-token logits, one batch.
+
+        Reuses the KV cache, so an open generation on this model ends (its next step raises)."""
+        self._current = None
         return self._engine.logits(list(ids))
 
     def generate(
@@ -120,6 +123,8 @@ class Model:
         ids = self.tokenize(prompt, True, parse_special) if isinstance(prompt, str) else list(prompt)
         if isinstance(stop, str):
             stop = (stop,)
+        if seed is not None and (type(seed) is not int or not 0 <= seed < 2**64):
+            raise ValueError("seed must be an integer in [0, 2**64)")
         sampling = dict(
             temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, seed=seed,
             ignore_eos=ignore_eos, presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,

@@ -222,6 +222,7 @@ class LaneSlot:
                     self._request_over()
             elif rtype == wire.HELLO:
                 self.hello = wire.decode_hello(payload)
+                self.load_failures = 0  # the limit counts consecutive failed loads
                 self.state = "ready"
                 self.ready_ns = time.monotonic_ns()
 

@@ -25,6 +25,7 @@ class RingWriter {
       : producer_(RingView(fd, segment_bytes)), bell_(Doorbell::from_spec(bell_kind, bell_fd, bell_name)) {}
   // False if the ring is full right now; rings the doorbell when the reader armed it.
   bool write(uint32_t type, py::bytes payload) {
+    if (type == kPadType) throw RingError("record type 0 is reserved for padding");
     char* data;
     Py_ssize_t n;
     PYBIND11_BYTES_AS_STRING_AND_SIZE(payload.ptr(), &data, &n);

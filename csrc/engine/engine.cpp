@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <chrono>
+#include <mutex>
 #include <stdexcept>
 
 #include "gguf/gguf.h"
@@ -27,6 +28,7 @@ const char* finish_reason_name(FinishReason r) {
 }
 
 struct Engine::Impl {
+  std::mutex mu;  // one caller at a time: the KV cache, logits and thread pool are shared state
   GgufFile file;
   ModelRuntime model;
   std::unique_ptr<Tokenizer> tokenizer;
@@ -87,6 +89,7 @@ const GenerationStats& Engine::stats() const { return impl_->stats; }
 
 void Engine::start(const GenerationRequest& req) {
   Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
   const int32_t n_vocab = s.model.config().n_vocab;
   if (req.prompt_ids.empty()) throw std::invalid_argument("the prompt is empty");
   if (int64_t(req.prompt_ids.size()) >= s.model.ctx_size())
@@ -118,6 +121,7 @@ void Engine::start(const GenerationRequest& req) {
 
 StepResult Engine::step() {
   Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
   if (!s.active) throw std::logic_error("step() without an active generation");
   s.out.clear();
   const int64_t t0 = now_ns();
@@ -163,11 +167,13 @@ StepResult Engine::step() {
 }
 
 void Engine::cancel() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->active = false;
 }
 
 void Engine::logits(const std::vector<int32_t>& ids, float* out) {
   Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
   const int32_t n_vocab = s.model.config().n_vocab;
   if (ids.empty()) throw std::invalid_argument("no tokens");
   if (int64_t(ids.size()) > s.model.ctx_size())

@@ -45,6 +45,8 @@ struct GenerationStats {
   int64_t decode_ns = 0;
 };
 
+// Thread safety: start/step/cancel/logits serialise on an internal mutex (callers release the
+// GIL around them, so two Python threads may enter at once); the lane drives it from one thread.
 class Engine {
  public:
   // Loads the model (mmap) and tokenizer; threads <= 0 → all cores; ctx_size <= 0 → the

@@ -175,7 +175,7 @@ void GgufFile::parse() {
   if (memcmp(map_, "GGUF", 4) != 0) fail("not a GGUF file (bad magic)");
   c.pos = 4;
   version_ = c.get<uint32_t>("version");
-  if (version_ != 2 && version_ != 3) fail("unsupported GGUF version " + std::to_string(version_) + " (need 3)");
+  if (version_ != 2 && version_ != 3) fail("unsupported GGUF version " + std::to_string(version_) + " (supported: 2 and 3)");
   uint64_t n_tensors = c.get<uint64_t>("tensor count");
   uint64_t n_kv = c.get<uint64_t>("metadata count");
   if (n_tensors > kMaxTensors) fail("absurd tensor count " + std::to_string(n_tensors));

@@ -42,6 +42,10 @@ Weight load_weight(const GgufFile& f, const std::string& name, int64_t n_in, int
 ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads)
     : ctx_size_(ctx_size), max_batch_(max_batch) {
   load_config(file);
+  if (threads < 0 || threads > 256) file.fail("threads must be between 0 (all cores) and 256");
+  if (ctx_size_ > cfg_.n_ctx_train && cfg_.n_ctx_train > 0)
+    file.fail("ctx_size " + std::to_string(ctx_size_) + " exceeds the model's training context " +
+              std::to_string(cfg_.n_ctx_train));
   if (ctx_size_ <= 0) ctx_size_ = std::min<int32_t>(cfg_.n_ctx_train > 0 ? cfg_.n_ctx_train : 4096, 8192);
   if (max_batch_ <= 0) max_batch_ = 512;
   max_batch_ = std::min(max_batch_, ctx_size_);

@@ -131,3 +131,42 @@ def test_prompt_prefix_reuse_is_exact(model):
     model.logits([5, 6, 7])
     fresh, _, g4 = run(model, follow, max_tokens=16, temperature=0.0)
     assert g4.stats.cached_tokens == 0 and fresh == text
+
+
+def test_one_model_from_two_threads_is_serialised_not_a_crash(model):
+    import threading
+
+    results, errors = [], []
+
+    def work():
+        try:
+            for _ in range(3):
+                results.append(model.logits([100, 200, 300, 400] * 8)[-1].argmax())
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and len(results) == 6 and len(set(int(r) for r in results)) == 1
+
+
+def test_bad_construction_and_seed_are_clear_errors():
+    with pytest.raises(ValueError, match="exceeds the model's training context 8192"):
+        Model(lanes.smollm2_path(), threads=1, ctx_size=10**7)
+    with pytest.raises(ValueError, match="threads"):
+        Model(lanes.smollm2_path(), threads=10_000)
+    m = Model(lanes.smollm2_path(), threads=1, ctx_size=256)
+    for seed in (-1, 2**70, 1.5):
+        with pytest.raises(ValueError, match="seed"):
+            m.generate([100], max_tokens=2, seed=seed)
+
+
+def test_logits_during_a_generation_ends_it_clearly(model):
+    g = model.generate(PROMPT, max_tokens=10, temperature=0.0)
+    next(g)
+    model.logits([100, 200])
+    with pytest.raises(RuntimeError, match="another generation"):
+        next(g)

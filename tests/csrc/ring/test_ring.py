@@ -132,3 +132,13 @@ def test_64_streams_x_2000_records_slow_reader_cross_process(make_segment):
     assert total == num_streams * per_stream
     assert next_seq == [per_stream] * num_streams
     assert full_count > 0, "the reader was not slow enough to fill the ring"
+
+
+def test_reserved_pad_type_cannot_be_written(make_segment):
+    seg = make_segment(4096)
+    w = _ring.RingWriter(seg.fd, seg.size_bytes)
+    r = _ring.RingReader(seg.fd, seg.size_bytes)
+    with pytest.raises(_ring.RingError, match="reserved"):
+        w.write(0, b"lost")
+    assert w.write(3, b"kept")
+    assert r.read_batch(10) == [(3, b"kept")]
