@@ -127,15 +127,20 @@ StepResult Engine::step() {
   const int64_t t0 = now_ns();
   const bool prefill_step = !s.prefilled;
 
-  // 1. Run the model: the whole prompt on the first step, then the last sampled token.
+  // 1. Run the model: the prompt one batch (≤ max_batch tokens) per step, then the last
+  //    sampled token. A long prompt thus spans several steps, between which the caller can
+  //    heartbeat and take cancels; those steps return no token.
   if (!s.prefilled) {
     const auto& ids = s.req.prompt_ids;
-    const int n = int(ids.size()), B = s.model.max_batch();
-    for (int off = s.prefill_from; off < n; off += B) {
-      const int m = std::min(B, n - off);
-      s.model.forward(ids.data() + off, m, off, off + m == n ? s.logits.data() : nullptr, false);
+    const int n = int(ids.size()), off = s.prefill_from;
+    const int m = std::min(s.model.max_batch(), n - off);
+    s.model.forward(ids.data() + off, m, off, off + m == n ? s.logits.data() : nullptr, false);
+    s.prefill_from += m;
+    s.kv_tokens.assign(ids.begin(), ids.begin() + s.prefill_from);  // within the reserved capacity
+    if (s.prefill_from < n) {
+      s.stats.prefill_ns += now_ns() - t0;
+      return StepResult{s.out, -1, false, FinishReason::None};
     }
-    s.kv_tokens.assign(ids.begin(), ids.end());  // within the reserved capacity
     s.pos = n;
     s.prefilled = true;
   } else {

@@ -1,7 +1,8 @@
 // One generation at a time over a loaded model: the unit a lane runs and `lanes.Model` wraps.
 //
-// Phases of a generation: start() (validate, reset KV) → step() #1 (prefill the prompt in one
-// batch + sample the first token) → step() per further token → finished.
+// Phases of a generation: start() (validate, reuse the cached prefix) → step()s that prefill
+// the prompt one batch of ≤ max_batch tokens each (the last one also samples the first token;
+// the others return token -1 and no text) → step() per further token → finished.
 // step() returns at most one token's worth of *emittable* text: complete UTF-8 only, with any
 // suffix that could begin a stop string held back (and dropped if the stop completes).
 #pragma once

@@ -124,8 +124,11 @@ void LaneLoop::step_active(uint64_t now_ns) {
     fail_request(req_.request_id, wire::ErrorCode::EngineError, e.what());
     return;
   }
-  if (first_step_) output_.set_quiet_until(0);
-  first_step_ = false;
+  // Prefill steps (no token yet) keep the hang-detection allowance; the first token ends it.
+  if (r.token >= 0 || r.finished) {
+    if (first_step_) output_.set_quiet_until(0);
+    first_step_ = false;
+  }
   if (!r.text.empty()) emit_delta(r.text, ring::monotonic_ns());
   if (active_ && r.finished) finish_choice(wire::FinishCode(uint32_t(r.reason)));
 }

@@ -170,3 +170,17 @@ def test_logits_during_a_generation_ends_it_clearly(model):
     model.logits([100, 200])
     with pytest.raises(RuntimeError, match="another generation"):
         next(g)
+
+
+def test_long_prompt_prefills_in_several_steps_with_identical_results(model):
+    small_batch = Model(lanes.smollm2_path(), threads=2, ctx_size=1024, max_batch=16)
+    prompt = PROMPT * 4  # ~80 tokens: 5+ prefill steps of 16
+    a, _, ga = run(model, prompt, max_tokens=12, temperature=0.0)
+    b, _, gb = run(small_batch, prompt, max_tokens=12, temperature=0.0)
+    assert a == b and ga.token_ids == gb.token_ids
+    assert gb.stats.prompt_tokens > 64 and gb.stats.prefill_ns > 0
+    # Cancelling between prefill steps works and leaves the model usable.
+    g = small_batch.generate(prompt, max_tokens=12, temperature=0.0)
+    g.close()
+    assert g.stats.finish_reason == "cancelled"
+    assert run(small_batch, prompt, max_tokens=12, temperature=0.0)[0] == a
