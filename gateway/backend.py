@@ -47,7 +47,7 @@ def text_model_path(lane_path: str) -> str:
 
 def lane_specs(config: GatewayConfig, paths: dict[str, str]) -> list[LaneModelSpec]:
     return [
-        LaneModelSpec(name=name, path=path, replicas=config.replicas, threads=config.threads,
+        LaneModelSpec(name=name, path=path, replicas=config.replicas, threads=config.lane_threads(),
                       ctx_size=config.ctx_size)
         for name, path in paths.items()
     ]

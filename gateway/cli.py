@@ -13,7 +13,7 @@ from gateway.config import FIELDS, ConfigError, GatewayConfig, config_from_strin
 _HELP = {
     "models": "model to serve as NAME=PATH_OR_ALIAS (repeatable; alias: smollm2, gemma3); default smollm2",
     "replicas": "lanes (processes) per model; each runs one request at a time",
-    "threads": "compute threads per lane",
+    "threads": "compute threads per lane (0 = share the cores evenly among all lanes)",
     "ctx_size": "context window per lane, in tokens (capped by the model's trained context)",
     "host": "address to bind (default loopback)",
     "port": "TCP port",

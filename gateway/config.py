@@ -7,6 +7,7 @@ two launch paths (`laneserve serve` and `sanic gateway.app:create_app --factory`
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -48,6 +49,10 @@ def parse_model_arg(text: str) -> ModelEntry:
     return ModelEntry(text, text)
 
 
+def available_cores() -> int:
+    return max(1, len(os.sched_getaffinity(0)))
+
+
 def _positive(name: str, value: float) -> None:
     if value <= 0:
         raise ConfigError(f"{name} must be > 0 (got {value})")
@@ -57,7 +62,7 @@ def _positive(name: str, value: float) -> None:
 class GatewayConfig:
     models: tuple[ModelEntry, ...] = (ModelEntry(DEFAULT_MODEL, DEFAULT_MODEL),)
     replicas: int = 1
-    threads: int = 1
+    threads: int = 0  # per lane; 0 = share this machine's cores evenly among all lanes
     ctx_size: int = 4096
     host: str = "127.0.0.1"
     port: int = 8000
@@ -86,10 +91,12 @@ class GatewayConfig:
         names = [m.name for m in self.models]
         if len(set(names)) != len(names):
             raise ConfigError(f"models: duplicate model names in {names}")
-        for name in ("replicas", "threads", "max_n", "retry_after_s", "max_json_depth"):
+        for name in ("replicas", "max_n", "retry_after_s", "max_json_depth"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1 (got {value!r})")
+        if type(self.threads) is not int or not 0 <= self.threads <= 256:
+            raise ConfigError(f"threads must be an integer in [0, 256], 0 = automatic (got {self.threads!r})")
         if type(self.ctx_size) is not int or not 16 <= self.ctx_size <= 1 << 20:
             raise ConfigError(f"ctx_size must be an integer in [16, 1048576] (got {self.ctx_size!r})")
         if type(self.port) is not int or not 0 <= self.port <= 65535:
@@ -106,6 +113,13 @@ class GatewayConfig:
         for origin in self.cors_origins:
             if origin != "*" and not re.match(r"^https?://[^\s/]+$", origin):
                 raise ConfigError(f"cors_origins: {origin!r} is not '*' or a scheme://host[:port] origin")
+
+    def lane_threads(self) -> int:
+        """Compute threads per lane: as configured, or the cores shared evenly among all lanes
+        (lanes × threads ≤ cores keeps every lane's thread pool from fighting the others)."""
+        if self.threads:
+            return self.threads
+        return max(1, available_cores() // (self.replicas * len(self.models)))
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(GatewayConfig)}

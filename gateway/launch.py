@@ -17,7 +17,7 @@ def serve(config: GatewayConfig) -> int:
     from gateway.serving import Backend, StartupFailed
 
     log.info("starting", models=[m.name for m in config.models], replicas=config.replicas,
-             threads=config.threads, ctx_size=config.ctx_size)
+             threads=config.lane_threads(), ctx_size=config.ctx_size)
     try:
         backend = Backend.start(config)
     except StartupFailed as exc:

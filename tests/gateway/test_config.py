@@ -25,6 +25,7 @@ def test_config_is_frozen():
     ({"replicas": 0}, "replicas"),
     ({"replicas": True}, "replicas"),
     ({"threads": -1}, "threads"),
+    ({"threads": 257}, "threads"),
     ({"ctx_size": 8}, "ctx_size"),
     ({"port": 70000}, "port"),
     ({"keepalive_interval_s": 0}, "keepalive_interval_s"),
@@ -100,3 +101,13 @@ def test_synthetic_specs_keep_their_commas():
         ("fake", "synthetic:step_us=100,n_ctx=512"), ("b", "gemma3"), ("c", "/m/x.gguf")]
     flags = config_from_strings({"models": ["fake=synthetic:step_us=1,n_ctx=64", "smollm2"]})
     assert flags.models[0].source == "synthetic:step_us=1,n_ctx=64"
+
+
+def test_automatic_threads_share_the_cores_among_lanes(monkeypatch):
+    import gateway.config as config_module
+
+    monkeypatch.setattr(config_module, "available_cores", lambda: 8)
+    assert GatewayConfig().lane_threads() == 8
+    assert GatewayConfig(replicas=2).lane_threads() == 4
+    assert GatewayConfig(replicas=16).lane_threads() == 1
+    assert GatewayConfig(threads=3, replicas=2).lane_threads() == 3
