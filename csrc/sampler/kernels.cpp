@@ -14,6 +14,7 @@ size_t argmax_avx2(const float* x, size_t n);
 double exp_sum_avx2(const float* x, size_t n, float shift, float scale, float* out);
 size_t gather_avx2(const float* x, size_t n, float threshold, int32_t* ids, float* vals);
 double block_sum_avx2(const float* w, size_t n);
+size_t count_ge_avx2(const float* x, size_t n, float threshold);
 
 namespace {
 
@@ -85,6 +86,13 @@ size_t gather(const float* x, size_t n, float threshold, int32_t* ids, float* va
   size_t k = 0;
   for (size_t i = 0; i < n; ++i)
     if (x[i] >= threshold) ids[k] = static_cast<int32_t>(i), vals[k++] = x[i];
+  return k;
+}
+
+size_t count_ge(const float* x, size_t n, float threshold) {
+  if (avx2()) return count_ge_avx2(x, n, threshold);
+  size_t k = 0;
+  for (size_t i = 0; i < n; ++i) k += x[i] >= threshold ? 1 : 0;
   return k;
 }
 

@@ -24,6 +24,9 @@ double exp_sum(const float* x, size_t n, float shift, float scale, float* out);
 // ids/vals; returns how many. Buffers must hold n entries.
 size_t gather(const float* x, size_t n, float threshold, int32_t* ids, float* vals);
 
+// How many x[i] >= threshold (NaN never counts).
+size_t count_ge(const float* x, size_t n, float threshold);
+
 // Index of the first i where the running sum of w[0..i] exceeds target (target < sum(w)).
 // Falls back to the last non-zero weight if rounding leaves target unreached.
 size_t find_cumulative(const float* w, size_t n, double target);

@@ -124,6 +124,16 @@ LS_AVX2 size_t gather_avx2(const float* x, size_t n, float threshold, int32_t* i
   return k;
 }
 
+LS_AVX2 size_t count_ge_avx2(const float* x, size_t n, float threshold) {
+  const __m256 vt = _mm256_set1_ps(threshold);
+  size_t k = 0, i = 0;
+  for (; i + 8 <= n; i += 8)
+    k += static_cast<size_t>(__builtin_popcount(static_cast<unsigned>(
+        _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), vt, _CMP_GE_OQ)))));
+  for (; i < n; ++i) k += x[i] >= threshold ? 1 : 0;
+  return k;
+}
+
 LS_AVX2 double block_sum_avx2(const float* w, size_t n) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   size_t i = 0;

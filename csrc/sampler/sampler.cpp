@@ -35,6 +35,9 @@ Sampler::Sampler(int32_t n_vocab) : n_vocab_(n_vocab) {
   w_.resize(n);
   ids_.resize(n);
   vals_.resize(n);
+  bin_.resize(n);
+  hcount_.resize(kBins);
+  hmass_.resize(kBins);
   gen_count_.assign(n, 0);
   gen_distinct_.reserve(n);
   stamp_.assign(n, 0);
@@ -130,32 +133,88 @@ size_t Sampler::gather(const float* logits, float threshold) {
   return n;
 }
 
-size_t Sampler::top_p_prefix(size_t n, float max_logit, double target_mass) {
+size_t Sampler::top_p_prefix(size_t begin, size_t end, float max_logit, double cum,
+                             double target_mass) {
   // Sort lazily: bring the next chunk of best candidates to the front with nth_element, sort
   // only that chunk, accumulate; double the chunk while the mass is not reached. Typical
   // LLM distributions finish in the first chunk, so a 262k-entry sort never happens.
   auto cmp = [](const Cand& a, const Cand& b) { return better(a, b); };
-  size_t sorted = 0;
+  size_t sorted = begin;
   size_t chunk = 64;
-  double cum = 0.0;
-  while (sorted < n) {
-    const size_t end = std::min(n, sorted + chunk);
-    if (end < n) std::nth_element(cand_.begin() + sorted, cand_.begin() + end, cand_.begin() + n, cmp);
-    std::sort(cand_.begin() + sorted, cand_.begin() + end, cmp);
-    for (size_t i = sorted; i < end; ++i) w_[i] = cand_[i].logit;
-    k::exp_sum(w_.data() + sorted, end - sorted, max_logit, 1.0f, w_.data() + sorted);
-    for (size_t i = sorted; i < end; ++i) {
+  while (sorted < end) {
+    const size_t stop = std::min(end, sorted + chunk);
+    if (stop < end) std::nth_element(cand_.begin() + sorted, cand_.begin() + stop, cand_.begin() + end, cmp);
+    std::sort(cand_.begin() + sorted, cand_.begin() + stop, cmp);
+    for (size_t i = sorted; i < stop; ++i) w_[i] = cand_[i].logit;
+    k::exp_sum(w_.data() + sorted, stop - sorted, max_logit, 1.0f, w_.data() + sorted);
+    for (size_t i = sorted; i < stop; ++i) {
       cum += w_[i];
       if (cum >= target_mass) return i + 1;  // llama.cpp: keep the token that crosses p
     }
-    sorted = end;
+    sorted = stop;
     chunk *= 2;
   }
-  return n;
+  return end;
+}
+
+size_t Sampler::histogram_select(const float* logits, float m, size_t top_k, double target_mass) {
+  // For flat distributions the top_k / top_p set can be most of the vocabulary; sorting it
+  // costs tens of ms at 262k. Instead bucket the logits by distance below the max (fine bins
+  // over kRange, one overflow bin for the rest and for -inf/NaN), find the bucket where the
+  // count (top_k) or the temperature-1 mass (top_p, weights already in w_ by id) crosses the
+  // need, take every bucket above it whole and resolve only that boundary bucket exactly.
+  // The same float expression assigns every bin, so membership is consistent between passes.
+  const size_t n_v = static_cast<size_t>(n_vocab_);
+  const float inv_w = static_cast<float>(kBins - 1) / kRange;
+  std::fill(hcount_.begin(), hcount_.end(), 0u);
+  std::fill(hmass_.begin(), hmass_.end(), 0.0);
+  const bool by_mass = top_k == 0;
+  for (size_t i = 0; i < n_v; ++i) {
+    const float d = (m - logits[i]) * inv_w;
+    const uint16_t b = d < static_cast<float>(kBins - 1) ? static_cast<uint16_t>(d) : kBins - 1;
+    bin_[i] = b;
+    ++hcount_[b];
+    if (by_mass) hmass_[b] += w_[i];
+  }
+  size_t bnd = kBins - 1;
+  double cum = 0.0;
+  size_t cum_n = 0;
+  for (size_t b = 0; b < kBins; ++b) {
+    if (by_mass ? cum + hmass_[b] >= target_mass : cum_n + hcount_[b] >= top_k) {
+      bnd = b;
+      break;
+    }
+    cum += hmass_[b];
+    cum_n += hcount_[b];
+  }
+  // Buckets above the boundary go to cand_ (vocab order); the boundary bucket's finite
+  // entries are staged in ids_ and appended after them.
+  // Branch-free: with flat logits in/out is a coin flip and mispredictions dominated.
+  size_t n_in = 0, n_b = 0;
+  Cand* c = cand_.data();
+  int32_t* staged = ids_.data();
+  for (size_t i = 0; i < n_v; ++i) {
+    const uint16_t b = bin_[i];
+    const float l = logits[i];
+    c[n_in] = Cand{l, static_cast<int32_t>(i)};
+    n_in += b < bnd ? 1 : 0;
+    staged[n_b] = static_cast<int32_t>(i);
+    n_b += (b == bnd) & (l > kNegInf) ? 1 : 0;
+  }
+  for (size_t j = 0; j < n_b; ++j) cand_[n_in + j] = Cand{logits[ids_[j]], ids_[j]};
+  if (by_mass) return top_p_prefix(n_in, n_in + n_b, m, cum, target_mass);
+  const size_t need = top_k - n_in;  // > 0: the boundary bucket is where the count crossed k
+  if (n_b > need) {
+    auto cmp = [](const Cand& a, const Cand& b) { return better(a, b); };
+    std::nth_element(cand_.begin() + n_in, cand_.begin() + n_in + need, cand_.begin() + n_in + n_b, cmp);
+    return n_in + need;
+  }
+  return n_in + n_b;
 }
 
 size_t Sampler::select_candidates(const float* logits, float max_logit) {
   const float m = max_logit;
+  const size_t n_v = static_cast<size_t>(n_vocab_);
   const float min_p_floor = p_.min_p > 0.0f ? m + std::log(p_.min_p) : kNegInf;
   const bool use_k = p_.top_k > 0 && p_.top_k < n_vocab_;
   const bool use_p = p_.top_p < 1.0f;
@@ -163,45 +222,49 @@ size_t Sampler::select_candidates(const float* logits, float max_logit) {
   size_t n = 0;
 
   if (use_k) {
-    // The top_k ids are all above some logit bound; find a bound that keeps >= top_k
-    // candidates by widening a window below the max (usually one pass), then nth_element.
+    // The top_k ids lie above some logit bound. Cheap vectorized counts find a window below
+    // the max holding >= top_k (usually the first one); gather it and nth_element. If the
+    // window would be large (flat logits), the histogram does it in O(n_vocab) instead.
     // top_p and min_p then act inside the top_k set (llama.cpp renormalizes after top_k).
     const size_t kk = static_cast<size_t>(p_.top_k);
-    for (float width = 8.0f;; width *= 4.0f) {
-      const float t = width > 1e6f ? kNegInf : m - width;
-      n = gather(logits, t);
-      if (n >= kk || t == kNegInf) break;
-    }
-    if (n > kk) {
+    const size_t limit = std::max<size_t>(4 * kk, kSmallSet);
+    bool done = false;
+    for (float width : {8.0f, 32.0f}) {
+      const size_t c = k::count_ge(logits, n_v, m - width);
+      if (c < kk) continue;
+      if (c > limit) break;
+      n = gather(logits, m - width);
       std::nth_element(cand_.begin(), cand_.begin() + kk, cand_.begin() + n, cmp);
       n = kk;
+      done = true;
+      break;
     }
-    // Drop -inf/NaN leftovers (fewer finite logits than top_k).
-    n = static_cast<size_t>(std::remove_if(cand_.begin(), cand_.begin() + n,
-                                           [](const Cand& c) { return !(c.logit > kNegInf); }) -
-                            cand_.begin());
+    if (!done) n = histogram_select(logits, m, kk, 0.0);
     if (use_p) {
       for (size_t i = 0; i < n; ++i) w_[i] = cand_[i].logit;
       const double z = k::exp_sum(w_.data(), n, m, 1.0f, w_.data());
-      n = top_p_prefix(n, m, static_cast<double>(p_.top_p) * z);
+      n = top_p_prefix(0, n, m, 0.0, static_cast<double>(p_.top_p) * z);
     }
   } else if (use_p) {
     // top_p needs the whole distribution's mass Z (one vectorized exp pass), but only the
-    // head has to be sorted: gather the tokens within a window below the max, widen it until
-    // they hold top_p * Z (or reach the min_p floor, which cuts harder anyway).
-    const double z = k::exp_sum(logits, static_cast<size_t>(n_vocab_), m, 1.0f, w_.data());
+    // head has to be sorted: gather the tokens within a window below the max if it holds
+    // top_p * Z (or reaches the min_p floor, which cuts harder anyway); else the histogram.
+    const double z = k::exp_sum(logits, n_v, m, 1.0f, w_.data());
     const double target = static_cast<double>(p_.top_p) * z;
-    for (float width = 8.0f;; width *= 4.0f) {
-      float t = width > 1e6f ? kNegInf : m - width;
-      const bool at_floor = t <= min_p_floor;
-      if (at_floor) t = min_p_floor;
+    bool done = false;
+    for (float width : {8.0f, 32.0f}) {
+      const float t = std::max(m - width, min_p_floor);
+      if (k::count_ge(logits, n_v, t) > kSmallSet) break;
       n = gather(logits, t);
-      if (at_floor || t == kNegInf) break;
       double mass = 0.0;
       for (size_t i = 0; i < n; ++i) mass += w_[static_cast<size_t>(cand_[i].id)];
-      if (mass >= target) break;
+      if (mass >= target || t == min_p_floor) {
+        n = top_p_prefix(0, n, m, 0.0, target);
+        done = true;
+        break;
+      }
     }
-    n = top_p_prefix(n, m, target);
+    if (!done) n = histogram_select(logits, m, 0, target);
   } else if (min_p_floor > kNegInf) {
     n = gather(logits, min_p_floor);
   } else {

@@ -40,7 +40,16 @@ class Sampler {
   // Fills cand_[0, n) with the survivors of top_k → top_p → min_p; returns n (>= 1).
   size_t select_candidates(const float* logits, float max_logit);
   size_t gather(const float* logits, float threshold);
-  size_t top_p_prefix(size_t n, float max_logit, double target_mass);
+  // Shortest prefix of cand_[begin, end) (ordered best-first, lazily) whose mass added to
+  // cum reaches target_mass; returns the absolute end index of the kept range.
+  size_t top_p_prefix(size_t begin, size_t end, float max_logit, double cum, double target_mass);
+  // O(n_vocab) top_k (top_k > 0) or top_p (target_mass, needs w_[id] = exp(l - max)) for flat
+  // distributions whose kept set is too large to sort.
+  size_t histogram_select(const float* logits, float max_logit, size_t top_k, double target_mass);
+
+  static constexpr size_t kBins = 2048;   // histogram buckets (the last one = overflow)
+  static constexpr float kRange = 32.0f;  // logit span below the max covered by the buckets
+  static constexpr size_t kSmallSet = 8192;  // candidate sets up to this size are just sorted
 
   int32_t n_vocab_;
   SamplingParams p_;
@@ -49,6 +58,9 @@ class Sampler {
   std::vector<float> w_;          // [n_vocab] weights aligned with cand_
   std::vector<int32_t> ids_;      // [n_vocab] gather output (ids)
   std::vector<float> vals_;       // [n_vocab] gather output (logits)
+  std::vector<uint16_t> bin_;     // [n_vocab] histogram bucket per id
+  std::vector<uint32_t> hcount_;  // [kBins]
+  std::vector<double> hmass_;     // [kBins]
   std::vector<int32_t> history_;  // prompt + accepted tokens (repetition window source)
   std::vector<int32_t> gen_count_;     // [n_vocab] occurrences among generated tokens
   std::vector<int32_t> gen_distinct_;  // ids with gen_count_ > 0 (capacity n_vocab)
