@@ -5,6 +5,8 @@ place and the rest of the gateway can be unit-tested without the lanes package.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from lanes.model_files import find_model_file
 from lanes.pool import (  # noqa: F401  (re-exported)
     ChoiceDone,
@@ -58,21 +60,11 @@ def create_pool(config: GatewayConfig, paths: dict[str, str]) -> LanePool:
 
 
 def generation_params(sampling: Sampling, max_tokens: int) -> GenerationParams:
-    return GenerationParams(
-        max_tokens=max_tokens,
-        temperature=sampling.temperature,
-        top_p=sampling.top_p,
-        top_k=sampling.top_k,
-        min_p=sampling.min_p,
-        seed=sampling.seed,
-        stop=sampling.stop,
-        presence_penalty=sampling.presence_penalty,
-        frequency_penalty=sampling.frequency_penalty,
-        repetition_penalty=sampling.repetition_penalty,
-        logit_bias=sampling.logit_bias,
-        min_tokens=min(sampling.min_tokens, max_tokens),
-        ignore_eos=sampling.ignore_eos,
-    )
+    """The lane parameters: every sampling field of the request by name (Sampling carries the
+    same names), with the resolved token budget."""
+    shared = {f.name: getattr(sampling, f.name) for f in dataclasses.fields(GenerationParams)
+              if f.name not in ("max_tokens", "min_tokens")}
+    return GenerationParams(max_tokens=max_tokens, min_tokens=min(sampling.min_tokens, max_tokens), **shared)
 
 
 __all__ = [

@@ -71,9 +71,8 @@ def test_sanic_cli_factory_form(own_server):
     assert srv.terminate() == 0
 
 
-def test_sigterm_drains_in_flight_streams_and_exits_0(own_server):
-    srv = own_server("--drain-grace-s", "3")
-    srv.wait_ready()
+def start_long_stream(srv) -> tuple[list[str], threading.Thread]:
+    """A 500-token stream on a background thread; returns once its first line arrived."""
     lines: list[str] = []
     started = threading.Event()
 
@@ -89,6 +88,13 @@ def test_sigterm_drains_in_flight_streams_and_exits_0(own_server):
     worker = threading.Thread(target=stream, daemon=True)
     worker.start()
     assert started.wait(30)
+    return lines, worker
+
+
+def test_sigterm_drains_in_flight_streams_and_exits_0(own_server):
+    srv = own_server("--drain-grace-s", "3")
+    srv.wait_ready()
+    lines, worker = start_long_stream(srv)
     t0 = time.monotonic()
     srv.proc.send_signal(signal.SIGTERM)
     time.sleep(0.3)
@@ -121,21 +127,7 @@ def test_sanic_cli_startup_failure_exits_non_zero_fast(own_server, tmp_path):
 def test_second_sigterm_cuts_the_drain_short(own_server):
     srv = own_server("--drain-grace-s", "60")
     srv.wait_ready()
-    lines: list[str] = []
-    started = threading.Event()
-
-    def stream():
-        with httpx.Client(base_url=srv.base_url, timeout=60) as client:
-            body = {"model": "smollm2", "prompt": "Count:", "max_tokens": 500, "ignore_eos": True, "stream": True}
-            with client.stream("POST", "/v1/completions", json=body) as response:
-                for line in response.iter_lines():
-                    if line:
-                        lines.append(line)
-                        started.set()
-
-    worker = threading.Thread(target=stream, daemon=True)
-    worker.start()
-    assert started.wait(30)
+    lines, worker = start_long_stream(srv)
     srv.proc.send_signal(signal.SIGTERM)
     time.sleep(0.5)
     t0 = time.monotonic()
