@@ -8,6 +8,7 @@ started → `data: {"error": …}` + `[DONE]`; before anything was sent → 5xx 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 from gateway.backend import ChoiceDone, LaneError
@@ -35,9 +36,18 @@ class SseSender:
 
     A client that stops reading must not hold its lane forever: when the transport already has
     unsent bytes, the send is bounded by the write-stall timeout (the fast path, an empty
-    buffer, costs no timer)."""
+    buffer, costs no timer).
 
-    def __init__(self, response, transport, keepalive_interval_s: float, write_stall_timeout_s: float) -> None:
+    It is also the lane stream's *sink* (lanes.stream): while the transport has nothing pending
+    and no send of ours is in progress, the ring pump writes the lane's deltas as HTTP chunks
+    to a dup of the socket itself (no Python per token). Order holds because both run on the
+    event-loop thread and each side writes only when the other has nothing in flight; bytes the
+    socket does not take go to the transport first, which makes ready() false until they drain.
+    Direct writes do not count as activity for the watchdog, so a keep-alive comment still goes
+    through Sanic every interval and keeps its RESPONSE_TIMEOUT timer fresh."""
+
+    def __init__(self, response, transport, keepalive_interval_s: float, write_stall_timeout_s: float,
+                 on_first_delta=None) -> None:
         self._response = response
         self._transport = transport
         self._interval_s = keepalive_interval_s
@@ -45,6 +55,36 @@ class SseSender:
         self._last_send_s = time.monotonic()
         self._sending = False
         self._watchdog: asyncio.Task | None = None
+        self._on_first_delta = on_first_delta
+        self.fd = -1
+
+    # --- direct sink ------------------------------------------------------------------------
+    def open_direct(self) -> None:
+        """Dup the socket for the pump (a dup: the number stays ours even after the transport
+        closes). Plain TCP only; anything else keeps the queued path."""
+        transport = self._transport
+        sock = transport.get_extra_info("socket")
+        if sock is None or transport.get_extra_info("sslcontext") is not None or transport.is_closing():
+            return
+        self.fd = os.dup(sock.fileno())
+
+    def close_direct(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def ready(self) -> bool:
+        return self.fd >= 0 and not self._sending and self._transport.get_write_buffer_size() == 0
+
+    def relayed(self, num_deltas: int, unsent: bytes | None, send_errno: int) -> None:
+        if self._on_first_delta is not None:
+            self._on_first_delta()
+            self._on_first_delta = None
+        if send_errno:  # the peer is gone: Sanic sees the close and cancels the handler
+            self.close_direct()
+            self._transport.abort()
+        elif unsent:
+            self._transport.write(unsent)
 
     async def send(self, data: bytes) -> None:
         self._sending = True
@@ -87,37 +127,34 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
                        headers: dict, keepalive_interval_s: float, write_stall_timeout_s: float,
                        retry_after_s: int) -> None:
     response = await request.respond(headers=headers, content_type="text/event-stream; charset=utf-8")
-    sender = SseSender(response, request.transport, keepalive_interval_s, write_stall_timeout_s)
+    sender = SseSender(response, request.transport, keepalive_interval_s, write_stall_timeout_s,
+                       on_first_delta=tracker.first_token)
     sender.start_keepalive()
-    role_sent: set[int] = set()
+    sender.open_direct()
     chat = frames.chat
-    first_pending = True
     try:
         try:
             async for offset, stream in generation.segments():
-                async for item in stream:
-                    choice = offset + item.choice
-                    if type(item) is ChoiceDone:
-                        if item.finish_reason == "cancelled":
-                            await sender.send(_drained_error(retry_after_s).sse_event() + DONE_EVENT)
-                            tracker.finish("error", 200, "server_shutting_down")
-                            return
-                        tracker.choice_done(choice // n_per_prompt, item)
-                        event = frames.finish_event(choice, item.finish_reason)
-                        if chat and choice not in role_sent:
-                            role_sent.add(choice)
-                            event = frames.role_event(choice) + event
-                        await sender.send(event)
-                        continue
-                    data = item.data
-                    if chat and choice not in role_sent:
-                        # The role rides in the same write as the first token (TTFT counts either).
-                        role_sent.add(choice)
-                        data = frames.role_event(choice) + data
-                    if first_pending:
-                        first_pending = False
-                        tracker.first_token()
-                    await sender.send(data)
+                # The headers (first segment) and, for chat, every choice's role chunk go out now,
+                # while the lane prefills; then the lane's deltas may flow ring → socket.
+                opening = b"".join(frames.role_event(offset + j) for j in range(stream.num_choices)) if chat else b""
+                await sender.send(opening)
+                stream.sink = sender
+                try:
+                    async for item in stream:
+                        choice = offset + item.choice
+                        if type(item) is ChoiceDone:
+                            if item.finish_reason == "cancelled":
+                                await sender.send(_drained_error(retry_after_s).sse_event() + DONE_EVENT)
+                                tracker.finish("error", 200, "server_shutting_down")
+                                return
+                            tracker.choice_done(choice // n_per_prompt, item)
+                            await sender.send(frames.finish_event(choice, item.finish_reason))
+                            continue
+                        tracker.first_token()  # queued path (the socket was busy when it arrived)
+                        await sender.send(item.data)
+                finally:
+                    stream.sink = None
         except (GenerationFailed, LaneError) as exc:
             failure = Generation.failed(exc)
             await sender.send(_failure_error(failure.code, failure.message, retry_after_s).sse_event() + DONE_EVENT)
@@ -134,6 +171,7 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
         request.transport.abort()  # drop the unread bytes; the caller cancels the generation
         raise
     finally:
+        sender.close_direct()
         sender.stop_keepalive()
 
 

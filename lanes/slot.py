@@ -172,22 +172,39 @@ class LaneSlot:
                     return
 
     def _on_eventfd(self) -> None:
-        try:
-            os.read(self.channels.bell_fd, 8)
-        except BlockingIOError:
-            pass
-        self._drain()
+        self._drain(self.channels.bell_fd)
 
     def _schedule_drain(self) -> None:
         if not self._drain_scheduled:
             self._drain_scheduled = True
             self._loop.call_soon(self._drain)
 
-    def _drain(self) -> None:
+    def _drain(self, bell_fd: int = -1) -> None:
+        """The gateway's ring pump for this lane. Phases: 1 (direct) a streaming request whose
+        socket is free gets its deltas sent natively, ring → socket, and only a control record
+        comes back; 2 (queued) otherwise records are copied out and dispatched to the stream;
+        3 re-arm the doorbell, or come back soon when records may be waiting."""
         self._drain_scheduled = False
         ch = self.channels
         if ch is None:
             return
+        stream = self.stream
+        if stream is not None and stream.direct_ready:
+            sink = stream.sink
+            num_deltas, send_errno, unsent, control, more = ch.reader.relay(
+                sink.fd, self.current_rid, READ_BATCH_RECORDS, bell_fd)
+            if num_deltas or send_errno:
+                sink.relayed(num_deltas, unsent, send_errno)
+            if control is not None:
+                self.dispatch((control,))
+            if more and self.channels is ch:
+                self._schedule_drain()
+            return
+        if bell_fd >= 0:
+            try:
+                os.read(bell_fd, 8)
+            except BlockingIOError:
+                pass
         records = ch.reader.read_batch(READ_BATCH_RECORDS)
         self.dispatch(records)
         # Bounded chunks keep the loop responsive; arm() == True means data raced in.

@@ -2,6 +2,13 @@
 
 Consecutive chunks of one choice merge while the consumer lags, so one HTTP send can carry many
 tokens (the lane does the same when its output ring is full).
+
+A consumer that owns a socket can attach a *sink*; while `sink.ready()` and nothing is queued
+here, the pump sends the lane's deltas straight from the ring to `sink.fd` (RingReader.relay)
+and only control items (ChoiceDone, errors) come through this stream. The sink protocol:
+`fd` (int), `ready() -> bool` (no bytes of its own are pending ahead of ours),
+`relayed(num_deltas, unsent, send_errno)` (called after each direct batch: `unsent` are bytes the
+socket did not take, to be written by the sink before anything else).
 """
 from __future__ import annotations
 
@@ -21,6 +28,13 @@ class RequestStream:
         self._error: LaneError | None = None
         self._cancelled = False
         self._on_cancel = on_cancel
+        self.sink = None
+
+    @property
+    def direct_ready(self) -> bool:
+        """The pump may bypass this stream: a sink is attached and nothing is queued ahead."""
+        sink = self.sink
+        return sink is not None and not self._items and sink.ready()
 
     # --- consumer side -------------------------------------------------------------------
     def __aiter__(self):

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "ring/chunk_relay.h"
 #include "ring/doorbell.h"
 #include "ring/ring.h"
 #include "ring/stress.h"
@@ -55,10 +56,30 @@ class RingReader {
     });
     return out;
   }
+  // The per-token path (see ring/chunk_relay.h): returns (num_deltas, send_errno, unsent bytes
+  // or None, (type, payload) of a non-delta record or None, more). `more` is True when records
+  // may be waiting (batch limit or a control record); otherwise the doorbell is armed.
+  py::tuple relay(int sock_fd, uint64_t request_id, size_t max_records, int bell_fd) {
+    const ChunkRelay::Result r = relay_.relay(consumer_, bell_fd, sock_fd, request_id, max_records);
+    py::object unsent = py::none(), control = py::none();
+    if (r.unsent_bytes) {
+      PyObject* b = PyBytes_FromStringAndSize(nullptr, Py_ssize_t(r.unsent_bytes));
+      if (!b) throw py::error_already_set();
+      relay_.copy_unsent(reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(b)));
+      unsent = py::reinterpret_steal<py::object>(b);
+    }
+    if (r.control)
+      control = py::make_tuple(r.control_type,
+                               py::bytes(reinterpret_cast<const char*>(r.control), r.control_bytes));
+    relay_.finish(consumer_);
+    const bool more = r.full || r.control || consumer_.arm();
+    return py::make_tuple(r.num_deltas, r.send_errno, std::move(unsent), std::move(control), more);
+  }
   Consumer& consumer() { return consumer_; }
 
  private:
   Consumer consumer_;
+  ChunkRelay relay_;
 };
 
 template <class T>
@@ -239,6 +260,10 @@ PYBIND11_MODULE(_ring, m) {
   py::class_<RingReader>(m, "RingReader")
       .def(py::init<int, size_t>(), py::arg("fd"), py::arg("segment_bytes"))
       .def("read_batch", &RingReader::read_batch, py::arg("max_records") = 128)
+      .def("relay", &RingReader::relay, py::arg("sock_fd"), py::arg("request_id"), py::arg("max_records") = 128,
+           py::arg("bell_fd") = -1,
+           "Send request_id's deltas to sock_fd as HTTP/1.1 chunks (non-blocking, one sendmsg); stops at the "
+           "first other record. Returns (num_deltas, send_errno, unsent, control, more).")
       .def("arm", [](RingReader& r) { return r.consumer().arm(); },
            "Arm the doorbell; True means data is already there (read again instead of sleeping).")
       .def("has_data", [](RingReader& r) { return r.consumer().has_data(); })

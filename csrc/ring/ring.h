@@ -142,6 +142,17 @@ class Consumer {
   // what it keeps. Returns the number of records delivered. Throws RingError on a corrupt header.
   template <class F>
   size_t read(size_t max_records, F&& on_record);
+  // Like read() without releasing anything: on_record returns false to stop after that record.
+  // Payload pointers stay valid until commit(); returns the position after the last visited
+  // record (pass it to commit). Lets a caller hand ring memory to the kernel (sendmsg) uncopied.
+  template <class F>
+  uint64_t peek(size_t max_records, F&& on_record) const;
+  void commit(uint64_t pos) {
+    if (pos != head_) {
+      head_ = pos;
+      view_.header()->head.store(pos, std::memory_order_release);  // pairs with the producer's acquire
+    }
+  }
   // Dekker handshake, consumer half: arm the doorbell, then report whether data is already
   // there (if so, do not sleep: read again).
   bool arm();
@@ -158,9 +169,8 @@ class Consumer {
 };
 
 template <class F>
-size_t Consumer::read(size_t max_records, F&& on_record) {
-  SegmentHeader* h = view_.header();
-  const uint64_t tail = h->tail.load(std::memory_order_acquire);
+uint64_t Consumer::peek(size_t max_records, F&& on_record) const {
+  const uint64_t tail = view_.header()->tail.load(std::memory_order_acquire);
   const uint64_t mask = view_.capacity_bytes() - 1;
   const uint8_t* data = view_.data();
   uint64_t pos = head_;
@@ -172,16 +182,23 @@ size_t Consumer::read(size_t max_records, F&& on_record) {
     __builtin_memcpy(&type, data + off + 4, 4);
     if (length < kRecordHeaderBytes || off + length > view_.capacity_bytes() || pos + length > tail)
       corrupt(pos, length, type);
-    if (type != kPadType) {
-      on_record(type, data + off + kRecordHeaderBytes, size_t(length) - kRecordHeaderBytes);
-      ++delivered;
-    }
     pos += align_record(length);
+    if (type != kPadType) {
+      ++delivered;
+      if (!on_record(type, data + off + kRecordHeaderBytes, size_t(length) - kRecordHeaderBytes)) break;
+    }
   }
-  if (pos != head_) {
-    head_ = pos;
-    h->head.store(pos, std::memory_order_release);
-  }
+  return pos;
+}
+
+template <class F>
+size_t Consumer::read(size_t max_records, F&& on_record) {
+  size_t delivered = 0;
+  commit(peek(max_records, [&](uint32_t type, const uint8_t* p, size_t n) {
+    on_record(type, p, n);
+    ++delivered;
+    return true;
+  }));
   return delivered;
 }
 
