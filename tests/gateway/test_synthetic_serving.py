@@ -180,6 +180,56 @@ def test_stalled_reader_is_cut_off_and_frees_the_lane(own_server):
     assert srv.terminate() == 0
 
 
+def _read_http_stream(sock) -> tuple[bytes, bytes]:
+    """(head, de-chunked body) of one chunked HTTP/1.1 response read to its last chunk."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, rest = data.split(b"\r\n\r\n", 1)
+    body = []
+    while True:
+        while b"\r\n" not in rest:
+            rest += sock.recv(65536)
+        size_line, rest = rest.split(b"\r\n", 1)
+        size = int(size_line, 16)
+        while len(rest) < size + 2:
+            rest += sock.recv(65536)
+        if size == 0:
+            return head, b"".join(body)
+        body.append(rest[:size])
+        rest = rest[size + 2:]
+
+
+def test_reader_that_pauses_gets_every_byte_in_order(own_server):
+    """The client stops reading while tokens pour out (socket buffers fill: the relay hands what
+    the socket did not take to the transport and queues behind it), then reads everything."""
+    import socket
+
+    srv = own_server("--model", "fake=synthetic:step_us=20,n_ctx=100000", real_model=False)
+    srv.wait_ready()
+    n = 20000  # ~5 MB of events: more than the kernel's socket buffers (4 MB send + receive)
+    body = json.dumps({"model": "fake", "messages": [{"role": "user", "content": "x"}], "max_tokens": n,
+                       "stream": True}).encode()
+    sock = socket.create_connection(("127.0.0.1", srv.port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    sock.settimeout(30)
+    try:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        time.sleep(1.0)  # the generation runs ahead of this reader
+        head, stream = _read_http_stream(sock)
+    finally:
+        sock.close()
+    assert head.startswith(b"HTTP/1.1 200") and b"transfer-encoding: chunked" in head.lower()
+    events = stream.split(b"\n\n")
+    assert events[-2:] == [b"data: [DONE]", b""]
+    chunks = [json.loads(e[len(b"data: "):]) for e in events[:-2]]
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == synthetic_text(n)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    assert srv.terminate() == 0
+
+
 def test_cors_only_for_configured_origins(own_server):
     srv = own_server("--model", "fake=synthetic:step_us=100,n_ctx=512", "--cors-origins", "http://localhost:3000",
                      real_model=False)
