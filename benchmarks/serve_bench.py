@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import os
+import select
 import signal
 import socket
 import statistics
@@ -123,39 +124,48 @@ while c.recv(65536):
     pass
 """
 
+_RINGER = """
+import os, sys, time
+fd, gap_s, n = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+for _ in range(n):
+    time.sleep(gap_s)
+    os.eventfd_write(fd, 1)
+"""
 
-async def _paced_writes(num_writes: int, gap_s: float) -> float:
+
+def bare_relay_floor_us(gap_s: float, num_wakes: int = 300) -> float:
+    """CPU per iteration of the least any relay can do per token: sleep in epoll until another
+    process rings an eventfd (every `gap_s`, the pace tokens arrive at), then send one
+    ~220-byte event over loopback TCP to a reading process. On a VM most of it is the wake-up
+    itself (an idle vCPU costs tens of µs to wake), which no relay design avoids."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     reader = subprocess.Popen([sys.executable, "-c", _READER, str(listener.getsockname()[1])])
     conn, _ = listener.accept()
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    conn.setblocking(False)
-    transport, _ = await asyncio.get_running_loop().create_connection(asyncio.Protocol, sock=conn)
-    event = b"x" * 220  # about one framed SSE chunk
-    busy_s = 0.0
-    for _ in range(num_writes):
-        await asyncio.sleep(gap_s)
-        t0 = cpu_seconds(os.getpid())
-        transport.write(event)
-        busy_s += cpu_seconds(os.getpid()) - t0
-    transport.close()
-    await asyncio.sleep(0.05)  # let the loop actually close it, so the reader sees EOF
-    reader.wait(10)
-    listener.close()
-    return busy_s * 1e6 / num_writes
-
-
-def loopback_write_floor_us() -> float:
-    """CPU of ONE paced ~220-byte loopback TCP write that wakes a sleeping reader — the floor of
-    any per-token SSE relay on this machine (mostly kernel wake-up work, charged to the writer)."""
+    bell = os.eventfd(0)
+    ringer = subprocess.Popen([sys.executable, "-c", _RINGER, str(bell), str(gap_s), str(num_wakes)],
+                              pass_fds=(bell,))
+    poller = select.epoll()
+    poller.register(bell, select.EPOLLIN)
+    event = b"x" * 220
+    done = 0
     try:
-        import uvloop
-
-        return uvloop.run(_paced_writes(200, 0.01))
-    except ImportError:
-        return asyncio.run(_paced_writes(200, 0.01))
+        start_ns = time.thread_time_ns()
+        while done < num_wakes:
+            poller.poll()
+            done += os.eventfd_read(bell)
+            conn.send(event)
+        busy_ns = time.thread_time_ns() - start_ns
+    finally:
+        ringer.wait(10)
+        poller.close()
+        os.close(bell)
+        conn.close()
+        reader.wait(10)
+        listener.close()
+    return busy_ns / 1e3 / num_wakes
 
 
 def free_port() -> int:
@@ -194,11 +204,76 @@ def stop(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def paired_ttft_ms(url: str, model: str, threads: int, ctx_size: int,
-                   rounds: int) -> tuple[float, float, float] | None:
+class RawHttpClient:
+    """The leanest HTTP/1.1 client: one kept-alive socket, a request body serialised before the
+    clock starts, chunked SSE read with a few byte searches. Its TTFT is the server's latency
+    rather than a client library's (httpx adds about 2 ms of its own here)."""
+
+    def __init__(self, base_url: str) -> None:
+        hostport, _, prefix = base_url.removeprefix("http://").partition("/")
+        host, _, port = hostport.partition(":")
+        self.prefix = "/" + prefix
+        self.sock = socket.create_connection((host, int(port or 80)))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def ttft_ms(self, path: str, body: dict) -> float:
+        payload = json.dumps(body).encode()
+        request = (f"POST {self.prefix}{path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+                   f"Content-Length: {len(payload)}\r\n\r\n").encode() + payload
+        t0 = time.perf_counter()
+        self.sock.sendall(request)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            buf += self._recv()
+        head, buf = buf.split(b"\r\n\r\n", 1)
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(head.split(b"\r\n", 1)[0].decode())
+        body_bytes, first = b"", None
+        while True:  # chunks until the terminating one, so the connection can be reused
+            while b"\r\n" not in buf:
+                buf += self._recv()
+            size_line, buf = buf.split(b"\r\n", 1)
+            size = int(size_line, 16)
+            while len(buf) < size + 2:
+                buf += self._recv()
+            if size == 0:
+                return ((first or time.perf_counter()) - t0) * 1e3
+            body_bytes += buf[:size]
+            buf = buf[size + 2:]
+            if first is None:
+                *events, body_bytes = body_bytes.split(b"\n\n")
+                for event in events:
+                    if event.startswith(b"data: {") and _has_content(json.loads(event[6:])):
+                        first = time.perf_counter()
+                        break
+
+    def _recv(self) -> bytes:
+        data = self.sock.recv(65536)
+        if not data:
+            raise RuntimeError("connection closed")
+        return data
+
+
+def _has_content(chunk: dict) -> bool:
+    choices = chunk.get("choices") or [{}]
+    return bool(choices[0].get("delta", {}).get("content") or choices[0].get("text"))
+
+
+# Every TTFT sample starts from the same idle machine, as a request reaching an idle server does:
+# on a VM, code that runs right after other work runs several times faster than after a pause
+# (measured here: Sanic's request path takes 73 µs back to back, 414 µs after 20 ms idle), so
+# without the pause whichever path ran last would be favoured.
+IDLE_BEFORE_S = 0.02
+
+
+def paired_ttft_ms(url: str, model: str, threads: int, ctx_size: int, rounds: int) -> dict | None:
     """HTTP TTFT and in-process TTFT (lanes.Model: the runtime without HTTP or lanes) of the same
-    chat prompt, alternated so both see the same machine load; (http p50, inproc p50, p50 of
-    the per-round differences)."""
+    chat prompt, in rotating order each round, each after the same idle pause; medians
+    of TTFT per path and of the per-round differences HTTP − in-process, for the lean client
+    ("raw") and for httpx. Both HTTP clients keep their connection alive, as real ones do."""
     try:
         from gateway.model_text import ModelText
         from lanes import Model, find_model_file
@@ -221,31 +296,36 @@ def paired_ttft_ms(url: str, model: str, threads: int, ctx_size: int,
             pass
         return elapsed_ms
 
-    # One client and one keep-alive connection for every HTTP round, as a real client holds
-    # them (a fresh connection per request would add the TCP handshake to HTTP TTFT).
+    body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 2, "temperature": 0,
+            "stream": True, "ignore_eos": True}
+    raw = RawHttpClient(url)
     loop = asyncio.new_event_loop()
     client = httpx.AsyncClient(timeout=300)
-
-    def over_http() -> float:
-        return loop.run_until_complete(one_request(client, url, model, 2))["ttft_s"] * 1e3
-
-    http_ms, local_ms = [], []
+    paths = {
+        "inproc": in_process,
+        "raw": lambda: raw.ttft_ms("/chat/completions", body),
+        "httpx": lambda: loop.run_until_complete(one_request(client, url, model, 2))["ttft_s"] * 1e3,
+    }
+    samples: dict[str, list[float]] = {name: [] for name in paths}
     try:
         for i in range(rounds + 1):
-            if i % 2:  # alternate which path goes first
-                h = over_http()
-                local = in_process()
-            else:
-                local = in_process()
-                h = over_http()
-            if i:  # round 0 warms both paths up
-                http_ms.append(h)
-                local_ms.append(local)
+            names = list(paths)
+            names = names[i % 3:] + names[:i % 3]
+            measured = {}
+            for name in names:
+                time.sleep(IDLE_BEFORE_S)
+                measured[name] = paths[name]()
+            if i:  # round 0 warms every path up
+                for name, value in measured.items():
+                    samples[name].append(value)
     finally:
+        raw.close()
         loop.run_until_complete(client.aclose())
         loop.close()
-    diffs = [h - l for h, l in zip(http_ms, local_ms)]
-    return statistics.median(http_ms), statistics.median(local_ms), statistics.median(diffs)
+    out = {name: statistics.median(values) for name, values in samples.items()}
+    for name in ("raw", "httpx"):
+        out[name + "_diff"] = statistics.median(h - l for h, l in zip(samples[name], samples["inproc"]))
+    return out
 
 
 def idle_cpu_rate(pid: int, seconds: float = 3.0) -> float:
@@ -256,19 +336,21 @@ def idle_cpu_rate(pid: int, seconds: float = 3.0) -> float:
 
 
 def cpu_per_token_us(url: str, model: str, pid: int, short: int, long: int, concurrency: int,
-                     idle_rate: float) -> float:
+                     idle_rate: float) -> tuple[float, float]:
     """Marginal gateway CPU per relayed token: the CPU-time slope between short and long
     generations, so per-request work (HTTP parsing, templating, tokenizing) cancels out, after
-    removing the idle background (timers run for as long as a phase lasts, tokens or not)."""
-    def measure(max_tokens: int) -> tuple[float, int]:
+    removing the idle background (timers run for as long as a phase lasts, tokens or not).
+    Returns (µs per token, seconds between relayed tokens in the long phase)."""
+    def measure(max_tokens: int) -> tuple[float, int, float]:
         cpu0, t0 = cpu_seconds(pid), time.perf_counter()
         r = asyncio.run(run_level(url, model, concurrency, 2 * concurrency, max_tokens))
-        busy_s = cpu_seconds(pid) - cpu0 - idle_rate * (time.perf_counter() - t0)
-        return busy_s, r["tokens"]
+        wall_s = time.perf_counter() - t0
+        busy_s = cpu_seconds(pid) - cpu0 - idle_rate * wall_s
+        return busy_s, r["tokens"], wall_s
 
-    cpu_short, tokens_short = measure(short)
-    cpu_long, tokens_long = measure(long)
-    return (cpu_long - cpu_short) * 1e6 / max(1, tokens_long - tokens_short)
+    cpu_short, tokens_short, _ = measure(short)
+    cpu_long, tokens_long, wall_long_s = measure(long)
+    return (cpu_long - cpu_short) * 1e6 / max(1, tokens_long - tokens_short), wall_long_s / max(1, tokens_long)
 
 
 def detail(label: str, r: dict) -> str:
@@ -315,20 +397,22 @@ def main() -> int:
                 # more clients than lanes here, so no 429 retries are counted as relay work.
                 idle_rate = idle_cpu_rate(pid)
                 for c in sorted({1, replicas or max(levels)}):
-                    cpu_us_per_token[c] = cpu_per_token_us(url, args.model, pid, 8, 8 + args.cpu_tokens, c,
-                                                           idle_rate)
+                    us, gap_s = cpu_per_token_us(url, args.model, pid, 8, 8 + args.cpu_tokens, c, idle_rate)
+                    cpu_us_per_token[c] = (us, bare_relay_floor_us(gap_s))
             if proc and position == 0 and "synthetic:" not in model_arg:
-                ttft_pair = paired_ttft_ms(url, args.model, args.threads, args.ctx_size, 10)
+                ttft_pair = paired_ttft_ms(url, args.model, args.threads, args.ctx_size, 15)
         finally:
             if proc:
                 stop(proc)
     extra = []
     if cpu_us_per_token:
-        extra.append("gateway cpu " + " ".join(f"c{c}:{us:.1f}" for c, us in sorted(cpu_us_per_token.items()))
-                     + f"us/token (floor: one paced loopback write {loopback_write_floor_us():.1f}us)")
+        extra.append("gateway cpu/token " + " ".join(
+            f"c{c}: {us:.1f}us (bare relay loop at that pace {floor:.1f}us, above it {us - floor:+.1f}us)"
+            for c, (us, floor) in sorted(cpu_us_per_token.items())))
     if ttft_pair is not None:
-        http_p50, local_p50, diff_p50 = ttft_pair
-        extra.append(f"http-inproc ttft p50 {diff_p50:+.2f}ms (http {http_p50:.1f}, inproc {local_p50:.1f})")
+        p = ttft_pair
+        extra.append(f"http-inproc ttft p50 {p['raw_diff']:+.2f}ms (http {p['raw']:.1f}, inproc {p['inproc']:.1f}; "
+                     f"through httpx {p['httpx_diff']:+.2f}ms)")
     print("serve_bench " + args.model + " | " + " | ".join(summary + extra))
     return 0
 
