@@ -190,6 +190,9 @@ async def collect(generation: Generation, num_choices: int, tracker, *, n_per_pr
                     results[choice].finish_reason = item.finish_reason
                 else:
                     tracker.first_token()
+                    # The body is built at the end: after the first token (its time is recorded),
+                    # no wake-up per token.
+                    stream.wake_on_chunks = False
                     results[choice].escaped.append(item.data)
     except (GenerationFailed, LaneError) as exc:
         failure = Generation.failed(exc)

@@ -29,6 +29,10 @@ class RequestStream:
         self._cancelled = False
         self._on_cancel = on_cancel
         self.sink = None
+        # False: a consumer that only wants the whole text (non-stream responses) is woken by
+        # ChoiceDone and errors only; chunks accumulate (merged) meanwhile, so no handler step
+        # runs per token.
+        self.wake_on_chunks = True
 
     @property
     def direct_ready(self) -> bool:
@@ -90,7 +94,8 @@ class RequestStream:
                 last[1].append(data)
                 return
         items.append([choice, [data]])
-        self._wake()
+        if self.wake_on_chunks:
+            self._wake()
 
     def push_done(self, done: ChoiceDone, last: bool) -> None:
         if not self._cancelled:

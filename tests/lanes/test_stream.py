@@ -36,3 +36,21 @@ async def test_error_after_delivered_items_and_idempotent_cancel():
     s2.cancel()
     assert cancels == [6]
     assert [i async for i in s2] == []
+
+
+async def test_whole_text_consumer_is_woken_by_done_not_by_chunks():
+    import asyncio
+
+    s = RequestStream(7, 1, lambda rid: None)
+    s.wake_on_chunks = False
+    wakes = []
+    consumer = asyncio.ensure_future(s.__anext__())
+    await asyncio.sleep(0)
+    for d in (b"a", b"b", b"c"):
+        s.push_chunk(0, d)
+        await asyncio.sleep(0)
+        wakes.append(consumer.done())
+    assert wakes == [False, False, False]
+    s.push_done(DONE0, last=True)
+    assert await consumer == Chunk(0, b"abc")
+    assert [i async for i in s] == [DONE0]
