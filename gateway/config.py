@@ -108,6 +108,10 @@ class GatewayConfig:
         for name in ("keepalive_interval_s", "drain_grace_s", "heartbeat_timeout_s", "response_timeout_s",
                      "write_stall_timeout_s", "request_deadline_s"):
             _positive(name, getattr(self, name))
+        if self.keepalive_interval_s >= self.response_timeout_s:
+            # Keep-alives are what refresh Sanic's inactivity timer while deltas go out natively.
+            raise ConfigError(f"keepalive_interval_s ({self.keepalive_interval_s}) must be below "
+                              f"response_timeout_s ({self.response_timeout_s})")
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise ConfigError(f"log_level must be debug, info, warning or error (got {self.log_level!r})")
         for origin in self.cors_origins:

@@ -56,6 +56,9 @@ class Metrics:
                                 buckets=LATENCY_BUCKETS_S, registry=r)
         self.prompt_tokens = Counter("laneserve_prompt_tokens", "Prompt tokens processed", ["model"], registry=r)
         self.completion_tokens = Counter("laneserve_completion_tokens", "Tokens generated", ["model"], registry=r)
+        self.socket_full = Counter("laneserve_socket_full_writes",
+                                   "Natively relayed batches a client's socket did not take at once (slow readers)",
+                                   ["model"], registry=r)
         r.register(_LaneCollector(read_statuses))
 
     def render(self) -> bytes:

@@ -53,10 +53,11 @@ class SseSender:
         self._interval_s = keepalive_interval_s
         self._stall_timeout_s = write_stall_timeout_s
         self._last_send_s = time.monotonic()
-        self._sending = False
+        self._sends_in_flight = 0  # the handler's and the watchdog's sends can overlap
         self._watchdog: asyncio.Task | None = None
         self._on_first_delta = on_first_delta
         self.fd = -1
+        self.num_socket_full = 0  # direct batches the socket did not fully take (slow reader)
 
     # --- direct sink ------------------------------------------------------------------------
     def open_direct(self) -> None:
@@ -74,20 +75,29 @@ class SseSender:
             self.fd = -1
 
     def ready(self) -> bool:
-        return self.fd >= 0 and not self._sending and self._transport.get_write_buffer_size() == 0
+        transport = self._transport
+        return (self.fd >= 0 and not self._sends_in_flight and transport.get_write_buffer_size() == 0
+                and not transport.is_closing())
 
     def relayed(self, num_deltas: int, unsent: bytes | None, send_errno: int) -> None:
         if self._on_first_delta is not None:
             self._on_first_delta()
             self._on_first_delta = None
-        if send_errno:  # the peer is gone: Sanic sees the close and cancels the handler
+        if send_errno or self._transport.is_closing():
+            # The peer is gone (or the transport is closing: its buffer takes nothing more).
+            # Sanic sees the close and cancels the handler, which cancels the lane.
             self.close_direct()
             self._transport.abort()
         elif unsent:
-            self._transport.write(unsent)
+            self.num_socket_full += 1
+            try:
+                self._transport.write(unsent)
+            except Exception:  # closed under us: same as a gone peer
+                self.close_direct()
+                self._transport.abort()
 
     async def send(self, data: bytes) -> None:
-        self._sending = True
+        self._sends_in_flight += 1
         try:
             if self._transport.get_write_buffer_size() == 0:
                 await self._response.send(data)
@@ -97,7 +107,7 @@ class SseSender:
                 except asyncio.TimeoutError:
                     raise WriteStalled() from None
         finally:
-            self._sending = False
+            self._sends_in_flight -= 1
             self._last_send_s = time.monotonic()
 
     def start_keepalive(self) -> None:
@@ -109,9 +119,11 @@ class SseSender:
             if due_s > 0:
                 await asyncio.sleep(due_s)
                 continue
-            if not self._sending:
+            if not self._sends_in_flight:
                 try:
                     await self.send(KEEPALIVE_EVENT)
+                except WriteStalled:
+                    continue  # nothing was written; the handler's own sends enforce the stall limit
                 except Exception:  # the connection is gone; the handler finds out on its own send
                     return
             else:
@@ -173,6 +185,7 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
     finally:
         sender.close_direct()
         sender.stop_keepalive()
+        tracker.socket_full(sender.num_socket_full)
 
 
 async def collect(generation: Generation, num_choices: int, tracker, *, n_per_prompt: int,

@@ -36,6 +36,10 @@ class RequestTracker:
         if self.record.ttft_ms is None:
             self.record.ttft_ms = _ms(time.perf_counter_ns() - self._start_ns)
 
+    def socket_full(self, num_writes: int) -> None:
+        if num_writes and self._state.metrics:
+            self._state.metrics.socket_full.labels(self._state.model_label(self.record.model)).inc(num_writes)
+
     def choice_done(self, prompt_index: int, done) -> None:
         """`done` is a lane ChoiceDone; the prompt of a submission is counted once, not per choice."""
         self._prompt_tokens_by_prompt[prompt_index] = done.prompt_tokens

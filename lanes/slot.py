@@ -193,12 +193,14 @@ class LaneSlot:
             sink = stream.sink
             num_deltas, send_errno, unsent, control, more = ch.reader.relay(
                 sink.fd, self.current_rid, READ_BATCH_RECORDS, bell_fd)
-            if num_deltas or send_errno:
-                sink.relayed(num_deltas, unsent, send_errno)
-            if control is not None:
-                self.dispatch((control,))
-            if more and self.channels is ch:
-                self._schedule_drain()
+            try:
+                if num_deltas or send_errno:
+                    sink.relayed(num_deltas, unsent, send_errno)
+            finally:  # a failing sink must not lose the consumed control record or the wake-up
+                if control is not None:
+                    self.dispatch((control,))
+                if more and self.channels is ch:
+                    self._schedule_drain()
             return
         if bell_fd >= 0:
             try:

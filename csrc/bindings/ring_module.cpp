@@ -62,15 +62,20 @@ class RingReader {
   py::tuple relay(int sock_fd, uint64_t request_id, size_t max_records, int bell_fd) {
     const ChunkRelay::Result r = relay_.relay(consumer_, bell_fd, sock_fd, request_id, max_records);
     py::object unsent = py::none(), control = py::none();
-    if (r.unsent_bytes) {
-      PyObject* b = PyBytes_FromStringAndSize(nullptr, Py_ssize_t(r.unsent_bytes));
-      if (!b) throw py::error_already_set();
-      relay_.copy_unsent(reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(b)));
-      unsent = py::reinterpret_steal<py::object>(b);
+    try {  // copy out of ring memory, then release it; never leave sent records unreleased
+      if (r.unsent_bytes) {
+        PyObject* b = PyBytes_FromStringAndSize(nullptr, Py_ssize_t(r.unsent_bytes));
+        if (!b) throw py::error_already_set();
+        relay_.copy_unsent(reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(b)));
+        unsent = py::reinterpret_steal<py::object>(b);
+      }
+      if (r.control)
+        control = py::make_tuple(r.control_type,
+                                 py::bytes(reinterpret_cast<const char*>(r.control), r.control_bytes));
+    } catch (...) {
+      relay_.finish(consumer_);  // a re-read would send the same chunks twice
+      throw;
     }
-    if (r.control)
-      control = py::make_tuple(r.control_type,
-                               py::bytes(reinterpret_cast<const char*>(r.control), r.control_bytes));
     relay_.finish(consumer_);
     const bool more = r.full || r.control || consumer_.arm();
     return py::make_tuple(r.num_deltas, r.send_errno, std::move(unsent), std::move(control), more);

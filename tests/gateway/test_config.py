@@ -29,6 +29,7 @@ def test_config_is_frozen():
     ({"ctx_size": 8}, "ctx_size"),
     ({"port": 70000}, "port"),
     ({"keepalive_interval_s": 0}, "keepalive_interval_s"),
+    ({"keepalive_interval_s": 30, "response_timeout_s": 20}, "keepalive_interval_s"),
     ({"log_level": "loud"}, "log_level"),
     ({"cors_origins": ("not an origin",)}, "cors_origins"),
     ({"models": ()}, "models"),

@@ -201,32 +201,38 @@ def _read_http_stream(sock) -> tuple[bytes, bytes]:
 
 
 def test_reader_that_pauses_gets_every_byte_in_order(own_server):
-    """The client stops reading while tokens pour out (socket buffers fill: the relay hands what
-    the socket did not take to the transport and queues behind it), then reads everything."""
+    """The client stops reading while tokens pour out: the socket fills, the native relay hands
+    the untaken tail to the transport and later deltas queue behind it; then the client reads
+    everything, in order, with intact chunk framing."""
     import socket
 
-    srv = own_server("--model", "fake=synthetic:step_us=20,n_ctx=100000", real_model=False)
+    srv = own_server("--model", "fake=synthetic:step_us=20,n_ctx=1000000", real_model=False)
     srv.wait_ready()
-    n = 20000  # ~5 MB of events: more than the kernel's socket buffers (4 MB send + receive)
+    n = 90000  # ~22 MB of events: far more than the kernel buffers (4 MB send, 64 kB receive)
     body = json.dumps({"model": "fake", "messages": [{"role": "user", "content": "x"}], "max_tokens": n,
                        "stream": True}).encode()
-    sock = socket.create_connection(("127.0.0.1", srv.port))
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-    sock.settimeout(30)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)  # before connect: sets the window
+    sock.settimeout(60)
+    sock.connect(("127.0.0.1", srv.port))
     try:
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        time.sleep(1.0)  # the generation runs ahead of this reader
+        time.sleep(3.0)  # the generation runs far ahead of this reader
         head, stream = _read_http_stream(sock)
     finally:
         sock.close()
     assert head.startswith(b"HTTP/1.1 200") and b"transfer-encoding: chunked" in head.lower()
     events = stream.split(b"\n\n")
     assert events[-2:] == [b"data: [DONE]", b""]
-    chunks = [json.loads(e[len(b"data: "):]) for e in events[:-2]]
+    chunks = [json.loads(e[len(b"data: "):]) for e in events[:-2] if not e.startswith(b":")]
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == synthetic_text(n)
     assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    with httpx.Client(base_url=srv.base_url, timeout=10) as client:
+        metrics = client.get("/metrics").text
+    full = [line for line in metrics.splitlines() if line.startswith('laneserve_socket_full_writes_total{model="fake"}')]
+    assert full and float(full[0].split()[-1]) >= 1  # the socket-full path really ran
     assert srv.terminate() == 0
 
 

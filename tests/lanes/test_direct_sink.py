@@ -7,7 +7,7 @@ import socket
 
 from lanes.api import ChoiceDone, Chunk, Framing, GenerationParams, LaneModelSpec
 
-from .conftest import synthetic_text
+from .conftest import synthetic_text, wait_for
 
 FRAMING = Framing(b"", b"|")
 
@@ -142,3 +142,45 @@ async def test_sink_not_ready_queues_in_order(make_pool):
 async def test_full_socket_hands_back_the_tail_in_order(make_pool):
     sink = await _exercise(make_pool, 3000, sndbuf=4096, reader_delay_s=0.3)
     assert sink.num_unsent > 0
+
+
+class FailingSink:
+    """A sink whose relayed() raises once (a transport closed under it): the pump must still
+    come back for the rest and deliver the control records."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.calls = 0
+
+    def ready(self):
+        return True
+
+    def relayed(self, num_deltas, unsent, send_errno):
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("transport closed under the sink")
+
+
+async def test_failing_sink_does_not_wedge_the_lane(make_pool):
+    import time
+
+    pool = make_pool([LaneModelSpec("syn", "synthetic:step_us=20")])
+    pool.start()
+    pool.attach(asyncio.get_running_loop())
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    try:
+        stream = pool.submit("syn", [1], GenerationParams(max_tokens=5000), [FRAMING], 91)
+        sink = FailingSink(a.fileno())
+        stream.sink = sink
+        time.sleep(0.1)  # block the loop: the ring fills, so the first batch hits its limit (more=True)
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _loop, _ctx: None)  # the sink's error is expected
+        await asyncio.sleep(0.2)
+        assert sink.calls >= 1
+        stream.cancel()  # what the handler does when its client is gone
+        await wait_for(lambda: all(s.state == "ready" for s in pool.statuses()), 3.0, "the lane to be freed")
+    finally:
+        a.close()
+        b.close()
