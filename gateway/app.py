@@ -73,15 +73,18 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     app.ctx.state = state
     app.ctx.backend = backend
 
-    app.add_route(openai_routes.completions, "/v1/completions", methods=["POST"])
-    app.add_route(openai_routes.chat_completions, "/v1/chat/completions", methods=["POST"])
-    app.add_route(info_routes.list_models, "/v1/models", methods=["GET"])
-    app.add_route(info_routes.get_model, "/v1/models/<model_id:str>", methods=["GET"])
-    app.add_route(info_routes.health_live, "/health/live", methods=["GET"])
-    app.add_route(info_routes.health_ready, "/health/ready", methods=["GET"])
-    app.add_route(info_routes.metrics, "/metrics", methods=["GET"])
-    app.add_route(tokenize_routes.tokenize, "/tokenize", methods=["POST"])
-    app.add_route(tokenize_routes.detokenize, "/detokenize", methods=["POST"])
+    def route(handler, path: str, method: str) -> None:
+        app.add_route(errors_http.with_request_id(handler), path, methods=[method], name=handler.__name__)
+
+    route(openai_routes.completions, "/v1/completions", "POST")
+    route(openai_routes.chat_completions, "/v1/chat/completions", "POST")
+    route(info_routes.list_models, "/v1/models", "GET")
+    route(info_routes.get_model, "/v1/models/<model_id:str>", "GET")
+    route(info_routes.health_live, "/health/live", "GET")
+    route(info_routes.health_ready, "/health/ready", "GET")
+    route(info_routes.metrics, "/metrics", "GET")
+    route(tokenize_routes.tokenize, "/tokenize", "POST")
+    route(tokenize_routes.detokenize, "/detokenize", "POST")
     errors_http.install(app)
     add_cors(app, config.cors_origins)
 

@@ -3,6 +3,8 @@ APIError, Sanic's own 404/405/408/413, or an unexpected exception (a logged 500 
 says nothing about internals)."""
 from __future__ import annotations
 
+import functools
+
 from sanic.exceptions import SanicException
 from sanic.response import HTTPResponse
 
@@ -41,15 +43,23 @@ def _request_id(request) -> str:
     return request_id or new_request_id()
 
 
-def install(app) -> None:
-    @app.on_request
-    async def assign_request_id(request):
+def with_request_id(handler):
+    """Wrap a route handler: resolve X-Request-ID first (an invalid or doubled header → 400).
+    A wrapper rather than Sanic request middleware, which costs ~15 µs per request here (measured
+    on a trivial route: 81 → 94-101 µs of server CPU) on every request's path to the lane."""
+    @functools.wraps(handler)
+    async def handle_with_id(request, *args, **kwargs):
         try:
             request.ctx.request_id = resolve_request_id(request.headers.getall(HEADER, []))
         except APIError:
             request.ctx.request_id = new_request_id()
             raise
+        return await handler(request, *args, **kwargs)
 
+    return handle_with_id
+
+
+def install(app) -> None:
     @app.on_response
     async def echo_request_id(request, response):
         if HEADER not in response.headers:
