@@ -403,7 +403,7 @@ def main() -> int:
                     us, gap_s = cpu_per_token_us(url, args.model, pid, 8, 8 + args.cpu_tokens, c, idle_rate)
                     cpu_us_per_token[c] = (us, bare_relay_floor_us(gap_s))
             if proc and position == 0 and "synthetic:" not in model_arg:
-                ttft_pair = paired_ttft_ms(url, args.model, args.threads, args.ctx_size, 15)
+                ttft_pair = paired_ttft_ms(url, args.model, args.threads, args.ctx_size, 40)
         finally:
             if proc:
                 stop(proc)
