@@ -95,7 +95,7 @@ def _build(config: GatewayConfig, backend) -> Sanic:
 
 
 async def _before_start(app: Sanic) -> None:
-    from gateway.serving import Backend, open_observers  # lane imports only where lanes run
+    from gateway.serving import Backend, freeze_startup_heap, open_observers  # lanes only where they run
 
     state: ServerState = app.ctx.state
     configure_logging(state.config.log_level)
@@ -115,6 +115,7 @@ async def _before_start(app: Sanic) -> None:
         app.ctx.backend = backend
     backend.attach(state, asyncio.get_running_loop())
     open_observers(state)
+    freeze_startup_heap()
     state.log.info("serving", models=list(state.models), replicas=state.config.replicas, pid=os.getpid())
 
 

@@ -2,6 +2,7 @@
 a clean failure), attach to the event loop, drain, close."""
 from __future__ import annotations
 
+import gc
 import time
 
 from gateway.backend import LaneStartupError, create_pool, resolve_model_paths, text_model_path
@@ -61,6 +62,14 @@ class Backend:
         if not self._closed:
             self._closed = True
             self.pool.close()
+
+
+def freeze_startup_heap() -> None:
+    """Move everything alive after start-up (Sanic, Jinja, tokenizers, metrics: ~41k objects)
+    out of the collector's reach. A full collection over that heap took 14-18 ms here, and it
+    lands inside whichever request happens to trigger it; per-request garbage stays collected."""
+    gc.collect()
+    gc.freeze()
 
 
 def open_observers(state: ServerState) -> None:
