@@ -134,10 +134,10 @@ for _ in range(n):
 
 
 def bare_relay_floor_us(gap_s: float, num_wakes: int = 300) -> float:
-    """CPU per iteration of the least any relay can do per token: sleep in epoll until another
-    process rings an eventfd (every `gap_s`, the pace tokens arrive at), then send one
-    ~220-byte event over loopback TCP to a reading process. On a VM most of it is the wake-up
-    itself (an idle vCPU costs tens of µs to wake), which no relay design avoids."""
+    """CPU per iteration of a minimal Python relay: sleep in epoll until another process rings
+    an eventfd (every `gap_s`, the pace tokens arrive at), then send one ~220-byte event over
+    loopback TCP to a reading process. On a VM most of it is the wake-up itself (an idle vCPU
+    costs tens of µs to wake), which no relay that sleeps between tokens avoids."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()

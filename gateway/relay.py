@@ -83,18 +83,19 @@ class SseSender:
         if self._on_first_delta is not None:
             self._on_first_delta()
             self._on_first_delta = None
-        if send_errno or self._transport.is_closing():
-            # The peer is gone (or the transport is closing: its buffer takes nothing more).
-            # Sanic sees the close and cancels the handler, which cancels the lane.
-            self.close_direct()
-            self._transport.abort()
-        elif unsent:
+        if not send_errno and not self._transport.is_closing():
+            if not unsent:
+                return
             self.num_socket_full += 1
             try:
                 self._transport.write(unsent)
+                return
             except Exception:  # closed under us: same as a gone peer
-                self.close_direct()
-                self._transport.abort()
+                pass
+        # The peer is gone, or the transport is closing (its buffer takes nothing more). Sanic
+        # sees the close and cancels the handler, which cancels the lane.
+        self.close_direct()
+        self._transport.abort()
 
     async def send(self, data: bytes) -> None:
         self._sends_in_flight += 1

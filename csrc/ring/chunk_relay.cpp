@@ -32,14 +32,9 @@ ChunkRelay::Result ChunkRelay::relay(Consumer& consumer, int bell_fd, int sock_f
   size_t total_bytes = 0;
   end_pos_ = consumer.peek(max_records, [&](uint32_t type, const uint8_t* p, size_t n) {
     ++visited;
-    if (type != uint32_t(ls::wire::RecordType::Delta)) {
-      out.control_type = type;
-      out.control = p;
-      out.control_bytes = n;
-      return false;
-    }
-    if (n < sizeof(ls::wire::DeltaHeader)) {
-      // Malformed delta: hand it to the caller's decoder, which reports protocol errors.
+    // Anything but a well-formed DELTA goes back to the caller's decoder (which also reports a
+    // malformed delta as a protocol error).
+    if (type != uint32_t(ls::wire::RecordType::Delta) || n < sizeof(ls::wire::DeltaHeader)) {
       out.control_type = type;
       out.control = p;
       out.control_bytes = n;
@@ -72,7 +67,6 @@ ChunkRelay::Result ChunkRelay::relay(Consumer& consumer, int bell_fd, int sock_f
       sent = 0;
     }
     sent_bytes_ = size_t(sent);
-    out.sent_bytes = sent_bytes_;
     out.unsent_bytes = out.send_errno ? 0 : total_bytes - sent_bytes_;
   }
   return out;

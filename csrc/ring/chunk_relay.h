@@ -26,7 +26,6 @@ class ChunkRelay {
 
   struct Result {
     uint32_t num_deltas = 0;        // deltas of the request in this batch (sent or left unsent)
-    size_t sent_bytes = 0;          // bytes the socket took
     size_t unsent_bytes = 0;        // bytes it did not take (socket buffer full): copy_unsent()
     int send_errno = 0;             // a send failure other than EAGAIN: the connection is unusable
     uint32_t control_type = 0;      // 0, or the non-DELTA record that ended the batch ...
