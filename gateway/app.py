@@ -113,8 +113,8 @@ async def _before_start(app: Sanic) -> None:
             state.log.error("startup_failed", error=str(exc))
             _exit_startup_failure(app, str(exc))
         app.ctx.backend = backend
-    backend.attach(state, asyncio.get_running_loop())
     open_observers(state)
+    backend.attach(state, asyncio.get_running_loop())
     freeze_startup_heap()
     state.log.info("serving", models=list(state.models), replicas=state.config.replicas, pid=os.getpid())
 

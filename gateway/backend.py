@@ -6,9 +6,13 @@ place and the rest of the gateway can be unit-tested without the lanes package.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from lanes.model_files import find_model_file
+from lanes.wire import BATCH_TOKEN_BOUNDS, CONTENT, STEP_TIME_BOUNDS_NS  # noqa: F401  (re-exported)
 from lanes.pool import (  # noqa: F401  (re-exported)
+    LANE_STATES,
+    SERVING_STATES,
     ChoiceDone,
     Chunk,
     Framing,
@@ -23,6 +27,7 @@ from lanes.pool import (  # noqa: F401  (re-exported)
 )
 
 from gateway.config import GatewayConfig
+from gateway.gguf_meta import read_model_meta
 from gateway.openai_requests import Sampling
 
 
@@ -47,12 +52,38 @@ def text_model_path(lane_path: str) -> str:
     return str(find_model_file("smollm2")) if is_synthetic(lane_path) else lane_path
 
 
+MAX_AUTO_SLOTS = 8
+KV_MEMORY_FRACTION = 0.5
+
+
+def memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def slots_for(config: GatewayConfig, path: str) -> int:
+    """Sequence slots per lane: --parallel, or automatically 8, fewer only when the K/V cache of
+    every lane (replicas × models × slots × ctx_size × bytes per token) would pass half of this
+    machine's memory. The cache is reserved, not resident: pages commit as sequences fill them."""
+    if config.parallel:
+        return config.parallel
+    if is_synthetic(path):
+        return MAX_AUTO_SLOTS
+    per_token = read_model_meta(path).kv_bytes_per_token
+    if not per_token:
+        return MAX_AUTO_SLOTS
+    lanes = config.replicas * len(config.models)
+    fit = int(memory_bytes() * KV_MEMORY_FRACTION) // (lanes * config.ctx_size * per_token)
+    return max(1, min(MAX_AUTO_SLOTS, fit))
+
+
 def lane_specs(config: GatewayConfig, paths: dict[str, str]) -> list[LaneModelSpec]:
-    return [
-        LaneModelSpec(name=name, path=path, replicas=config.replicas, threads=config.lane_threads(),
-                      ctx_size=config.ctx_size)
-        for name, path in paths.items()
-    ]
+    specs = []
+    for name, path in paths.items():
+        slots = slots_for(config, path)
+        specs.append(LaneModelSpec(name=name, path=path, replicas=config.replicas, threads=config.lane_threads(),
+                                   ctx_size=config.ctx_size, num_slots=slots,
+                                   max_batch_tokens=max(config.max_batch_tokens, slots)))
+    return specs
 
 
 def create_pool(config: GatewayConfig, paths: dict[str, str]) -> LanePool:
@@ -70,7 +101,7 @@ def generation_params(sampling: Sampling, max_tokens: int) -> GenerationParams:
 
 
 __all__ = [
-    "ChoiceDone", "Chunk", "Framing", "GenerationParams", "LaneBusy", "LaneError", "LaneModelSpec", "LanePool",
+    "LANE_STATES", "SERVING_STATES", "ChoiceDone", "Chunk", "Framing", "GenerationParams", "LaneBusy", "LaneError", "LaneModelSpec", "LanePool",
     "LaneStartupError", "LaneStatus", "RequestStream", "create_pool", "generation_params", "is_synthetic",
     "lane_specs", "resolve_model_paths", "text_model_path",
 ]

@@ -12,9 +12,14 @@ from gateway.config import FIELDS, ConfigError, GatewayConfig, config_from_strin
 
 _HELP = {
     "models": "model to serve as NAME=PATH_OR_ALIAS (repeatable; alias: smollm2, gemma3); default smollm2",
-    "replicas": "lanes (processes) per model; each runs one request at a time",
+    "replicas": "lane processes per model (isolation: a crash takes down one replica's requests only)",
     "threads": "compute threads per lane (0 = share the cores evenly among all lanes)",
-    "ctx_size": "context window per lane, in tokens (capped by the model's trained context)",
+    "ctx_size": "context window per sequence slot, in tokens (capped by the model's trained context)",
+    "parallel": "sequence slots per lane: requests batched into one forward pass per step "
+                "(0 = automatic: 8, fewer if the K/V cache would pass half the memory)",
+    "max_batch_tokens": "per-step token budget (decode tokens + one prompt chunk; default 256)",
+    "max_queue": "requests queued per model once every slot is taken; beyond it 429 (default 64)",
+    "queue_timeout_s": "longest wait in the queue before 429 (default 60)",
     "host": "address to bind (default loopback)",
     "port": "TCP port",
     "records": "append one JSON line per finished request to FILE (never prompt or output text)",

@@ -63,7 +63,13 @@ class GatewayConfig:
     models: tuple[ModelEntry, ...] = (ModelEntry(DEFAULT_MODEL, DEFAULT_MODEL),)
     replicas: int = 1
     threads: int = 0  # per lane; 0 = share this machine's cores evenly among all lanes
-    ctx_size: int = 4096
+    ctx_size: int = 4096  # per sequence slot
+    # Sequence slots per lane (requests one forward pass serves at once); 0 = automatic: 8, fewer
+    # only if the K/V cache of all lanes would pass half of this machine's memory.
+    parallel: int = 0
+    max_batch_tokens: int = 256  # per-step token budget: decode tokens + one prompt chunk
+    max_queue: int = 64          # requests waiting per model once every slot is taken; beyond → 429
+    queue_timeout_s: float = 60.0  # a queued request gets a slot within this long, else 429
     host: str = "127.0.0.1"
     port: int = 8000
     records: str | None = None
@@ -91,12 +97,16 @@ class GatewayConfig:
         names = [m.name for m in self.models]
         if len(set(names)) != len(names):
             raise ConfigError(f"models: duplicate model names in {names}")
-        for name in ("replicas", "max_n", "retry_after_s", "max_json_depth"):
+        for name in ("replicas", "max_n", "retry_after_s", "max_json_depth", "max_batch_tokens"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1 (got {value!r})")
         if type(self.threads) is not int or not 0 <= self.threads <= 256:
             raise ConfigError(f"threads must be an integer in [0, 256], 0 = automatic (got {self.threads!r})")
+        if type(self.parallel) is not int or not 0 <= self.parallel <= 256:
+            raise ConfigError(f"parallel must be an integer in [0, 256], 0 = automatic (got {self.parallel!r})")
+        if type(self.max_queue) is not int or self.max_queue < 0:
+            raise ConfigError(f"max_queue must be an integer >= 0 (got {self.max_queue!r})")
         if type(self.ctx_size) is not int or not 16 <= self.ctx_size <= 1 << 20:
             raise ConfigError(f"ctx_size must be an integer in [16, 1048576] (got {self.ctx_size!r})")
         if type(self.port) is not int or not 0 <= self.port <= 65535:
@@ -106,7 +116,7 @@ class GatewayConfig:
         if type(self.max_body_bytes) is not int or self.max_body_bytes < 1024:
             raise ConfigError(f"max_body_bytes must be an integer >= 1024 (got {self.max_body_bytes!r})")
         for name in ("keepalive_interval_s", "drain_grace_s", "heartbeat_timeout_s", "response_timeout_s",
-                     "write_stall_timeout_s", "request_deadline_s"):
+                     "write_stall_timeout_s", "request_deadline_s", "queue_timeout_s"):
             _positive(name, getattr(self, name))
         if self.keepalive_interval_s >= self.response_timeout_s:
             # Keep-alives are what refresh Sanic's inactivity timer while deltas go out natively.

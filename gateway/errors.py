@@ -64,10 +64,10 @@ def model_not_found(requested: object) -> APIError:
     )
 
 
-def server_busy(retry_after_s: int, model: str) -> APIError:
+def server_busy(retry_after_s: int, model: str, detail: str = "its queue is full") -> APIError:
     return APIError(
         429,
-        f"Every replica of model {model!r} is busy; retry shortly",
+        f"Every sequence slot of model {model!r} is taken and {detail}; retry shortly",
         type="rate_limit_error",
         code="server_busy",
         headers={"Retry-After": str(retry_after_s)},

@@ -81,17 +81,18 @@ class StreamFrames:
             choice = {"index": index, "text": "", "logprobs": None, "finish_reason": finish_reason}
         return self._event(self._chunk([choice]))
 
-    def usage_event(self, prompt_tokens: int, completion_tokens: int) -> bytes:
+    def usage_event(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> bytes:
         chunk = self._chunk([])
-        chunk["usage"] = usage(prompt_tokens, completion_tokens)
+        chunk["usage"] = usage(prompt_tokens, completion_tokens, cached_tokens)
         return self._event(chunk)
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict:
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
     }
 
 
@@ -113,7 +114,7 @@ class ChoiceResult:
 
 def non_stream_body(
     *, completion_id: str, created: int, model: str, chat: bool, choices: list[ChoiceResult],
-    prompt_tokens: int, completion_tokens: int,
+    prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0,
 ) -> bytes:
     """The full JSON body; each choice's text is spliced in as already-escaped bytes."""
     rendered = []
@@ -130,7 +131,7 @@ def non_stream_body(
         "model": model,
         "system_fingerprint": SYSTEM_FINGERPRINT,
         "choices": rendered,
-        "usage": usage(prompt_tokens, completion_tokens),
+        "usage": usage(prompt_tokens, completion_tokens, cached_tokens),
     })
     # Split the skeleton once and interleave: generated text is never searched for markers.
     parts = skeleton.split(orjson.dumps(_MARK)[1:-1])

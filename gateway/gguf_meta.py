@@ -13,6 +13,7 @@ class ModelMeta:
     context_length: int | None
     bos_token: str
     eos_token: str
+    kv_bytes_per_token: int = 0  # fp16 K and V over all layers (0: unknown)
 
 
 def read_model_meta(path: str) -> ModelMeta:
@@ -30,6 +31,14 @@ def read_model_meta(path: str) -> ModelMeta:
         return text if isinstance(text, str) else ""
 
     context_length = f.get(f"{arch}.context_length") if arch else None
+
+    def arch_int(key: str) -> int:
+        value = f.get(f"{arch}.{key}") if arch else None
+        return value if isinstance(value, int) and value > 0 else 0
+
+    n_head = arch_int("attention.head_count")
+    head_dim = arch_int("attention.key_length") or (arch_int("embedding_length") // n_head if n_head else 0)
+    kv_bytes = arch_int("block_count") * (arch_int("attention.head_count_kv") or n_head) * head_dim * 2 * 2
     template = f.get("tokenizer.chat_template")
     return ModelMeta(
         architecture=arch if isinstance(arch, str) else None,
@@ -37,4 +46,5 @@ def read_model_meta(path: str) -> ModelMeta:
         context_length=int(context_length) if isinstance(context_length, int) else None,
         bos_token=token_text("tokenizer.ggml.bos_token_id"),
         eos_token=token_text("tokenizer.ggml.eos_token_id"),
+        kv_bytes_per_token=kv_bytes,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 import orjson
 from sanic.response import HTTPResponse
 
-SERVING_STATES = ("ready", "busy")
+from gateway.backend import SERVING_STATES
 
 
 def _json(value, status: int = 200, headers: dict | None = None) -> HTTPResponse:
@@ -27,6 +27,7 @@ def _model_card(state, served, statuses) -> dict:
             "replicas": len(lanes),
             "ready_replicas": sum(1 for s in lanes if s.state in SERVING_STATES),
             "context_length": served.n_ctx,
+            "slots_per_replica": served.num_slots,
             "capabilities": capabilities,
             "architecture": served.text.architecture,
         },
@@ -57,10 +58,17 @@ def readiness(state) -> tuple[int, dict]:
         lanes = [s for s in statuses if s.model == name]
         serving = sum(1 for s in lanes if s.state in SERVING_STATES)
         all_serving &= serving > 0
+        served = state.models[name]
         models[name] = {
             "status": "ready" if serving == len(lanes) and lanes else ("degraded" if serving else "unavailable"),
             "ready_replicas": serving,
-            "lanes": [{"index": s.index, "state": s.state, "pid": s.pid, "restarts": s.restarts} for s in lanes],
+            "slots": sum(s.num_slots for s in lanes if s.state in SERVING_STATES),
+            "slots_in_use": sum(s.in_flight for s in lanes),
+            "queued": state.admission.depth(name) if state.admission is not None else 0,
+            "ctx_per_slot": served.n_ctx,
+            "lanes": [{"index": s.index, "state": s.state, "pid": s.pid, "restarts": s.restarts,
+                       "slots": s.num_slots, "slots_in_use": s.in_flight,
+                       "kv_cache_bytes": s.kv_cache_bytes} for s in lanes],
         }
     if state.draining:
         status = "draining"

@@ -9,7 +9,8 @@ import asyncio
 
 from sanic.response import HTTPResponse
 
-from gateway.backend import Framing, LaneBusy, generation_params
+from gateway.admission import QueueFull, QueueTimeout
+from gateway.backend import CONTENT, SERVING_STATES, generation_params
 from gateway.body import parse_json_object
 from gateway.cors import cors_headers
 from gateway.errors import APIError, invalid, server_busy, unavailable
@@ -20,7 +21,6 @@ from gateway.relay import WriteStalled, collect, non_stream_response_body, relay
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.tracking import RequestTracker
 
-SERVING_STATES = ("ready", "busy")
 LARGE_BODY_BYTES = 64 * 1024
 
 
@@ -55,11 +55,11 @@ def _prompt_ids(state, served, parsed, chat: bool) -> list[list[int]]:
     return all_ids
 
 
-def _admission_error(state, model: str) -> APIError:
+def _admission_error(state, model: str, detail: str) -> APIError:
     retry_after_s = state.config.retry_after_s
     lanes = [s for s in state.statuses() if s.model == model]
     if any(s.state in SERVING_STATES for s in lanes):
-        return server_busy(retry_after_s, model)
+        return server_busy(retry_after_s, model, detail)
     return unavailable(f"model {model!r} has no lane that can serve right now (loading or restarting)",
                        retry_after_s, code="lane_unavailable")
 
@@ -100,19 +100,20 @@ async def _generate(request, chat: bool):
             params = generation_params(sampling, _max_tokens(sampling.max_tokens, len(ids), served.n_ctx,
                                                                "messages" if chat else "prompt"))
             first = p * sampling.n
-            if sampling.stream:
-                framings = [Framing(*frames.content_framing(first + j)) for j in range(sampling.n)]
-            else:
-                framings = [Framing(b"", b"")] * sampling.n
-            submissions.append(Submission(ids, params, framings, first))
+            framings = [(j, CONTENT, *frames.content_framing(first + j)) for j in range(sampling.n)] \
+                if sampling.stream else []  # non-stream: the relay collects each choice's escaped text
+            submissions.append(Submission(ids, params, sampling.n, framings, first))
 
-        generation = Generation(state.pool, served.name, submissions,
-                                continuation_timeout_s=state.config.response_timeout_s)
+        generation = Generation(state.pool, state.admission, served.name, submissions)
         try:
-            generation.start()
-        except LaneBusy:
+            await generation.start()
+        except QueueFull:
             generation = None
-            raise _admission_error(state, served.name) from None
+            raise _admission_error(state, served.name, "its queue is full") from None
+        except QueueTimeout:
+            generation = None
+            raise _admission_error(
+                state, served.name, f"no slot freed up within {state.config.queue_timeout_s:g} s in the queue") from None
         tracker.admitted()
         state.metrics.active.labels(served.name).inc()
         try:

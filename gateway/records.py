@@ -27,6 +27,7 @@ class RequestRecord:
     n_choices: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens served from the prefix cache
     admission_ms: float | None = None
     ttft_ms: float | None = None
     model_ms: float | None = None

@@ -34,20 +34,20 @@ class SseSender:
     """Sends events and, from one watchdog task, `: keep-alive` comments whenever the stream
     has been silent for the interval (Sanic's RESPONSE_TIMEOUT kills silent streams).
 
-    A client that stops reading must not hold its lane forever: when the transport already has
+    A client that stops reading must not hold its slot forever: when the transport already has
     unsent bytes, the send is bounded by the write-stall timeout (the fast path, an empty
     buffer, costs no timer).
 
     It is also the lane stream's *sink* (lanes.stream): while the transport has nothing pending
-    and no send of ours is in progress, the ring pump writes the lane's deltas as HTTP chunks
-    to a dup of the socket itself (no Python per token). Order holds because both run on the
-    event-loop thread and each side writes only when the other has nothing in flight; bytes the
-    socket does not take go to the transport first, which makes ready() false until they drain.
-    Direct writes do not count as activity for the watchdog, so a keep-alive comment still goes
-    through Sanic every interval and keeps its RESPONSE_TIMEOUT timer fresh."""
+    and no send of ours is in progress, the stream is in direct mode and the ring pump writes the
+    lane's deltas as HTTP chunks to a dup of the socket itself (no Python per token). Every send
+    of ours turns direct mode off first and back on when it completed with the transport empty;
+    both run on the event-loop thread, so the two writers never interleave. Bytes the socket does
+    not take come back (`_on_partial`) and go to the transport first. Direct writes do not count
+    as activity for the watchdog, so a keep-alive comment still goes through Sanic every interval
+    and keeps its RESPONSE_TIMEOUT timer fresh."""
 
-    def __init__(self, response, transport, keepalive_interval_s: float, write_stall_timeout_s: float,
-                 on_first_delta=None) -> None:
+    def __init__(self, response, transport, keepalive_interval_s: float, write_stall_timeout_s: float) -> None:
         self._response = response
         self._transport = transport
         self._interval_s = keepalive_interval_s
@@ -55,7 +55,7 @@ class SseSender:
         self._last_send_s = time.monotonic()
         self._sends_in_flight = 0  # the handler's and the watchdog's sends can overlap
         self._watchdog: asyncio.Task | None = None
-        self._on_first_delta = on_first_delta
+        self._stream = None
         self.fd = -1
         self.num_socket_full = 0  # direct batches the socket did not fully take (slow reader)
 
@@ -69,7 +69,19 @@ class SseSender:
             return
         self.fd = os.dup(sock.fileno())
 
+    def attach(self, stream) -> None:
+        self._stream = stream
+        if self.fd >= 0:
+            stream.attach_sink(self.fd, self._on_partial)
+            stream.set_direct(self.ready())
+
+    def detach(self) -> None:
+        if self._stream is not None:
+            self._stream.detach_sink()
+            self._stream = None
+
     def close_direct(self) -> None:
+        self.detach()  # the pump must never write to the number again
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -79,10 +91,7 @@ class SseSender:
         return (self.fd >= 0 and not self._sends_in_flight and transport.get_write_buffer_size() == 0
                 and not transport.is_closing())
 
-    def relayed(self, num_deltas: int, unsent: bytes | None, send_errno: int) -> None:
-        if self._on_first_delta is not None:
-            self._on_first_delta()
-            self._on_first_delta = None
+    def _on_partial(self, unsent: bytes | None, send_errno: int) -> None:
         if not send_errno and not self._transport.is_closing():
             if not unsent:
                 return
@@ -98,6 +107,9 @@ class SseSender:
         self._transport.abort()
 
     async def send(self, data: bytes) -> None:
+        stream = self._stream
+        if stream is not None:
+            stream.set_direct(False)
         self._sends_in_flight += 1
         try:
             if self._transport.get_write_buffer_size() == 0:
@@ -110,6 +122,8 @@ class SseSender:
         finally:
             self._sends_in_flight -= 1
             self._last_send_s = time.monotonic()
+            if stream is not None and stream is self._stream and self.ready():
+                stream.set_direct(True)
 
     def start_keepalive(self) -> None:
         self._watchdog = asyncio.get_running_loop().create_task(self._keepalive())
@@ -140,8 +154,7 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
                        headers: dict, keepalive_interval_s: float, write_stall_timeout_s: float,
                        retry_after_s: int) -> None:
     response = await request.respond(headers=headers, content_type="text/event-stream; charset=utf-8")
-    sender = SseSender(response, request.transport, keepalive_interval_s, write_stall_timeout_s,
-                       on_first_delta=tracker.first_token)
+    sender = SseSender(response, request.transport, keepalive_interval_s, write_stall_timeout_s)
     sender.start_keepalive()
     sender.open_direct()
     chat = frames.chat
@@ -152,11 +165,12 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
                 # while the lane prefills; then the lane's deltas may flow ring → socket.
                 opening = b"".join(frames.role_event(offset + j) for j in range(stream.num_choices)) if chat else b""
                 await sender.send(opening)
-                stream.sink = sender
+                sender.attach(stream)
                 try:
                     async for item in stream:
                         choice = offset + item.choice
                         if type(item) is ChoiceDone:
+                            tracker.first_token(stream.first_direct_ns or None)
                             if item.finish_reason == "cancelled":
                                 await sender.send(_drained_error(retry_after_s).sse_event() + DONE_EVENT)
                                 tracker.finish("error", 200, "server_shutting_down")
@@ -167,7 +181,7 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
                         tracker.first_token()  # queued path (the socket was busy when it arrived)
                         await sender.send(item.data)
                 finally:
-                    stream.sink = None
+                    sender.detach()
         except (GenerationFailed, LaneError) as exc:
             failure = Generation.failed(exc)
             await sender.send(_failure_error(failure.code, failure.message, retry_after_s).sse_event() + DONE_EVENT)
@@ -175,7 +189,8 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
             return
         tail = DONE_EVENT
         if frames.include_usage:
-            tail = frames.usage_event(tracker.record.prompt_tokens, tracker.record.completion_tokens) + tail
+            rec = tracker.record
+            tail = frames.usage_event(rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens) + tail
         await sender.send(tail)
         await response.eof()
         tracker.finish("success", 200)
@@ -202,12 +217,7 @@ async def collect(generation: Generation, num_choices: int, tracker, *, n_per_pr
                         raise _drained_error(retry_after_s)
                     tracker.choice_done(choice // n_per_prompt, item)
                     results[choice].finish_reason = item.finish_reason
-                else:
-                    tracker.first_token()
-                    # The body is built at the end: after the first token (its time is recorded),
-                    # no wake-up per token.
-                    stream.wake_on_chunks = False
-                    results[choice].escaped.append(item.data)
+                    results[choice].escaped.append(item.text)  # collected natively, already escaped
     except (GenerationFailed, LaneError) as exc:
         failure = Generation.failed(exc)
         raise _failure_error(failure.code, failure.message, retry_after_s) from None
@@ -218,5 +228,5 @@ def non_stream_response_body(frames: StreamFrames, results: list[ChoiceResult], 
     return non_stream_body(
         completion_id=frames.completion_id, created=frames.created, model=frames.model, chat=frames.chat,
         choices=results, prompt_tokens=tracker.record.prompt_tokens,
-        completion_tokens=tracker.record.completion_tokens,
+        completion_tokens=tracker.record.completion_tokens, cached_tokens=tracker.record.cached_tokens,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import time
 
+from gateway.admission import AdmissionQueue
 from gateway.backend import LaneStartupError, create_pool, resolve_model_paths, text_model_path
 from gateway.config import GatewayConfig
 from gateway.metrics import Metrics
@@ -52,7 +53,16 @@ class Backend:
             info = self.pool.lane_info(name)
             text = self.texts[name]
             state.models[name] = ServedModel(name=name, path=path, text=text, n_ctx=int(info["n_ctx"]),
-                                             n_vocab=int(info.get("n_vocab", text.n_vocab)), created_s=created_s)
+                                             n_vocab=int(info.get("n_vocab", text.n_vocab)), created_s=created_s,
+                                             num_slots=int(info.get("num_slots", 1)),
+                                             kv_cache_bytes=int(info.get("kv_cache_bytes", 0)))
+            state.log.info("model_ready", model=name, replicas=state.config.replicas,
+                           slots_per_lane=info.get("num_slots"), ctx_per_slot=info.get("n_ctx"),
+                           kv_cache_mib_per_lane=round(info.get("kv_cache_bytes", 0) / 2**20, 1),
+                           max_batch_tokens=info.get("max_batch_tokens"))
+        state.admission = AdmissionQueue(state.config.max_queue, state.config.queue_timeout_s,
+                                         on_wait=state.metrics.observe_queue_wait if state.metrics else None)
+        self.pool.on_capacity = state.admission.notify
         state.pool = self.pool
 
     async def drain(self, grace_s: float) -> None:
@@ -74,6 +84,6 @@ def freeze_startup_heap() -> None:
 
 def open_observers(state: ServerState) -> None:
     if state.metrics is None:
-        state.metrics = Metrics(state.statuses)
+        state.metrics = Metrics(state)
     if state.config.records and state.records is None:
         state.records = RecordsFile(state.config.records)

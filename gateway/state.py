@@ -20,12 +20,15 @@ class ServedModel:
     n_ctx: int
     n_vocab: int
     created_s: int
+    num_slots: int = 1        # sequence slots per lane
+    kv_cache_bytes: int = 0   # K/V cache reserved per lane
 
 
 @dataclass
 class ServerState:
     config: GatewayConfig
     pool: object = None  # gateway.backend.LanePool once started
+    admission: object = None  # gateway.admission.AdmissionQueue once started
     models: dict[str, ServedModel] = field(default_factory=dict)
     metrics: Metrics | None = None
     records: RecordsFile | None = None

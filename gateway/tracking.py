@@ -21,6 +21,7 @@ class RequestTracker:
         self._prefill_ns = 0
         self._decode_ns = 0
         self._prompt_tokens_by_prompt: dict[int, int] = {}
+        self._cached_tokens_by_prompt: dict[int, int] = {}
 
     def set_model(self, model: str, stream: bool) -> None:
         self.record.model = model
@@ -32,9 +33,13 @@ class RequestTracker:
         if self._state.metrics and self.record.model:
             self._state.metrics.admission.labels(self.record.model).observe(self.record.admission_ms / 1e3)
 
-    def first_token(self) -> None:
-        if self.record.ttft_ms is None:
-            self.record.ttft_ms = _ms(time.perf_counter_ns() - self._start_ns)
+    def first_token(self, at_ns: int | None = None) -> None:
+        """The first content reached the client: now (queued path), or at a CLOCK_MONOTONIC
+        time the native relay recorded (direct path; perf_counter_ns is that clock on Linux).
+        The earliest of the reported times wins."""
+        ttft_ms = _ms((time.perf_counter_ns() if at_ns is None else at_ns) - self._start_ns)
+        if self.record.ttft_ms is None or ttft_ms < self.record.ttft_ms:
+            self.record.ttft_ms = ttft_ms
 
     def socket_full(self, num_writes: int) -> None:
         if num_writes and self._state.metrics:
@@ -43,6 +48,13 @@ class RequestTracker:
     def choice_done(self, prompt_index: int, done) -> None:
         """`done` is a lane ChoiceDone; the prompt of a submission is counted once, not per choice."""
         self._prompt_tokens_by_prompt[prompt_index] = done.prompt_tokens
+        # n > 1 choices copy the first one's prompt K/V: the prompt counts as computed once.
+        self._cached_tokens_by_prompt[prompt_index] = min(
+            done.cached_tokens, self._cached_tokens_by_prompt.get(prompt_index, done.cached_tokens))
+        self.record.cached_tokens = sum(self._cached_tokens_by_prompt.values())
+        if not self.record.stream and self.record.ttft_ms is None and self._admitted_ns is not None:
+            # non-stream: the first token existed once the lane finished the prompt
+            self.record.ttft_ms = _ms(self._admitted_ns + done.prefill_ns - self._start_ns)
         self.record.completion_tokens += done.completion_tokens
         self.record.prompt_tokens = sum(self._prompt_tokens_by_prompt.values())
         self.record.n_choices += 1
@@ -71,6 +83,7 @@ class RequestTracker:
                 metrics.rejected.labels(model_label, error_code or str(status)).inc()
             if rec.n_choices:
                 metrics.prompt_tokens.labels(model_label).inc(rec.prompt_tokens)
+                metrics.cached_tokens.labels(model_label).inc(rec.cached_tokens)
                 metrics.completion_tokens.labels(model_label).inc(rec.completion_tokens)
                 metrics.prefill.labels(model_label).observe(self._prefill_ns / 1e9)
                 metrics.decode.labels(model_label).observe(self._decode_ns / 1e9)

@@ -4,15 +4,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+# Lane replica states (one definition: metrics, health and admission import these).
+LANE_STATES = ("starting", "ready", "busy", "restarting", "failed", "stopped")
+SERVING_STATES = ("ready", "busy")  # handshaken and alive: ready = idle, busy = serving requests
+
+
 @dataclass(frozen=True)
 class LaneModelSpec:
     name: str
     path: str            # GGUF path, or "synthetic:..." (test/benchmark backend, see csrc/lane)
     replicas: int = 1
     threads: int = 1
-    ctx_size: int = 4096
+    ctx_size: int = 4096     # per sequence slot
+    num_slots: int = 8       # sequences one replica serves at once (one forward pass per step)
+    max_batch_tokens: int = 256  # per-step token budget: decode tokens + one prefill chunk
 
     def __post_init__(self) -> None:
+        if not 1 <= self.num_slots <= 256:
+            raise ValueError(f"num_slots must be in [1, 256], got {self.num_slots}")
+        if self.max_batch_tokens < self.num_slots:
+            raise ValueError(f"max_batch_tokens ({self.max_batch_tokens}) must be >= num_slots ({self.num_slots})")
         if not self.name:
             raise ValueError("model name must be non-empty")
         if self.replicas < 1:
@@ -25,8 +36,11 @@ class LaneModelSpec:
 
 @dataclass(frozen=True)
 class Framing:
-    prefix: bytes        # delta bytes = prefix + json_escaped(text) + suffix
+    """How the gateway's native relay frames one (choice, channel) of a streamed request:
+    event bytes = prefix + json_escaped(text) + suffix."""
+    prefix: bytes
     suffix: bytes
+    channel: int = 0     # lanes.wire.CHANNELS
 
 
 @dataclass(frozen=True)
@@ -63,11 +77,13 @@ class Chunk:
 @dataclass(frozen=True)
 class ChoiceDone:
     choice: int
-    finish_reason: str   # "stop" | "length" | "cancelled"
+    finish_reason: str   # lanes.wire.FINISH_CODES: "stop" | "length" | "cancelled"
     prompt_tokens: int
     completion_tokens: int
     prefill_ns: int
     decode_ns: int
+    cached_tokens: int = 0
+    text: bytes = b""    # collect mode (non-stream): the choice's JSON-escaped text
 
 
 class LaneBusy(Exception):
@@ -92,6 +108,9 @@ class LaneStartupError(Exception):
 class LaneStatus:
     model: str
     index: int
-    state: str           # starting | ready | busy | restarting | failed | stopped
+    state: str           # one of LANE_STATES
     pid: int | None
     restarts: int
+    in_flight: int = 0   # requests on this replica
+    num_slots: int = 0   # from its handshake (0 before)
+    kv_cache_bytes: int = 0

@@ -14,16 +14,17 @@ import logging
 import time
 
 from lanes import wire
-from lanes.api import (ChoiceDone, Chunk, Framing, GenerationParams, LaneBusy, LaneError, LaneModelSpec,
-                       LaneStartupError, LaneStatus)
+from lanes.api import (LANE_STATES, SERVING_STATES, ChoiceDone, Chunk, Framing, GenerationParams, LaneBusy,
+                       LaneError, LaneModelSpec, LaneStartupError, LaneStatus)
 from lanes.channels import request_ring_capacity, total_bytes
 from lanes.config import PoolConfig, config_from_env
 from lanes.names import ShmSpaceError, check_free_space, new_run_id, sweep_stale, unlink_run
-from lanes.slot import LaneSlot
+from lanes.replica import LaneReplica
 from lanes.stream import RequestStream
 
 __all__ = ["LanePool", "LaneModelSpec", "Framing", "GenerationParams", "Chunk", "ChoiceDone", "LaneBusy",
-           "LaneError", "LaneStartupError", "LaneStatus", "RequestStream", "PoolConfig"]
+           "LaneError", "LaneStartupError", "LaneStatus", "RequestStream", "PoolConfig", "LANE_STATES",
+           "SERVING_STATES"]
 
 log = logging.getLogger("laneserve.lanes")
 HEALTH_PERIOD_S = 0.1
@@ -50,13 +51,20 @@ class LanePool:
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._health_timer = None
-        self._slots: dict[str, list[LaneSlot]] = {
-            spec.name: [LaneSlot(self, spec, mi, r) for r in range(spec.replicas)]
+        self._replicas: dict[str, list[LaneReplica]] = {
+            spec.name: [LaneReplica(self, spec, mi, r) for r in range(spec.replicas)]
             for mi, spec in enumerate(self.specs)}
         self._next: dict[str, int] = {name: 0 for name in names}
+        # Called with a model name whenever a request ends or a replica becomes ready: the
+        # gateway's admission queue then retries its head.
+        self.on_capacity = None
 
-    def _all_slots(self) -> list[LaneSlot]:
-        return [s for slots in self._slots.values() for s in slots]
+    def _all_replicas(self) -> list[LaneReplica]:
+        return [r for replicas in self._replicas.values() for r in replicas]
+
+    def capacity_changed(self, model: str) -> None:
+        if self.on_capacity is not None:
+            self.on_capacity(model)
 
     # --- startup ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -71,8 +79,8 @@ class LanePool:
             need = sum(total_bytes(request_ring_capacity(s.ctx_size), self.config.output_ring_bytes) * s.replicas
                        for s in self.specs)
             check_free_space(int(need * SHM_HEADROOM), self.config.shm_dir)
-            for slot in self._all_slots():
-                slot.spawn()
+            for replica in self._all_replicas():
+                replica.spawn()
             self._wait_ready()
         except ShmSpaceError as e:
             self.close()
@@ -86,16 +94,16 @@ class LanePool:
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.config.startup_timeout_s
-        pending = self._all_slots()
+        pending = self._all_replicas()
         failures = []
         while pending:
             still = []
-            for slot in pending:
-                result = slot.poll_startup()
+            for replica in pending:
+                result = replica.poll_startup()
                 if result == "failed":
-                    failures.append(f"lane {slot.name} could not load {slot.spec.path!r}: {slot.last_error}")
+                    failures.append(f"lane {replica.name} could not load {replica.spec.path!r}: {replica.last_error}")
                 elif result is None:
-                    still.append(slot)
+                    still.append(replica)
             if failures:
                 break
             if still and time.monotonic() > deadline:
@@ -112,16 +120,16 @@ class LanePool:
         if not self._started or self.closing:
             raise RuntimeError("attach() needs a started, open pool")
         self._loop = loop
-        for slot in self._all_slots():
-            slot.attach(loop)
+        for replica in self._all_replicas():
+            replica.attach(loop)
         self._health_timer = loop.call_later(HEALTH_PERIOD_S, self._health_tick)
 
     def _health_tick(self) -> None:
         if self.closing:
             return
         now = time.monotonic_ns()
-        for slot in self._all_slots():
-            slot.check_health(now)
+        for replica in self._all_replicas():
+            replica.check_health(now)
         self._health_timer = self._loop.call_later(HEALTH_PERIOD_S, self._health_tick)
 
     # --- queries ------------------------------------------------------------------------------
@@ -129,39 +137,63 @@ class LanePool:
         return [s.name for s in self.specs]
 
     def lane_info(self, model: str) -> dict:
-        for slot in self._slots[model]:
-            if slot.hello is not None:
-                return {"n_ctx": slot.hello.n_ctx, "n_vocab": slot.hello.n_vocab}
+        for replica in self._replicas[model]:
+            if replica.hello is not None:
+                h = replica.hello
+                return {"n_ctx": h.n_ctx, "n_vocab": h.n_vocab, "num_slots": h.num_slots,
+                        "kv_cache_bytes": h.kv_cache_bytes, "max_batch_tokens": h.max_batch_tokens}
         raise LaneError("no_lane", f"no lane of model {model!r} has completed its handshake")
 
     def statuses(self) -> list[LaneStatus]:
-        return [LaneStatus(s.spec.name, s.index, s.state, s.pid, s.restarts) for s in self._all_slots()]
+        return [LaneStatus(r.spec.name, r.index, r.state, r.pid, r.restarts, len(r.streams),
+                           r.hello.num_slots if r.hello else 0, r.hello.kv_cache_bytes if r.hello else 0)
+                for r in self._all_replicas()]
+
+    def capacity(self, model: str) -> tuple[int, int]:
+        """(requests in flight, slots) over the model's serving replicas."""
+        in_flight = slots = 0
+        for r in self._replicas[model]:
+            if r.serving and r.hello is not None:
+                in_flight += len(r.streams)
+                slots += r.hello.num_slots
+        return in_flight, slots
+
+    def lane_stats(self) -> list[tuple[str, object]]:
+        """(model, latest lanes.wire.Stats) per replica that has reported."""
+        return [(r.spec.name, r.stats) for r in self._all_replicas() if r.stats is not None]
 
     # --- requests -----------------------------------------------------------------------------
-    def submit(self, model: str, prompt_ids: list[int], params: GenerationParams, framings: list[Framing],
-               request_id: int) -> RequestStream:
-        slots = self._slots[model]  # KeyError for an unknown model
+    def submit(self, model: str, prompt_ids: list[int], params: GenerationParams, request_id: int, *,
+               num_choices: int = 1, framings: list[tuple[int, int, bytes, bytes]] = (),
+               collect: bool = False) -> RequestStream:
+        """Start a request on the replica with the most free sequence slots; LaneBusy when every
+        slot of the model is taken (the caller queues or answers 429). framings: per (choice,
+        channel) (choice, channel, prefix, suffix) for streamed output; collect: non-stream."""
+        replicas = self._replicas[model]  # KeyError for an unknown model
         if self._loop is None:
             raise RuntimeError("submit() before attach()")
         if self._draining or self.closing:
             raise LaneBusy("the server is shutting down")
-        if not framings:
-            raise ValueError("at least one Framing (one per choice) is required")
+        if not 1 <= num_choices <= 128:
+            raise ValueError("num_choices must be in [1, 128]")
         if not prompt_ids:
             raise ValueError("prompt_ids must be non-empty")
         if not 0 < request_id < 2**64:
             raise ValueError("request_id must be in [1, 2^64)")
         start = self._next[model]
-        for k in range(len(slots)):
-            slot = slots[(start + k) % len(slots)]
-            if slot.state == "ready":
-                payload = wire.encode_request(request_id, prompt_ids, params, framings)
-                if len(payload) > slot.channels.writer.max_payload_bytes:
-                    raise ValueError(f"request of {len(payload)} bytes exceeds the lane ring's maximum of "
-                                     f"{slot.channels.writer.max_payload_bytes} (prompt longer than ctx_size?)")
-                self._next[model] = (start + k + 1) % len(slots)
-                return slot.submit(request_id, payload, len(framings))
-        raise LaneBusy(f"all {len(slots)} lane(s) of model {model!r} are busy or down")
+        best = None
+        for k in range(len(replicas)):
+            r = replicas[(start + k) % len(replicas)]
+            if r.free_slots > 0 and (best is None or r.free_slots > best.free_slots):
+                best = r
+        if best is None:
+            raise LaneBusy(f"every sequence slot of model {model!r} is taken (or its lanes are down)")
+        payload = wire.encode_request(request_id, prompt_ids, params, num_choices)
+        if len(payload) > best.channels.writer.max_payload_bytes:
+            raise ValueError(f"request of {len(payload)} bytes exceeds the lane ring's maximum of "
+                             f"{best.channels.writer.max_payload_bytes} (prompt longer than ctx_size?)")
+        self._next[model] = (replicas.index(best) + 1) % len(replicas)
+        return best.submit(request_id, payload, num_choices, list(framings), collect)
 
     # --- shutdown -----------------------------------------------------------------------------
     async def drain(self, grace_s: float) -> None:
@@ -169,16 +201,12 @@ class LanePool:
         LaneError('shutdown') and cancel them on their lanes."""
         self._draining = True
         deadline = time.monotonic() + grace_s
-        while any(s.current_rid is not None for s in self._all_slots()) and time.monotonic() < deadline:
+        while any(r.streams for r in self._all_replicas()) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
-        for slot in self._all_slots():
-            if slot.current_rid is not None:
-                rid = slot.current_rid
-                slot.fail_current("shutdown", "the server is shutting down")
-                slot._send_cancel(rid)
-        deadline = time.monotonic() + 1.0
-        while any(s.current_rid is not None for s in self._all_slots()) and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        for replica in self._all_replicas():
+            for rid in list(replica.streams):
+                replica._send_cancel(rid)
+            replica.fail_all("shutdown", "the server is shutting down")
 
     def close(self) -> None:
         """Shut every lane down (SHUTDOWN record → SIGTERM → SIGKILL), unlink all names. Idempotent."""
@@ -188,15 +216,15 @@ class LanePool:
         atexit.unregister(self.close)
         if self._health_timer is not None:
             self._health_timer.cancel()
-        slots = self._all_slots()
-        for slot in slots:
-            slot.cancel_timers()
-            if slot.proc is not None and slot.proc.poll() is None and slot.channels is not None:
-                if slot.hello is not None:
-                    slot.channels.writer.write(wire.SHUTDOWN, b"")
+        replicas = self._all_replicas()
+        for r in replicas:
+            r.cancel_timers()
+            if r.proc is not None and r.proc.poll() is None and r.channels is not None:
+                if r.hello is not None:
+                    r.channels.writer.write(wire.SHUTDOWN, b"")
                 else:  # still loading: it reads no ring yet; SIGTERM stops it after the load
-                    slot.proc.terminate()
-        live = [s.proc for s in slots if s.proc is not None]
+                    r.proc.terminate()
+        live = [r.proc for r in replicas if r.proc is not None]
         self._wait_exit(live, self.config.shutdown_grace_s)
         for sig_name in ("terminate", "kill"):
             left = [p for p in live if p.poll() is None]
@@ -206,10 +234,9 @@ class LanePool:
             for p in left:
                 getattr(p, sig_name)()
             self._wait_exit(left, 1.0)
-        for slot in slots:
-            slot.fail_current("shutdown", "the lane pool was closed")
-            slot.current_rid = None
-            slot.teardown()
+        for r in replicas:
+            r.fail_all("shutdown", "the lane pool was closed")
+            r.teardown()
         unlink_run(self.run_id, self.config.shm_dir)  # backstop for anything half-created
 
     @staticmethod

@@ -1,14 +1,14 @@
 """RequestStream: what `LanePool.submit` returns; the pump pushes into it, a handler iterates it.
 
-Consecutive chunks of one choice merge while the consumer lags, so one HTTP send can carry many
-tokens (the lane does the same when its output ring is full).
+Items are `Chunk`s (framed events of one choice, merged while the consumer lags, so one HTTP send
+can carry many tokens) and `ChoiceDone`s; a lane failure raises LaneError from the iteration.
 
-A consumer that owns a socket can attach a *sink*; while `sink.ready()` and nothing is queued
-here, the pump sends the lane's deltas straight from the ring to `sink.fd` (RingReader.relay)
-and only control items (ChoiceDone, errors) come through this stream. The sink protocol:
-`fd` (int), `ready() -> bool` (no bytes of its own are pending ahead of ours),
-`relayed(num_deltas, unsent, send_errno)` (called after each direct batch: `unsent` are bytes the
-socket did not take, to be written by the sink before anything else).
+A consumer that owns a socket attaches a *sink* (`attach_sink(fd)`) and tells the stream when
+the socket is free for the pump (`set_direct(True)`: nothing of its own is pending on it). While
+direct, the lane's deltas go from the ring to the socket natively (lanes._ring DeltaRelay) and
+only ChoiceDone / errors come through here. The pump turns direct off itself when the socket
+does not take a whole batch, and hands the unsent tail to `on_partial(unsent, send_errno)`,
+which the consumer must write before anything else.
 """
 from __future__ import annotations
 
@@ -19,26 +19,37 @@ from lanes.api import ChoiceDone, Chunk, LaneError
 
 
 class RequestStream:
-    def __init__(self, request_id: int, num_choices: int, on_cancel):
+    def __init__(self, request_id: int, num_choices: int, route, on_cancel):
         self.request_id = request_id
         self.num_choices = num_choices
+        self._route = route              # the replica's native route controls (or None once over)
         self._items: deque = deque()     # [choice, [bytes, ...]] lists (mergeable) or ChoiceDone
         self._waiter: asyncio.Future | None = None
         self._ended = False              # no more items will arrive
         self._error: LaneError | None = None
         self._cancelled = False
         self._on_cancel = on_cancel
-        self.sink = None
+        self.on_partial = None           # sink callback for an unsent direct tail
+        self.first_direct_ns = 0         # CLOCK_MONOTONIC of the first natively sent delta
         # False: a consumer that only wants the whole text (non-stream responses) is woken by
-        # ChoiceDone and errors only; chunks accumulate (merged) meanwhile, so no handler step
-        # runs per token.
+        # ChoiceDone and errors only.
         self.wake_on_chunks = True
 
-    @property
-    def direct_ready(self) -> bool:
-        """The pump may bypass this stream: a sink is attached and nothing is queued ahead."""
-        sink = self.sink
-        return sink is not None and not self._items and sink.ready()
+    # --- sink (consumer side) -------------------------------------------------------------
+    def attach_sink(self, fd: int, on_partial) -> None:
+        self.on_partial = on_partial
+        if self._route is not None:
+            self._route.set_socket(self.request_id, fd)
+
+    def detach_sink(self) -> None:
+        """Before the sink's fd is closed: the pump must never write to it again."""
+        if self._route is not None:
+            self._route.set_socket(self.request_id, -1)
+        self.on_partial = None
+
+    def set_direct(self, on: bool) -> None:
+        if self._route is not None:
+            self._route.set_direct(self.request_id, on and not self._items)
 
     # --- consumer side -------------------------------------------------------------------
     def __aiter__(self):
@@ -65,11 +76,12 @@ class RequestStream:
                 self._waiter = None
 
     def cancel(self) -> None:
-        """Idempotent. The lane stops within one token and is freed; iteration ends now."""
+        """Idempotent. The lane frees the request's slots at its next step; iteration ends now."""
         if self._cancelled:
             return
         self._cancelled = True
         self._items.clear()
+        self.detach_sink()
         if not self._ended:
             self._on_cancel(self.request_id)
         self._wake()
@@ -97,16 +109,22 @@ class RequestStream:
         if self.wake_on_chunks:
             self._wake()
 
+    def push_partial(self, unsent: bytes | None, send_errno: int) -> None:
+        if self.on_partial is not None and not self._cancelled:
+            self.on_partial(unsent, send_errno)
+
     def push_done(self, done: ChoiceDone, last: bool) -> None:
         if not self._cancelled:
             self._items.append(done)
         if last:
             self._ended = True
+            self._route = None
         self._wake()
 
     def fail(self, error: LaneError) -> None:
         if self._ended:
             return
         self._ended = True
+        self._route = None
         self._error = error
         self._wake()

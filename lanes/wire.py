@@ -10,7 +10,7 @@ import struct
 from dataclasses import dataclass
 
 MAGIC = 0x474E524C
-VERSION = 1
+VERSION = 2
 RECORD_HEADER_BYTES = 8
 RECORD_ALIGN_BYTES = 8
 SEGMENT_HEADER_BYTES = 512
@@ -24,8 +24,16 @@ HELLO = 16
 DELTA = 17
 DONE = 18
 ERROR = 19
+STATS = 20
 RECORD_TYPES = {"PAD": PAD, "REQUEST": REQUEST, "CANCEL": CANCEL, "SHUTDOWN": SHUTDOWN,
-                "HELLO": HELLO, "DELTA": DELTA, "DONE": DONE, "ERROR": ERROR}
+                "HELLO": HELLO, "DELTA": DELTA, "DONE": DONE, "ERROR": ERROR, "STATS": STATS}
+CHANNELS = {"content": 0, "reasoning": 1, "tool_arguments": 2}
+CONTENT = CHANNELS["content"]
+# STATS histograms: bucket i counts steps whose value is <= bound i; the last bucket is +Inf.
+STEP_BUCKETS = 12
+STEP_TIME_BOUNDS_NS = (1_000_000, 2_500_000, 5_000_000, 10_000_000, 20_000_000, 50_000_000, 100_000_000,
+                       200_000_000, 500_000_000, 1_000_000_000, 5_000_000_000)
+BATCH_TOKEN_BOUNDS = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 256)
 
 FINISH_CODES = {"none": 0, "stop": 1, "length": 2, "cancelled": 3, "error": 4}
 FINISH_NAMES = {v: k for k, v in FINISH_CODES.items()}
@@ -73,14 +81,21 @@ LOGIT_BIAS_ENTRY = StructSpec("LogitBiasEntry", (("token_id", "i"), ("bias", "f"
 CANCEL_RECORD = StructSpec("CancelRecord", (("request_id", "Q"),))
 HELLO_RECORD = StructSpec("HelloRecord", (
     ("pid", "I"), ("n_ctx", "i"), ("n_vocab", "i"), ("wire_version", "I"), ("load_ns", "Q"),
+    ("kv_cache_bytes", "Q"), ("num_slots", "i"), ("max_batch_tokens", "i"),
 ))
 DELTA_HEADER = StructSpec("DeltaHeader", (
-    ("request_id", "Q"), ("choice", "I"), ("num_tokens", "I"), ("emit_ns", "Q"),
+    ("request_id", "Q"), ("choice", "I"), ("channel", "I"), ("num_tokens", "I"), ("reserved", "I"),
+    ("emit_ns", "Q"),
 ))
 DONE_RECORD = StructSpec("DoneRecord", (
     ("request_id", "Q"), ("choice", "I"), ("finish_reason", "I"), ("prompt_tokens", "I"),
-    ("completion_tokens", "I"), ("prefill_ns", "Q"), ("decode_ns", "Q"), ("flags", "I"),
-    ("reserved", "I"),
+    ("completion_tokens", "I"), ("cached_tokens", "I"), ("flags", "I"), ("prefill_ns", "Q"),
+    ("decode_ns", "Q"),
+))
+STATS_RECORD = StructSpec("StatsRecord", (
+    ("num_steps", "Q"), ("step_ns_sum", "Q"), ("batch_tokens_sum", "Q"),
+    ("step_ns_buckets", f"{STEP_BUCKETS}Q"), ("batch_tokens_buckets", f"{STEP_BUCKETS}Q"),
+    ("active_sequences", "I"), ("waiting_sequences", "I"),
 ))
 ERROR_HEADER = StructSpec("ErrorHeader", (("request_id", "Q"), ("code", "I"), ("reserved", "I")))
 # Only sizes/offsets are mirrored for the segment header: Python never reads or writes it.
@@ -90,7 +105,7 @@ SEGMENT_HEADER_OFFSETS = {
     "quiet_until_ns": 400, "writer_pid": 408, "reader_pid": 412,
 }
 STRUCTS = (REQUEST_HEADER, LOGIT_BIAS_ENTRY, CANCEL_RECORD, HELLO_RECORD, DELTA_HEADER,
-           DONE_RECORD, ERROR_HEADER)
+           DONE_RECORD, STATS_RECORD, ERROR_HEADER)
 
 _REQUEST = struct.Struct(REQUEST_HEADER.format)
 _CANCEL = struct.Struct(CANCEL_RECORD.format)
@@ -98,21 +113,22 @@ _HELLO = struct.Struct(HELLO_RECORD.format)
 _DELTA = struct.Struct(DELTA_HEADER.format)
 _DONE = struct.Struct(DONE_RECORD.format)
 _ERROR = struct.Struct(ERROR_HEADER.format)
+_STATS = struct.Struct(STATS_RECORD.format)
 _U32 = struct.Struct("<I")
-_U32X2 = struct.Struct("<II")
 DELTA_HEADER_BYTES = _DELTA.size
 ERROR_HEADER_BYTES = _ERROR.size
 DEFAULT_REPEAT_LAST_N = 64
 
 
-def encode_request(request_id: int, prompt_ids, params, framings) -> bytes:
-    """REQUEST payload. `params` is a lanes.api.GenerationParams, framings a list of Framing."""
+def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> bytes:
+    """REQUEST payload. `params` is a lanes.api.GenerationParams; each of the num_choices choices
+    becomes its own sequence in the lane (choice i seeded with seed + i)."""
     seed = params.seed
     flags = (REQUEST_HAS_SEED if seed is not None else 0) | (REQUEST_IGNORE_EOS if params.ignore_eos else 0)
     stops = [s.encode("utf-8") for s in params.stop]
     parts = [
         _REQUEST.pack(
-            request_id, (seed or 0) & 0xFFFFFFFFFFFFFFFF, len(framings), flags,
+            request_id, (seed or 0) & 0xFFFFFFFFFFFFFFFF, num_choices, flags,
             params.temperature, params.top_p, params.min_p, params.presence_penalty,
             params.frequency_penalty, params.repetition_penalty, params.top_k, params.max_tokens,
             params.min_tokens, DEFAULT_REPEAT_LAST_N, len(prompt_ids), len(params.logit_bias),
@@ -124,10 +140,6 @@ def encode_request(request_id: int, prompt_ids, params, framings) -> bytes:
     for s in stops:
         parts.append(_U32.pack(len(s)))
         parts.append(s)
-    for f in framings:
-        parts.append(_U32X2.pack(len(f.prefix), len(f.suffix)))
-        parts.append(f.prefix)
-        parts.append(f.suffix)
     return b"".join(parts)
 
 
@@ -138,21 +150,42 @@ def encode_cancel(request_id: int) -> bytes:
 @dataclass(frozen=True)
 class Hello:
     pid: int
-    n_ctx: int
+    n_ctx: int            # per sequence slot
     n_vocab: int
     wire_version: int
     load_ns: int
+    kv_cache_bytes: int   # reserved for all slots
+    num_slots: int
+    max_batch_tokens: int
 
 
 def decode_hello(payload: bytes) -> Hello:
     return Hello(*_HELLO.unpack_from(payload))
 
 
-# DELTA: (request_id, choice, num_tokens, emit_ns); data = payload[DELTA_HEADER_BYTES:]
+# DELTA: (request_id, choice, channel, num_tokens, reserved, emit_ns); text = payload[DELTA_HEADER_BYTES:]
 decode_delta_header = _DELTA.unpack_from
-# DONE: (request_id, choice, finish_reason, prompt_tokens, completion_tokens, prefill_ns,
-#        decode_ns, flags, reserved)
+# DONE: (request_id, choice, finish_reason, prompt_tokens, completion_tokens, cached_tokens, flags,
+#        prefill_ns, decode_ns)
 decode_done = _DONE.unpack_from
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Cumulative engine counters of one lane (non-cumulative bucket counts)."""
+    num_steps: int
+    step_ns_sum: int
+    batch_tokens_sum: int
+    step_ns_buckets: tuple[int, ...]
+    batch_tokens_buckets: tuple[int, ...]
+    active_sequences: int
+    waiting_sequences: int
+
+
+def decode_stats(payload: bytes) -> Stats:
+    v = _STATS.unpack_from(payload)
+    n = STEP_BUCKETS
+    return Stats(v[0], v[1], v[2], tuple(v[3:3 + n]), tuple(v[3 + n:3 + 2 * n]), v[3 + 2 * n], v[4 + 2 * n])
 
 
 def decode_error(payload: bytes) -> tuple[int, str, str]:

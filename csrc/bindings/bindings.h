@@ -9,5 +9,6 @@ void bind_tokenizer(pybind11::module_& m);
 void bind_sampler(pybind11::module_& m);
 void bind_quant(pybind11::module_& m);
 void bind_engine(pybind11::module_& m);
+void bind_batch_engine(pybind11::module_& m);  // engine_bind.cpp
 void bind_lane(pybind11::module_& m);  // lane_bind.cpp
 }  // namespace ls

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
+#include "engine/batch_engine.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -43,7 +44,65 @@ SamplingParams sampling_from_kwargs(const py::dict& kw) {
   return p;
 }
 
+py::dict stats_dict(const GenerationStats& s) {
+  py::dict d;
+  d["prompt_tokens"] = s.prompt_tokens;
+  d["cached_tokens"] = s.cached_tokens;
+  d["completion_tokens"] = s.completion_tokens;
+  d["prefill_ns"] = s.prefill_ns;
+  d["decode_ns"] = s.decode_ns;
+  return d;
+}
+
+GenerationRequest make_request(const std::vector<int32_t>& prompt_ids, int32_t max_tokens,
+                               const std::vector<std::string>& stop, const py::dict& kw) {
+  GenerationRequest req;
+  req.prompt_ids = prompt_ids;
+  req.max_tokens = max_tokens;
+  req.stop = stop;
+  req.sampling = sampling_from_kwargs(kw);
+  return req;
+}
+
 }  // namespace
+
+void bind_batch_engine(py::module_& m) {
+  py::class_<BatchEngine>(m, "BatchEngine",
+                          "Continuous batching over one model (what a lane runs): many sequences, one forward "
+                          "pass per step.")
+      .def(py::init([](const std::string& path, int threads, int ctx_size, int num_slots, int max_batch_tokens) {
+             py::gil_scoped_release nogil;
+             return new BatchEngine(path, BatchEngineOptions{threads, ctx_size, num_slots, max_batch_tokens});
+           }),
+           py::arg("path"), py::arg("threads") = 0, py::arg("ctx_size") = 0, py::arg("num_slots") = 8,
+           py::arg("max_batch_tokens") = 256)
+      .def_property_readonly("n_ctx", &BatchEngine::n_ctx)
+      .def_property_readonly("num_slots", &BatchEngine::num_slots)
+      .def_property_readonly("max_batch_tokens", &BatchEngine::max_batch_tokens)
+      .def_property_readonly("kv_cache_bytes", &BatchEngine::kv_cache_bytes)
+      .def_property_readonly("num_active", &BatchEngine::num_active)
+      .def_property_readonly("num_waiting", &BatchEngine::num_waiting)
+      .def_property_readonly("last_batch_tokens", &BatchEngine::last_batch_tokens)
+      .def("has_work", &BatchEngine::has_work)
+      .def("add", [](BatchEngine& e, uint64_t rid, uint32_t choice, const std::vector<int32_t>& prompt_ids,
+                     int32_t max_tokens, const std::vector<std::string>& stop, py::kwargs kw) {
+             e.add(rid, choice, make_request(prompt_ids, max_tokens, stop, kw));
+           }, py::arg("request_id"), py::arg("choice"), py::arg("prompt_ids"), py::arg("max_tokens"),
+           py::arg("stop") = std::vector<std::string>{})
+      .def("cancel", &BatchEngine::cancel)
+      .def("step", [](BatchEngine& e) {
+             const std::vector<SeqEvent>* events;
+             {
+               py::gil_scoped_release nogil;
+               events = &e.step();
+             }
+             py::list out;
+             for (const SeqEvent& ev : *events)
+               out.append(py::make_tuple(ev.request_id, ev.choice, py::bytes(ev.text.data(), ev.text.size()),
+                                         ev.finished, finish_reason_name(ev.reason), stats_dict(ev.stats)));
+             return out;
+           }, "One step; returns [(request_id, choice, text bytes, finished, finish_reason, stats)].");
+}
 
 void bind_engine(py::module_& m) {
   py::class_<Engine>(m, "Engine", "One model with its tokenizer; runs one generation at a time.")
@@ -85,12 +144,7 @@ void bind_engine(py::module_& m) {
            }, py::arg("ids"))
       .def("start", [](Engine& e, const std::vector<int32_t>& prompt_ids, int32_t max_tokens,
                        const std::vector<std::string>& stop, py::kwargs kw) {
-             GenerationRequest req;
-             req.prompt_ids = prompt_ids;
-             req.max_tokens = max_tokens;
-             req.stop = stop;
-             req.sampling = sampling_from_kwargs(kw);
-             e.start(req);
+             e.start(make_request(prompt_ids, max_tokens, stop, kw));
            }, py::arg("prompt_ids"), py::arg("max_tokens"), py::arg("stop") = std::vector<std::string>{})
       .def("step", [](Engine& e) {
              StepResult r;
@@ -102,16 +156,7 @@ void bind_engine(py::module_& m) {
            }, "Runs one token; returns (text, token, finished, finish_reason).")
       .def("cancel", &Engine::cancel)
       .def_property_readonly("active", &Engine::active)
-      .def("stats", [](Engine& e) {
-        const GenerationStats& s = e.stats();
-        py::dict d;
-        d["prompt_tokens"] = s.prompt_tokens;
-        d["cached_tokens"] = s.cached_tokens;
-        d["completion_tokens"] = s.completion_tokens;
-        d["prefill_ns"] = s.prefill_ns;
-        d["decode_ns"] = s.decode_ns;
-        return d;
-      });
+      .def("stats", [](Engine& e) { return stats_dict(e.stats()); });
 }
 
 }  // namespace ls

@@ -8,8 +8,9 @@
 #include <cstring>
 #include <memory>
 
-#include "ring/chunk_relay.h"
+#include "ring/delta_relay.h"
 #include "ring/doorbell.h"
+#include "ring/json_escape.h"
 #include "ring/ring.h"
 #include "ring/stress.h"
 #include "ring/wire.h"
@@ -56,35 +57,56 @@ class RingReader {
     });
     return out;
   }
-  // The per-token path (see ring/chunk_relay.h): returns (num_deltas, send_errno, unsent bytes
-  // or None, (type, payload) of a non-delta record or None, more). `more` is True when records
-  // may be waiting (batch limit or a control record); otherwise the doorbell is armed.
-  py::tuple relay(int sock_fd, uint64_t request_id, size_t max_records, int bell_fd) {
-    const ChunkRelay::Result r = relay_.relay(consumer_, bell_fd, sock_fd, request_id, max_records);
-    py::object unsent = py::none(), control = py::none();
-    try {  // copy out of ring memory, then release it; never leave sent records unreleased
-      if (r.unsent_bytes) {
-        PyObject* b = PyBytes_FromStringAndSize(nullptr, Py_ssize_t(r.unsent_bytes));
-        if (!b) throw py::error_already_set();
-        relay_.copy_unsent(reinterpret_cast<uint8_t*>(PyBytes_AS_STRING(b)));
-        unsent = py::reinterpret_steal<py::object>(b);
+  // The per-token path (see ring/delta_relay.h). Returns (queued, partial, control, more):
+  // queued: None or [(request_id, choice, framed bytes)] for routes not in direct mode;
+  // partial: None or [(request_id, unsent bytes, send_errno)] for direct sends that did not
+  // complete; control: None or (type, payload) of the record that ended the walk; more: records
+  // may be waiting (otherwise the doorbell is armed).
+  py::tuple pump(size_t max_records, int bell_fd) {
+    const DeltaRelay::Result r = relay_.pump(consumer_, bell_fd, max_records);
+    py::object queued = py::none(), partial = py::none(), control = py::none();
+    try {  // copy out of ring memory, then release it; never leave relayed records unreleased
+      if (!relay_.queued().empty()) {
+        py::list q;
+        const std::string& bytes = relay_.queued_bytes();
+        for (const auto& e : relay_.queued())
+          q.append(py::make_tuple(e.request_id, e.choice, py::bytes(bytes.data() + e.offset, e.size)));
+        queued = std::move(q);
+      }
+      if (!relay_.partials().empty()) {
+        py::list pl;
+        const std::string& bytes = relay_.partial_bytes();
+        for (const auto& e : relay_.partials()) {
+          py::object unsent = e.size ? py::object(py::bytes(bytes.data() + e.offset, e.size)) : py::object(py::none());
+          pl.append(py::make_tuple(e.request_id, std::move(unsent), e.send_errno));
+        }
+        partial = std::move(pl);
       }
       if (r.control)
         control = py::make_tuple(r.control_type,
                                  py::bytes(reinterpret_cast<const char*>(r.control), r.control_bytes));
     } catch (...) {
-      relay_.finish(consumer_);  // a re-read would send the same chunks twice
+      relay_.finish(consumer_);  // a re-read would frame the same deltas twice
       throw;
     }
     relay_.finish(consumer_);
     const bool more = r.full || r.control || consumer_.arm();
-    return py::make_tuple(r.num_deltas, r.send_errno, std::move(unsent), std::move(control), more);
+    return py::make_tuple(std::move(queued), std::move(partial), std::move(control), more);
   }
+  void add_route(uint64_t rid, uint32_t num_choices, const std::vector<std::tuple<uint32_t, uint32_t, py::bytes, py::bytes>>& framings,
+                 bool collect) {
+    std::vector<DeltaRelay::Framing> fs;
+    fs.reserve(framings.size());
+    for (const auto& [choice, channel, prefix, suffix] : framings)
+      fs.push_back(DeltaRelay::Framing{choice, channel, std::string(prefix), std::string(suffix)});
+    relay_.add_route(rid, num_choices, fs, collect);
+  }
+  DeltaRelay& relay() { return relay_; }
   Consumer& consumer() { return consumer_; }
 
  private:
   Consumer consumer_;
-  ChunkRelay relay_;
+  DeltaRelay relay_;
 };
 
 template <class T>
@@ -104,6 +126,7 @@ py::dict wire_layout() {
   types["DELTA"] = uint32_t(wire::RecordType::Delta);
   types["DONE"] = uint32_t(wire::RecordType::Done);
   types["ERROR"] = uint32_t(wire::RecordType::Error);
+  types["STATS"] = uint32_t(wire::RecordType::Stats);
   finish["none"] = uint32_t(wire::FinishCode::None);
   finish["stop"] = uint32_t(wire::FinishCode::Stop);
   finish["length"] = uint32_t(wire::FinishCode::Length);
@@ -144,21 +167,31 @@ py::dict wire_layout() {
     py::dict d;
     FIELD(wire::HelloRecord, pid); FIELD(wire::HelloRecord, n_ctx); FIELD(wire::HelloRecord, n_vocab);
     FIELD(wire::HelloRecord, wire_version); FIELD(wire::HelloRecord, load_ns);
+    FIELD(wire::HelloRecord, kv_cache_bytes); FIELD(wire::HelloRecord, num_slots);
+    FIELD(wire::HelloRecord, max_batch_tokens);
     structs["HelloRecord"] = py::dict(py::arg("size") = sizeof(wire::HelloRecord), py::arg("offsets") = d);
   }
   {
     py::dict d;
-    FIELD(wire::DeltaHeader, request_id); FIELD(wire::DeltaHeader, choice);
-    FIELD(wire::DeltaHeader, num_tokens); FIELD(wire::DeltaHeader, emit_ns);
+    FIELD(wire::DeltaHeader, request_id); FIELD(wire::DeltaHeader, choice); FIELD(wire::DeltaHeader, channel);
+    FIELD(wire::DeltaHeader, num_tokens); FIELD(wire::DeltaHeader, reserved); FIELD(wire::DeltaHeader, emit_ns);
     structs["DeltaHeader"] = py::dict(py::arg("size") = sizeof(wire::DeltaHeader), py::arg("offsets") = d);
   }
   {
     py::dict d;
     FIELD(wire::DoneRecord, request_id); FIELD(wire::DoneRecord, choice);
     FIELD(wire::DoneRecord, finish_reason); FIELD(wire::DoneRecord, prompt_tokens);
-    FIELD(wire::DoneRecord, completion_tokens); FIELD(wire::DoneRecord, prefill_ns);
-    FIELD(wire::DoneRecord, decode_ns); FIELD(wire::DoneRecord, flags); FIELD(wire::DoneRecord, reserved);
+    FIELD(wire::DoneRecord, completion_tokens); FIELD(wire::DoneRecord, cached_tokens);
+    FIELD(wire::DoneRecord, flags); FIELD(wire::DoneRecord, prefill_ns); FIELD(wire::DoneRecord, decode_ns);
     structs["DoneRecord"] = py::dict(py::arg("size") = sizeof(wire::DoneRecord), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::StatsRecord, num_steps); FIELD(wire::StatsRecord, step_ns_sum);
+    FIELD(wire::StatsRecord, batch_tokens_sum); FIELD(wire::StatsRecord, step_ns_buckets);
+    FIELD(wire::StatsRecord, batch_tokens_buckets); FIELD(wire::StatsRecord, active_sequences);
+    FIELD(wire::StatsRecord, waiting_sequences);
+    structs["StatsRecord"] = py::dict(py::arg("size") = sizeof(wire::StatsRecord), py::arg("offsets") = d);
   }
   {
     py::dict d;
@@ -174,6 +207,17 @@ py::dict wire_layout() {
     FIELD(SegmentHeader, reader_pid);
     structs["SegmentHeader"] = py::dict(py::arg("size") = kSegmentHeaderBytes, py::arg("offsets") = d);
   }
+  py::dict channels;
+  channels["content"] = uint32_t(wire::Channel::Content);
+  channels["reasoning"] = uint32_t(wire::Channel::Reasoning);
+  channels["tool_arguments"] = uint32_t(wire::Channel::ToolArguments);
+  py::list step_bounds, batch_bounds;
+  for (uint64_t b : wire::kStepTimeBoundsNs) step_bounds.append(b);
+  for (uint64_t b : wire::kBatchTokenBounds) batch_bounds.append(b);
+  out["channels"] = channels;
+  out["step_time_bounds_ns"] = step_bounds;
+  out["batch_token_bounds"] = batch_bounds;
+  out["step_buckets"] = wire::kStepBuckets;
   out["magic"] = kMagic;
   out["version"] = kVersion;
   out["record_header_bytes"] = kRecordHeaderBytes;
@@ -205,11 +249,10 @@ py::dict decode_request_py(py::bytes payload) {
   d["min_tokens"] = p.min_tokens; d["ignore_eos"] = p.ignore_eos;
   d["logit_bias"] = p.logit_bias;
   d["prompt_ids"] = r.prompt_ids;
-  py::list stop, framings;
+  py::list stop;
   for (auto& s : r.stop) stop.append(py::bytes(s));
-  for (auto& f : r.framings) framings.append(py::make_tuple(py::bytes(f.prefix), py::bytes(f.suffix)));
   d["stop"] = stop;
-  d["framings"] = framings;
+  d["num_choices"] = r.num_choices;
   return d;
 }
 
@@ -230,15 +273,16 @@ PYBIND11_MODULE(_ring, m) {
     wire::json_escape_append(out, std::string(text));
     return py::bytes(out);
   });
-  m.def("encode_hello", [](uint32_t pid, int32_t n_ctx, int32_t n_vocab, uint64_t load_ns) {
-    return struct_bytes(wire::HelloRecord{pid, n_ctx, n_vocab, kVersion, load_ns});
+  m.def("encode_hello", [](uint32_t pid, int32_t n_ctx, int32_t n_vocab, uint64_t load_ns, uint64_t kv_bytes,
+                           int32_t num_slots, int32_t max_batch_tokens) {
+    return struct_bytes(wire::HelloRecord{pid, n_ctx, n_vocab, kVersion, load_ns, kv_bytes, num_slots, max_batch_tokens});
   });
-  m.def("encode_done", [](uint64_t rid, uint32_t choice, uint32_t reason, uint32_t pt, uint32_t ct, uint64_t pre,
-                          uint64_t dec, uint32_t flags) {
-    return struct_bytes(wire::DoneRecord{rid, choice, reason, pt, ct, pre, dec, flags, 0});
+  m.def("encode_done", [](uint64_t rid, uint32_t choice, uint32_t reason, uint32_t pt, uint32_t ct, uint32_t cached,
+                          uint32_t flags, uint64_t pre, uint64_t dec) {
+    return struct_bytes(wire::DoneRecord{rid, choice, reason, pt, ct, cached, flags, pre, dec});
   });
-  m.def("encode_delta_header", [](uint64_t rid, uint32_t choice, uint32_t n, uint64_t emit_ns) {
-    return struct_bytes(wire::DeltaHeader{rid, choice, n, emit_ns});
+  m.def("encode_delta_header", [](uint64_t rid, uint32_t choice, uint32_t channel, uint32_t n, uint64_t emit_ns) {
+    return struct_bytes(wire::DeltaHeader{rid, choice, channel, n, 0, emit_ns});
   });
   m.def("encode_error_header", [](uint64_t rid, uint32_t code) { return struct_bytes(wire::ErrorHeader{rid, code, 0}); });
   m.def("crc32", [](py::bytes b) {
@@ -265,10 +309,19 @@ PYBIND11_MODULE(_ring, m) {
   py::class_<RingReader>(m, "RingReader")
       .def(py::init<int, size_t>(), py::arg("fd"), py::arg("segment_bytes"))
       .def("read_batch", &RingReader::read_batch, py::arg("max_records") = 128)
-      .def("relay", &RingReader::relay, py::arg("sock_fd"), py::arg("request_id"), py::arg("max_records") = 128,
-           py::arg("bell_fd") = -1,
-           "Send request_id's deltas to sock_fd as HTTP/1.1 chunks (non-blocking, one sendmsg); stops at the "
-           "first other record. Returns (num_deltas, send_errno, unsent, control, more).")
+      .def("pump", &RingReader::pump, py::arg("max_records") = 128, py::arg("bell_fd") = -1,
+           "Relay deltas to their routes (see ring/delta_relay.h); stops at the first other record. "
+           "Returns (queued, partial, control, more).")
+      .def("add_route", &RingReader::add_route, py::arg("request_id"), py::arg("num_choices"), py::arg("framings"),
+           py::arg("collect") = false,
+           "Register a request: framings = [(choice, channel, prefix, suffix)]; collect: non-stream text.")
+      .def("remove_route", [](RingReader& r, uint64_t rid) { return r.relay().remove_route(rid); })
+      .def("set_socket", [](RingReader& r, uint64_t rid, int fd) { r.relay().set_socket(rid, fd); })
+      .def("set_direct", [](RingReader& r, uint64_t rid, bool on) { r.relay().set_direct(rid, on); })
+      .def("take_text", [](RingReader& r, uint64_t rid, uint32_t choice) { return py::bytes(r.relay().take_text(rid, choice)); })
+      .def("route_stats", [](RingReader& r, uint64_t rid) { return r.relay().route_stats(rid); },
+           "(direct deltas sent, CLOCK_MONOTONIC ns of the first direct send or 0)")
+      .def_property_readonly("num_routes", [](RingReader& r) { return r.relay().num_routes(); })
       .def("arm", [](RingReader& r) { return r.consumer().arm(); },
            "Arm the doorbell; True means data is already there (read again instead of sleeping).")
       .def("has_data", [](RingReader& r) { return r.consumer().has_data(); })

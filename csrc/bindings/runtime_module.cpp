@@ -9,5 +9,6 @@ PYBIND11_MODULE(_runtime, m) {
   ls::bind_sampler(m);
   ls::bind_quant(m);
   ls::bind_engine(m);
+  ls::bind_batch_engine(m);
   ls::bind_lane(m);
 }

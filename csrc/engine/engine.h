@@ -1,4 +1,5 @@
-// One generation at a time over a loaded model: the unit a lane runs and `lanes.Model` wraps.
+// One generation at a time over a loaded model: what `lanes.Model` (in-process use, golden tests)
+// wraps. Lanes serve many sequences at once through BatchEngine (batch_engine.h).
 //
 // Phases of a generation: start() (validate, reuse the cached prefix) → step()s that prefill
 // the prompt one batch of ≤ max_batch tokens each (the last one also samples the first token;
@@ -7,6 +8,7 @@
 // suffix that could begin a stop string held back (and dropped if the stop completes).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -40,11 +42,17 @@ struct StepResult {
 
 struct GenerationStats {
   int32_t prompt_tokens = 0;
-  int32_t cached_tokens = 0;  // prompt tokens whose K/V were reused from the previous generation
+  int32_t cached_tokens = 0;  // prompt tokens whose K/V were reused (prefix cache)
   int32_t completion_tokens = 0;
-  int64_t prefill_ns = 0;
-  int64_t decode_ns = 0;
+  int64_t prefill_ns = 0;     // start (slot taken) → first token sampled
+  int64_t decode_ns = 0;      // first token → last token sampled
 };
+
+// CLOCK_MONOTONIC (steady_clock) in ns: the one clock of engine timings.
+inline int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 // Thread safety: start/step/cancel/logits serialise on an internal mutex (callers release the
 // GIL around them, so two Python threads may enter at once); the lane drives it from one thread.

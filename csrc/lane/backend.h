@@ -1,32 +1,47 @@
-// What a lane drives: one generation at a time. The real implementation wraps ls::Engine
-// (engine_backend.cpp); a synthetic one (synthetic_backend.cpp) produces numbered text at a set
-// pace so the ring, the lane loop and the supervisor can be tested and benchmarked without a model.
+// What a lane drives: many sequences, one step at a time. The real implementation is
+// ls::BatchEngine (engine_backend.cpp); a synthetic one (synthetic_backend.cpp) produces numbered
+// text at a set pace, with the same slots/queue semantics, so the ring, the lane loop, the relay
+// and the supervisor can be tested and benchmarked without a model.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "engine/batch_engine.h"
 
 namespace ls::lane {
+
+struct BackendOptions {
+  int threads = 0;
+  int ctx_size = 0;            // per slot
+  int num_slots = 8;
+  int max_batch_tokens = 256;
+};
 
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual int32_t n_ctx() const = 0;
   virtual int32_t n_vocab() const = 0;
-  virtual void start(const GenerationRequest& req) = 0;  // throws std::invalid_argument
-  virtual StepResult step() = 0;                          // long-running; never called with the GIL
-  virtual void cancel() = 0;
-  virtual GenerationStats stats() const = 0;
+  virtual int32_t num_slots() const = 0;
+  virtual int32_t max_batch_tokens() const = 0;
+  virtual size_t kv_cache_bytes() const = 0;
+  // Queue one choice; throws std::invalid_argument for a request the model cannot take.
+  virtual void add(uint64_t request_id, uint32_t choice, const GenerationRequest& req) = 0;
+  virtual int cancel(uint64_t request_id) = 0;  // choices dropped
+  virtual bool has_work() const = 0;
+  virtual size_t num_active() const = 0;
+  virtual size_t num_waiting() const = 0;
+  virtual int32_t last_batch_tokens() const = 0;
+  virtual const std::vector<SeqEvent>& step() = 0;  // long-running; never called with the GIL
 };
 
 // "synthetic:key=value,..." → synthetic backend; anything else is a GGUF path for the engine.
 // Throws (any std::exception) with a message naming the path when loading fails.
-std::unique_ptr<Backend> make_backend(const std::string& path, int threads, int ctx_size);
-std::unique_ptr<Backend> make_synthetic_backend(const std::string& spec);
-std::unique_ptr<Backend> make_engine_backend(const std::string& path, int threads, int ctx_size);
+std::unique_ptr<Backend> make_backend(const std::string& path, const BackendOptions& opts);
+std::unique_ptr<Backend> make_synthetic_backend(const std::string& spec, const BackendOptions& opts);
+std::unique_ptr<Backend> make_engine_backend(const std::string& path, const BackendOptions& opts);
 std::vector<std::string> backend_names();
 
 }  // namespace ls::lane

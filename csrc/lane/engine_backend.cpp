@@ -1,31 +1,34 @@
-// The real backend: ls::Engine (csrc/engine) over a GGUF file.
-#include "engine/engine.h"
+// The real backend: ls::BatchEngine (csrc/engine) over a GGUF file.
 #include "lane/backend.h"
-#include "tokenizer/tokenizer.h"
 
 namespace ls::lane {
 namespace {
 
 class EngineBackend final : public Backend {
  public:
-  EngineBackend(const std::string& path, int threads, int ctx_size) : engine_(path, threads, ctx_size) {}
+  EngineBackend(const std::string& path, const BackendOptions& o)
+      : engine_(path, BatchEngineOptions{o.threads, o.ctx_size, o.num_slots, o.max_batch_tokens}) {}
   int32_t n_ctx() const override { return engine_.n_ctx(); }
-  int32_t n_vocab() const override { return engine_.tokenizer().n_vocab(); }
-  void start(const GenerationRequest& req) override { engine_.start(req); }
-  StepResult step() override { return engine_.step(); }
-  void cancel() override {
-    if (engine_.active()) engine_.cancel();
-  }
-  GenerationStats stats() const override { return engine_.stats(); }
+  int32_t n_vocab() const override { return engine_.n_vocab(); }
+  int32_t num_slots() const override { return engine_.num_slots(); }
+  int32_t max_batch_tokens() const override { return engine_.max_batch_tokens(); }
+  size_t kv_cache_bytes() const override { return engine_.kv_cache_bytes(); }
+  void add(uint64_t rid, uint32_t choice, const GenerationRequest& req) override { engine_.add(rid, choice, req); }
+  int cancel(uint64_t rid) override { return engine_.cancel(rid); }
+  bool has_work() const override { return engine_.has_work(); }
+  size_t num_active() const override { return engine_.num_active(); }
+  size_t num_waiting() const override { return engine_.num_waiting(); }
+  int32_t last_batch_tokens() const override { return engine_.last_batch_tokens(); }
+  const std::vector<SeqEvent>& step() override { return engine_.step(); }
 
  private:
-  Engine engine_;
+  BatchEngine engine_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_engine_backend(const std::string& path, int threads, int ctx_size) {
-  return std::make_unique<EngineBackend>(path, threads, ctx_size);
+std::unique_ptr<Backend> make_engine_backend(const std::string& path, const BackendOptions& opts) {
+  return std::make_unique<EngineBackend>(path, opts);
 }
 
 }  // namespace ls::lane

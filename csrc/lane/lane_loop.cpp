@@ -15,34 +15,43 @@ static_assert(uint32_t(FinishReason::Stop) == uint32_t(wire::FinishCode::Stop) &
                   uint32_t(FinishReason::Error) == uint32_t(wire::FinishCode::Error),
               "engine finish reasons and wire finish codes must share values");
 
+namespace {
+uint32_t bucket(const uint64_t* bounds, uint64_t value) {
+  uint32_t i = 0;
+  while (i < wire::kStepBuckets - 1 && value > bounds[i]) ++i;
+  return i;
+}
+}  // namespace
+
 LaneLoop::LaneLoop(const LaneOptions& opts)
     : opts_(opts),
       requests_(ring::RingView(opts.request_fd, opts.request_segment_bytes)),
       output_(ring::RingView(opts.output_fd, opts.output_segment_bytes)),
       wake_(ring::Doorbell::semaphore(opts.wake_semaphore)),
       output_bell_(ring::Doorbell::from_spec(opts.output_bell_kind, opts.output_bell_fd, opts.output_bell_name)) {
-  delta_bytes_.reserve(4096);
   pending_.reserve(64 * 1024);
+  in_flight_.reserve(1024);
 }
 
-std::string LaneLoop::load_and_run(const std::string& path, int threads, int ctx_size) {
+std::string LaneLoop::load_and_run(const std::string& path, const BackendOptions& backend_opts) {
   const uint64_t t0 = ring::monotonic_ns();
   try {
-    backend_ = make_backend(path, threads, ctx_size);
+    backend_ = make_backend(path, backend_opts);
   } catch (const std::exception& e) {
     fail_request(0, wire::ErrorCode::LoadFailed, e.what());
     ring_bell_if_armed();
     return "load_failed";
   }
-  const wire::HelloRecord hello{uint32_t(getpid()), backend_->n_ctx(), backend_->n_vocab(), ring::kVersion,
-                                ring::monotonic_ns() - t0};
+  const wire::HelloRecord hello{uint32_t(getpid()),       backend_->n_ctx(),          backend_->n_vocab(),
+                                ring::kVersion,           ring::monotonic_ns() - t0,  backend_->kv_cache_bytes(),
+                                backend_->num_slots(),    backend_->max_batch_tokens()};
   const ring::Piece piece{&hello, sizeof hello};
   emit(RecordType::Hello, &piece, 1, false);
   while (!stop_.load(std::memory_order_relaxed)) {
     drain_requests();
     const uint64_t now = ring::monotonic_ns();
-    if (active_) step_active(now);
-    housekeeping(now);
+    if (backend_->has_work()) step_backend(now);
+    housekeeping(ring::monotonic_ns());
   }
   output_.heartbeat(ring::monotonic_ns());
   flush_pending();
@@ -60,10 +69,7 @@ void LaneLoop::drain_requests() {
       case RecordType::Cancel: {
         wire::CancelRecord c{};
         if (n >= sizeof c) std::memcpy(&c, p, sizeof c);
-        if (active_ && c.request_id == req_.request_id) {
-          backend_->cancel();
-          finish_choice(wire::FinishCode::Cancelled);
-        }
+        cancel_request(c.request_id);
         break;
       }
       case RecordType::Shutdown:
@@ -79,8 +85,8 @@ void LaneLoop::drain_requests() {
 void LaneLoop::begin_request(const uint8_t* payload, size_t size_bytes) {
   uint64_t incoming_id = 0;
   if (size_bytes >= 8) std::memcpy(&incoming_id, payload, 8);
-  if (active_) {  // the gateway admits one request per lane; refuse rather than drop the active one
-    fail_request(incoming_id, wire::ErrorCode::BadRequest, "lane is busy with another request");
+  if (in_flight_.count(incoming_id)) {  // a reused id would mix two requests' output
+    fail_request(incoming_id, wire::ErrorCode::ProtocolError, "request id already in flight on this lane");
     return;
   }
   try {
@@ -89,115 +95,145 @@ void LaneLoop::begin_request(const uint8_t* payload, size_t size_bytes) {
     fail_request(incoming_id, wire::ErrorCode::ProtocolError, e.what());
     return;
   }
-  active_ = true;
-  request_pending_start_ = pending_.size();
-  start_choice(0);
+  in_flight_[req_.request_id] = RequestState{req_.num_choices, 0, 0};
+  for (uint32_t choice = 0; choice < req_.num_choices; ++choice) {
+    gen_.prompt_ids = req_.prompt_ids;  // copied into the backend's queue
+    gen_.sampling = req_.sampling;
+    if (gen_.sampling.has_seed) gen_.sampling.seed += choice;  // each choice its own stream
+    gen_.max_tokens = req_.max_tokens;
+    gen_.stop = req_.stop;
+    try {
+      backend_->add(req_.request_id, choice, gen_);
+    } catch (const std::exception& e) {
+      fail_request(req_.request_id, wire::ErrorCode::BadRequest, e.what());
+      return;
+    }
+  }
 }
 
-void LaneLoop::start_choice(uint32_t choice) {
-  choice_ = choice;
-  last_delta_off_ = SIZE_MAX;
-  gen_.prompt_ids = req_.prompt_ids;  // copy into reused capacity
-  gen_.sampling = req_.sampling;
-  if (gen_.sampling.has_seed) gen_.sampling.seed += choice;  // each choice its own stream
-  gen_.max_tokens = req_.max_tokens;
-  gen_.stop = req_.stop;
+void LaneLoop::cancel_request(uint64_t request_id) {
+  auto it = in_flight_.find(request_id);
+  if (it == in_flight_.end()) return;  // already over: its DONE/ERROR is on the way
+  backend_->cancel(request_id);
+  in_flight_.erase(it);
+  const wire::DoneRecord done{request_id, 0, uint32_t(wire::FinishCode::Cancelled), 0, 0, 0, wire::kDoneLastChoice,
+                              0, 0};
+  emit_done(done);
+}
+
+// Phases 2 and 3: one step over every running sequence, then its deltas and DONEs.
+void LaneLoop::step_backend(uint64_t now_ns) {
+  // A step with a prefill chunk may be long: tell hang detection how long to stay quiet.
+  output_.set_quiet_until(now_ns + opts_.prefill_budget_ns_per_token * uint64_t(backend_->max_batch_tokens()));
+  const std::vector<SeqEvent>* events = nullptr;
   try {
-    backend_->start(gen_);
+    events = &backend_->step();
   } catch (const std::exception& e) {
-    fail_request(req_.request_id, wire::ErrorCode::BadRequest, e.what());
+    // The engine's state is unknown: end every request on this lane.
+    std::vector<uint64_t> ids;
+    for (const auto& [rid, _] : in_flight_) ids.push_back(rid);
+    for (uint64_t rid : ids) fail_request(rid, wire::ErrorCode::EngineError, e.what());
+    output_.set_quiet_until(0);
     return;
   }
-  first_step_ = true;
+  const uint64_t end_ns = ring::monotonic_ns();
+  output_.set_quiet_until(0);
+  output_.heartbeat(end_ns);
+  const uint64_t step_ns = end_ns - now_ns;
+  const uint64_t tokens = uint64_t(backend_->last_batch_tokens());
+  if (tokens > 0) {
+    stats_.num_steps += 1;
+    stats_.step_ns_sum += step_ns;
+    stats_.batch_tokens_sum += tokens;
+    stats_.step_ns_buckets[bucket(wire::kStepTimeBoundsNs, step_ns)] += 1;
+    stats_.batch_tokens_buckets[bucket(wire::kBatchTokenBounds, tokens)] += 1;
+    stats_dirty_ = true;
+  }
+  for (const SeqEvent& ev : *events) {
+    if (!in_flight_.count(ev.request_id)) continue;  // failed meanwhile (output overflow)
+    if (!ev.text.empty()) emit_delta(ev.request_id, ev.choice, wire::Channel::Content, ev.text, end_ns);
+    if (ev.finished && in_flight_.count(ev.request_id)) finish_choice(ev);
+  }
 }
 
-// Phases 2 and 3: one step of the active choice, then its delta or DONE.
-void LaneLoop::step_active(uint64_t now_ns) {
-  if (first_step_)  // a prefill step may be long: tell hang detection how long to stay quiet
-    output_.set_quiet_until(now_ns + opts_.prefill_budget_ns_per_token * gen_.prompt_ids.size());
-  StepResult r;
-  try {
-    r = backend_->step();
-  } catch (const std::exception& e) {
-    if (first_step_) output_.set_quiet_until(0);
-    first_step_ = false;
-    fail_request(req_.request_id, wire::ErrorCode::EngineError, e.what());
-    return;
-  }
-  // Prefill steps (no token yet) keep the hang-detection allowance; the first token ends it.
-  if (r.token >= 0 || r.finished) {
-    if (first_step_) output_.set_quiet_until(0);
-    first_step_ = false;
-  }
-  if (!r.text.empty()) emit_delta(r.text, ring::monotonic_ns());
-  if (active_ && r.finished) finish_choice(wire::FinishCode(uint32_t(r.reason)));
+void LaneLoop::finish_choice(const SeqEvent& ev) {
+  auto it = in_flight_.find(ev.request_id);
+  const bool last = ++it->second.num_done >= it->second.num_choices;
+  const GenerationStats& s = ev.stats;
+  const wire::DoneRecord done{ev.request_id,
+                              ev.choice,
+                              uint32_t(ev.reason),
+                              uint32_t(s.prompt_tokens),
+                              uint32_t(s.completion_tokens),
+                              uint32_t(s.cached_tokens),
+                              last ? wire::kDoneLastChoice : 0u,
+                              uint64_t(s.prefill_ns),
+                              uint64_t(s.decode_ns)};
+  if (last) in_flight_.erase(it);
+  emit_done(done);
 }
 
-void LaneLoop::finish_choice(wire::FinishCode reason) {
-  const GenerationStats s = backend_->stats();
-  const bool last = reason == wire::FinishCode::Cancelled || choice_ + 1 >= req_.framings.size();
-  const wire::DoneRecord done{req_.request_id,        choice_,           uint32_t(reason),
-                              uint32_t(s.prompt_tokens), uint32_t(s.completion_tokens), uint64_t(s.prefill_ns),
-                              uint64_t(s.decode_ns),  last ? wire::kDoneLastChoice : 0u, 0};
+void LaneLoop::emit_done(const wire::DoneRecord& done) {
   const ring::Piece piece{&done, sizeof done};
   emit(RecordType::Done, &piece, 1, false);
-  if (last) {
-    active_ = false;
-  } else {
-    start_choice(choice_ + 1);
-  }
 }
 
+// ERROR always ends the request (request_id 0: about the lane itself).
 void LaneLoop::fail_request(uint64_t request_id, wire::ErrorCode code, std::string_view message) {
-  if (active_ && request_id == req_.request_id) {
-    backend_->cancel();
-    active_ = false;
-  }
+  if (request_id != 0 && in_flight_.erase(request_id)) backend_->cancel(request_id);
   const wire::ErrorHeader h{request_id, uint32_t(code), 0};
   const size_t max_message = output_.max_payload_bytes() - sizeof h;
   const ring::Piece pieces[2] = {{&h, sizeof h}, {message.data(), std::min(message.size(), max_message)}};
   emit(RecordType::Error, pieces, 2, false);
 }
 
-void LaneLoop::emit_delta(std::string_view text, uint64_t now_ns) {
-  const wire::ChoiceFraming& f = req_.framings[choice_];
-  delta_bytes_.clear();
-  delta_bytes_ += f.prefix;
-  wire::json_escape_append(delta_bytes_, text);
-  delta_bytes_ += f.suffix;
-  const wire::DeltaHeader h{req_.request_id, choice_, 1, now_ns};
-  const ring::Piece pieces[2] = {{&h, sizeof h}, {delta_bytes_.data(), delta_bytes_.size()}};
-  emit(RecordType::Delta, pieces, 2, true);
-  if (active_ && pending_.size() - std::max(request_pending_start_, pending_off_) > opts_.max_pending_bytes) {
-    // The gateway stopped reading: drop this request's unsent output, keep older requests'.
-    pending_.resize(std::max(request_pending_start_, pending_off_));
-    last_delta_off_ = SIZE_MAX;
-    fail_request(req_.request_id, wire::ErrorCode::OutputOverflow,
-                 "output not consumed: pending lane output passed its cap");
+void LaneLoop::emit_delta(uint64_t request_id, uint32_t choice, wire::Channel channel, std::string_view text,
+                          uint64_t now_ns) {
+  const size_t max_text = output_.max_payload_bytes() - sizeof(wire::DeltaHeader);
+  while (!text.empty()) {  // a record holds at most max_text bytes (never split a code point)
+    size_t take = std::min(text.size(), max_text);
+    while (take < text.size() && take > 0 && (uint8_t(text[take]) & 0xC0) == 0x80) --take;
+    const wire::DeltaHeader h{request_id, choice, uint32_t(channel), 1, 0, now_ns};
+    const ring::Piece pieces[2] = {{&h, sizeof h}, {text.data(), take}};
+    const size_t queued = emit(RecordType::Delta, pieces, 2, true);
+    text.remove_prefix(take);
+    if (queued) {
+      RequestState& st = in_flight_[request_id];
+      st.pending_bytes += queued;
+      if (st.pending_bytes > opts_.max_pending_bytes) {
+        // The gateway stopped reading: end this request (its queued records stay; the gateway
+        // drops records of requests that are over).
+        fail_request(request_id, wire::ErrorCode::OutputOverflow,
+                     "output not consumed: pending lane output passed its cap");
+        return;
+      }
+    }
   }
 }
 
 // Write now if nothing is queued ahead of this record, else append to pending (merging a DELTA
-// into the trailing DELTA of the same choice).
-void LaneLoop::emit(RecordType type, const ring::Piece* pieces, size_t num_pieces, bool mergeable_delta) {
-  if (pending_off_ == pending_.size() && output_.try_write(uint32_t(type), pieces, num_pieces)) return;
+// into the trailing pending DELTA of the same request, choice and channel).
+size_t LaneLoop::emit(RecordType type, const ring::Piece* pieces, size_t num_pieces, bool mergeable_delta) {
+  if (pending_off_ == pending_.size() && output_.try_write(uint32_t(type), pieces, num_pieces)) return 0;
   size_t payload = 0;
   for (size_t i = 0; i < num_pieces; ++i) payload += pieces[i].size_bytes;
   if (mergeable_delta && last_delta_off_ != SIZE_MAX) {
     uint32_t old_payload;
     std::memcpy(&old_payload, pending_.data() + last_delta_off_, 4);
+    uint8_t* hdr = pending_.data() + last_delta_off_ + 8;
+    wire::DeltaHeader old;
+    std::memcpy(&old, hdr, sizeof old);
+    const auto* incoming = static_cast<const wire::DeltaHeader*>(pieces[0].data);
     const size_t extra = payload - sizeof(wire::DeltaHeader);
-    if (old_payload + extra + ring::kRecordHeaderBytes <= output_.max_payload_bytes()) {
+    if (old.request_id == incoming->request_id && old.choice == incoming->choice &&
+        old.channel == incoming->channel && old_payload + extra <= output_.max_payload_bytes()) {
       const auto* data = static_cast<const uint8_t*>(pieces[1].data);
       pending_.insert(pending_.end(), data, data + extra);
       const uint32_t new_payload = uint32_t(old_payload + extra);
       std::memcpy(pending_.data() + last_delta_off_, &new_payload, 4);
-      uint8_t* hdr = pending_.data() + last_delta_off_ + 8;
-      uint32_t num_tokens;
-      std::memcpy(&num_tokens, hdr + offsetof(wire::DeltaHeader, num_tokens), 4);
-      ++num_tokens;
-      std::memcpy(hdr + offsetof(wire::DeltaHeader, num_tokens), &num_tokens, 4);
-      return;
+      old.num_tokens += 1;
+      std::memcpy(pending_.data() + last_delta_off_ + 8, &old, sizeof old);
+      return extra;
     }
   }
   const size_t off = pending_.size();
@@ -209,6 +245,7 @@ void LaneLoop::emit(RecordType type, const ring::Piece* pieces, size_t num_piece
     pending_.insert(pending_.end(), d, d + pieces[i].size_bytes);
   }
   last_delta_off_ = mergeable_delta ? off : SIZE_MAX;
+  return sizeof head + payload;
 }
 
 void LaneLoop::flush_pending() {
@@ -222,8 +259,17 @@ void LaneLoop::flush_pending() {
   }
   pending_.clear();  // keeps capacity
   pending_off_ = 0;
-  request_pending_start_ = 0;
   last_delta_off_ = SIZE_MAX;
+  for (auto& [rid, st] : in_flight_) st.pending_bytes = 0;
+}
+
+void LaneLoop::publish_stats(uint64_t now_ns) {
+  last_stats_ns_ = now_ns;
+  stats_dirty_ = false;
+  stats_.active_sequences = uint32_t(backend_->num_active());
+  stats_.waiting_sequences = uint32_t(backend_->num_waiting());
+  const ring::Piece piece{&stats_, sizeof stats_};
+  emit(RecordType::Stats, &piece, 1, false);
 }
 
 void LaneLoop::ring_bell_if_armed() {
@@ -232,6 +278,8 @@ void LaneLoop::ring_bell_if_armed() {
 
 // Phase 4.
 void LaneLoop::housekeeping(uint64_t now_ns) {
+  const bool working = backend_->has_work();
+  if (stats_dirty_ && (!working || now_ns - last_stats_ns_ > wire::kStatsIntervalNs)) publish_stats(now_ns);
   flush_pending();
   output_.heartbeat(now_ns);
   ring_bell_if_armed();
@@ -242,7 +290,7 @@ void LaneLoop::housekeeping(uint64_t now_ns) {
       stop();
     }
   }
-  if (active_ || stop_.load(std::memory_order_relaxed)) return;
+  if (working || stop_.load(std::memory_order_relaxed)) return;
   if (pending_off_ != pending_.size()) {
     wake_.wait(1'000'000);  // output backlog: retry soon, but still take new requests
   } else if (!requests_.arm()) {

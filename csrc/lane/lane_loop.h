@@ -1,12 +1,14 @@
 // The lane's native loop: runs on a Python thread with the GIL released.
 //
-// Each pass: 1 drain the request ring (REQUEST / CANCEL / SHUTDOWN) → 2 step the active
-// generation once → 3 write its delta (or DONE) into the output ring → 4 housekeeping
-// (flush pending output, heartbeat, parent check, doorbell, idle wait on the wake semaphore).
-// One request at a time; its choices run one after another (choice i seeded with seed + i).
-// A full output ring never blocks the step: records go to a pending buffer (consecutive deltas
-// of one choice merged into one record) that is flushed on later passes; past
-// max_pending_bytes the request is cancelled with an ERROR(output_overflow).
+// Each pass: 1 drain the request ring (REQUEST → one queued sequence per choice, CANCEL,
+// SHUTDOWN) → 2 one backend step over every running sequence (continuous batching) → 3 write
+// each sequence's text as a protocol-neutral DELTA (request, choice, channel, raw text) and each
+// ended choice as DONE → 4 housekeeping (flush pending output, heartbeat, STATS, parent check,
+// doorbell, idle wait on the wake semaphore).
+// Records of all in-flight requests interleave in the output ring. A full output ring never
+// blocks the step: records go to a pending buffer (consecutive deltas of one request/choice/
+// channel merged into one record) that is flushed on later passes; a request whose pending
+// output passes max_pending_bytes is cancelled with ERROR(output_overflow).
 #pragma once
 
 #include <atomic>
@@ -14,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "lane/backend.h"
@@ -33,7 +36,7 @@ struct LaneOptions {
   int output_bell_fd = -1;
   std::string output_bell_name;
   int expected_ppid = 0;                   // 0: no parent check
-  size_t max_pending_bytes = 1 << 20;
+  size_t max_pending_bytes = 1 << 20;      // per request
   uint64_t prefill_budget_ns_per_token = 20'000'000;  // published as quiet_until for hang checks
   int64_t idle_wait_ns = 50'000'000;       // bounds stop-flag and heartbeat latency when idle
 };
@@ -44,20 +47,29 @@ class LaneLoop {
   // Loads the backend, completes the handshake (HELLO, or ERROR(load_failed) and return), then
   // loops until stop()/SHUTDOWN/parent death. Returns "shutdown", "stopped", "parent_died" or
   // "load_failed". Call without the GIL.
-  std::string load_and_run(const std::string& path, int threads, int ctx_size);
+  std::string load_and_run(const std::string& path, const BackendOptions& backend_opts);
   void stop() { stop_.store(true, std::memory_order_relaxed); }
 
  private:
+  struct RequestState {
+    uint32_t num_choices = 0;
+    uint32_t num_done = 0;
+    size_t pending_bytes = 0;  // this request's bytes in pending_ (an upper bound once flushing)
+  };
+
   void drain_requests();                                  // phase 1
-  void step_active(uint64_t now_ns);                      // phases 2 and 3
+  void step_backend(uint64_t now_ns);                     // phases 2 and 3
   void housekeeping(uint64_t now_ns);                     // phase 4
   void begin_request(const uint8_t* payload, size_t size_bytes);
-  void start_choice(uint32_t choice);
-  void finish_choice(wire::FinishCode reason);
+  void cancel_request(uint64_t request_id);
+  void finish_choice(const SeqEvent& ev);
   void fail_request(uint64_t request_id, wire::ErrorCode code, std::string_view message);
-  void emit_delta(std::string_view text, uint64_t now_ns);
-  void emit(wire::RecordType type, const ring::Piece* pieces, size_t num_pieces, bool mergeable_delta);
+  void emit_delta(uint64_t request_id, uint32_t choice, wire::Channel channel, std::string_view text, uint64_t now_ns);
+  void emit_done(const wire::DoneRecord& done);
+  // Returns the bytes that went to the pending buffer (0: written to the ring).
+  size_t emit(wire::RecordType type, const ring::Piece* pieces, size_t num_pieces, bool mergeable_delta);
   void flush_pending();
+  void publish_stats(uint64_t now_ns);
   void ring_bell_if_armed();
 
   LaneOptions opts_;
@@ -69,20 +81,19 @@ class LaneLoop {
   std::atomic<bool> stop_{false};
   std::string exit_reason_ = "stopped";
 
-  // Active request (one at a time).
-  bool active_ = false;
-  bool first_step_ = false;
-  uint32_t choice_ = 0;
-  wire::DecodedRequest req_;
-  GenerationRequest gen_;
-  std::string delta_bytes_;  // prefix + escaped text + suffix; reused, never shrinks
+  std::unordered_map<uint64_t, RequestState> in_flight_;  // requests with a choice not yet ended
+  wire::DecodedRequest req_;   // decode buffer, reused
+  GenerationRequest gen_;      // per-choice copy, reused
 
   // Pending output: records [u32 payload_bytes][u32 type][payload], unpadded, oldest first.
   std::vector<uint8_t> pending_;
-  size_t pending_off_ = 0;          // first unflushed byte
-  size_t request_pending_start_ = 0;  // where the active request's pending records begin
-  size_t last_delta_off_ = SIZE_MAX;  // mergeable trailing DELTA of the active choice, if any
+  size_t pending_off_ = 0;            // first unflushed byte
+  size_t last_delta_off_ = SIZE_MAX;  // trailing pending DELTA that later deltas may merge into
   uint64_t last_parent_check_ns_ = 0;
+
+  wire::StatsRecord stats_{};
+  uint64_t last_stats_ns_ = 0;
+  bool stats_dirty_ = false;
 };
 
 }  // namespace ls::lane

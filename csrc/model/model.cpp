@@ -3,14 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 #include "model/ops.h"
-#include "common/fp16.h"
 
 namespace ls {
 namespace {
-
-constexpr int kMaxHeadDim = 512;  // attention keeps one fp16-rounded query head on the stack
 
 std::string key(const ModelConfig& c, const char* suffix) { return c.arch_name + "." + suffix; }
 
@@ -39,16 +37,17 @@ Weight load_weight(const GgufFile& f, const std::string& name, int64_t n_in, int
 
 }  // namespace
 
-ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads)
-    : ctx_size_(ctx_size), max_batch_(max_batch) {
+ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads, int n_seq)
+    : ctx_size_(ctx_size), max_batch_(max_batch), n_seq_(n_seq) {
   load_config(file);
   if (threads < 0 || threads > 256) file.fail("threads must be between 0 (all cores) and 256");
+  if (n_seq_ < 1 || n_seq_ > 4096) file.fail("n_seq must be between 1 and 4096");
   if (ctx_size_ > cfg_.n_ctx_train && cfg_.n_ctx_train > 0)
     file.fail("ctx_size " + std::to_string(ctx_size_) + " exceeds the model's training context " +
               std::to_string(cfg_.n_ctx_train));
   if (ctx_size_ <= 0) ctx_size_ = std::min<int32_t>(cfg_.n_ctx_train > 0 ? cfg_.n_ctx_train : 4096, 8192);
   if (max_batch_ <= 0) max_batch_ = 512;
-  max_batch_ = std::min(max_batch_, ctx_size_);
+  max_batch_ = int32_t(std::min<int64_t>(max_batch_, int64_t(ctx_size_) * n_seq_));
   load_weights(file);
   pool_ = std::make_unique<ThreadPool>(threads);
 
@@ -63,8 +62,10 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   ffn_a_.assign(B * cfg_.n_ff, 0.f);
   ffn_b_.assign(B * cfg_.n_ff, 0.f);
   tmp_.assign(B * std::max<int64_t>(E, q_dim), 0.f);
-  k_cache_.assign(cfg_.n_layer, std::vector<float>(size_t(ctx_size_) * kv_dim, 0.f));
-  v_cache_.assign(cfg_.n_layer, std::vector<float>(size_t(ctx_size_) * kv_dim, 0.f));
+  kv_ = KvCache(cfg_.n_layer, n_seq_, ctx_size_, kv_dim);
+  attn_kern_ = &attention_kernels();
+  fwd_tokens_.assign(B, BatchToken{0, 0, 0});
+  fwd_rows_.assign(B, 0);
 
   rope_table(cfg_.rope_base, cfg_.n_rot, ctx_size_, rope_cos_, rope_sin_);
   if (cfg_.sliding_window > 0) rope_table(cfg_.rope_base_local, cfg_.n_rot, ctx_size_, rope_cos_l_, rope_sin_l_);
@@ -168,50 +169,6 @@ void ModelRuntime::project(const Weight& w, const float* x, int n_rows, float* y
   matmul(*pool_, mm_scratch_, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out);
 }
 
-namespace {
-// Everything one attention task reads, captured by a single reference so the std::function
-// built per parallel_for stores its lambda inline (no allocation in the token loop).
-struct AttentionJob {
-  const float *q, *kc, *vc;
-  float* out;
-  int64_t q_dim, kv_dim;
-  int hd, n_head, group, pos0, window, ctx_size;
-  bool local;
-  float scale;
-};
-
-void attention_task(const AttentionJob& job, int64_t task, float* scores) {
-  const int hd = job.hd;
-  const int i = int(task / job.n_head), h = int(task % job.n_head);
-  const int pos = job.pos0 + i;
-  const int first = job.local ? std::max(0, pos - job.window + 1) : 0;
-  // llama.cpp keeps K/V in fp16 and multiplies them in fp16 (q and the softmax weights are
-  // rounded to fp16 on the way in); these small models are rounding-sensitive enough that
-  // matching this moves agreement measurably (Gemma top-1 94.96% → 95.25%, KL 0.0072 → 0.0058).
-  float q[kMaxHeadDim];
-  const float* q0 = job.q + i * job.q_dim + int64_t(h) * hd;
-  for (int j = 0; j < hd; ++j) q[j] = fp16_round(q0[j]);
-  const int64_t koff = int64_t(h / job.group) * hd;
-  float mx = -INFINITY;
-  for (int p = first; p <= pos; ++p) {
-    const float s = dot_f32(q, job.kc + int64_t(p) * job.kv_dim + koff, hd) * job.scale;
-    scores[p] = s;
-    mx = std::max(mx, s);
-  }
-  float sum = 0.f;
-  for (int p = first; p <= pos; ++p) {
-    const float e = std::exp(scores[p] - mx);
-    scores[p] = e;
-    sum += e;
-  }
-  float* out = job.out + i * job.q_dim + int64_t(h) * hd;
-  std::fill(out, out + hd, 0.f);
-  const float inv = 1.0f / sum;
-  for (int p = first; p <= pos; ++p)
-    axpy_f32(fp16_round(scores[p] * inv), job.vc + int64_t(p) * job.kv_dim + koff, out, hd);
-}
-}  // namespace
-
 // Two or three projections of the same input: one activation quantization and one dispatch
 // when the weight types agree (decode runs ~90 fewer thread-pool calls per SmolLM2 token).
 void ModelRuntime::project3(const Weight& a, float* ya, const Weight& b, float* yb, const Weight* c, float* yc,
@@ -227,35 +184,62 @@ void ModelRuntime::project3(const Weight& a, float* ya, const Weight& b, float* 
   if (c) project(*c, x, n_rows, yc);
 }
 
-// Causal (and, on local layers, sliding-window) attention for the n new tokens at pos0..,
-// whose K/V are already in the cache. Tasks are (token, head) pairs; each task's result is
-// computed by one thread alone, so the output does not depend on the thread count.
-void ModelRuntime::attention(int il, int n, int pos0) {
+// Causal (and, on local layers, sliding-window) attention for the n batch tokens, whose K/V
+// are already in the cache (model/attention.h: tasks are (token, head) pairs).
+void ModelRuntime::attention(int il, const BatchToken* tokens, int n) {
   const ModelConfig& c = cfg_;
   AttentionJob job;
   job.q = q_.data();
-  job.kc = k_cache_[il].data();
-  job.vc = v_cache_[il].data();
   job.out = attn_.data();
+  job.tokens = tokens;
+  job.k = kv_.k(il, 0);
+  job.v = kv_.v(il, 0);
+  job.seq_stride = kv_.seq_stride_elems();
+  job.q_dim = int64_t(c.n_head) * c.head_dim;
+  job.kv_dim = int64_t(c.n_head_kv) * c.head_dim;
   job.hd = c.head_dim;
   job.n_head = c.n_head;
   job.group = c.n_head / c.n_head_kv;
-  job.q_dim = int64_t(c.n_head) * c.head_dim;
-  job.kv_dim = int64_t(c.n_head_kv) * c.head_dim;
-  job.pos0 = pos0;
-  job.local = c.is_local(il);
-  job.window = c.sliding_window;
+  job.window = c.is_local(il) ? c.sliding_window : 0;
   job.ctx_size = ctx_size_;
   job.scale = c.arch == Arch::Gemma3 ? 1.0f : c.attn_scale;  // gemma pre-scales q
-  pool_->parallel_for(int64_t(n) * c.n_head, 1, [&job](int64_t task_begin, int64_t task_end) {
-    // Score row per thread (which thread runs a chunk varies); grown once per thread, then reused.
-    thread_local std::vector<float> tls_scores;
-    if (tls_scores.size() < size_t(job.ctx_size)) tls_scores.resize(job.ctx_size);
-    for (int64_t task = task_begin; task < task_end; ++task) attention_task(job, task, tls_scores.data());
-  });
+  job.kern = attn_kern_;
+  run_attention(*pool_, job, n);
 }
 
 void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_logits) {
+  if (n < 0 || n > max_batch_) throw std::invalid_argument("forward: batch of " + std::to_string(n) + " tokens");
+  for (int i = 0; i < n; ++i) fwd_tokens_[i] = BatchToken{tokens[i], pos0 + i, 0};
+  const int first = all_logits ? 0 : n - 1;
+  for (int i = first; i < n; ++i) fwd_rows_[i - first] = i;
+  forward_batch(fwd_tokens_.data(), n, fwd_rows_.data(), logits && n > 0 ? n - first : 0, logits);
+}
+
+void ModelRuntime::copy_kv(int src_seq, int dst_seq, int n_pos) {
+  if (src_seq < 0 || src_seq >= n_seq_ || dst_seq < 0 || dst_seq >= n_seq_ || n_pos < 0 || n_pos > ctx_size_)
+    throw std::invalid_argument("copy_kv: sequence or position out of range");
+  kv_.copy(src_seq, dst_seq, n_pos);
+}
+
+// Rejects input that would read or write outside the buffers (cheap next to one layer).
+void ModelRuntime::check_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out) const {
+  if (n < 0 || n > max_batch_) throw std::invalid_argument("forward_batch: batch of " + std::to_string(n) + " tokens");
+  for (int i = 0; i < n; ++i) {
+    const BatchToken& t = tokens[i];
+    if (t.token < 0 || t.token >= cfg_.n_vocab || t.pos < 0 || t.pos >= ctx_size_ || t.seq < 0 || t.seq >= n_seq_)
+      throw std::invalid_argument("forward_batch: token " + std::to_string(i) + " (id " + std::to_string(t.token) +
+                                  ", pos " + std::to_string(t.pos) + ", seq " + std::to_string(t.seq) + ") out of range");
+  }
+  if (n_out < 0 || n_out > n) throw std::invalid_argument("forward_batch: n_out out of range");
+  for (int i = 0; i < n_out; ++i)
+    if (out_rows[i] < 0 || out_rows[i] >= n || (i > 0 && out_rows[i] <= out_rows[i - 1]))
+      throw std::invalid_argument("forward_batch: out_rows must be strictly increasing batch rows");
+}
+
+void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out, float* logits) {
+  if (logits == nullptr) n_out = 0;
+  check_batch(tokens, n, out_rows, n_out);
+  if (n == 0) return;
   const ModelConfig& c = cfg_;
   const int64_t E = c.n_embd, hd = c.head_dim;
   const int64_t q_dim = int64_t(c.n_head) * hd, kv_dim = int64_t(c.n_head_kv) * hd;
@@ -265,7 +249,7 @@ void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits
   // 1. Embeddings.
   for (int i = 0; i < n; ++i) {
     float* x = x_.data() + i * E;
-    dequantize_row(tok_embd_.type, tok_embd_.data + size_t(tokens[i]) * row_bytes, x, E);
+    dequantize_row(tok_embd_.type, tok_embd_.data + size_t(tokens[i].token) * row_bytes, x, E);
     if (c.embd_scale != 1.f) scale_f32(x, c.embd_scale, E);
   }
 
@@ -275,7 +259,7 @@ void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits
     const float* cos_t = local ? rope_cos_l_.data() : rope_cos_.data();
     const float* sin_t = local ? rope_sin_l_.data() : rope_sin_.data();
 
-    // 2. Attention block: norm → q/k/v → (bias, q/k norm) → RoPE → cache → attention → out.
+    // 2. Attention block: norm → q/k/v → (bias, q/k norm) → RoPE → fp16 cache → attention → out.
     for (int i = 0; i < n; ++i) rmsnorm(x_.data() + i * E, L.attn_norm.data(), h_.data() + i * E, E, c.rms_eps);
     project3(L.wq, q_.data(), L.wk, k_.data(), &L.wv, v_.data(), h_.data(), n);
     for (int i = 0; i < n; ++i) {
@@ -289,20 +273,16 @@ void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits
         for (int h = 0; h < c.n_head; ++h) rmsnorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, c.rms_eps);
         for (int h = 0; h < c.n_head_kv; ++h) rmsnorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, c.rms_eps);
       }
-      const int pos = pos0 + i;
+      const int pos = tokens[i].pos;
       const float* cs = cos_t + int64_t(pos) * (c.n_rot / 2);
       const float* sn = sin_t + int64_t(pos) * (c.n_rot / 2);
       for (int h = 0; h < c.n_head; ++h) rope_apply(q + h * hd, cs, sn, c.n_rot, c.rope == RopeStyle::Neox);
       for (int h = 0; h < c.n_head_kv; ++h) rope_apply(k + h * hd, cs, sn, c.n_rot, c.rope == RopeStyle::Neox);
       if (gemma) scale_f32(q, c.attn_scale, q_dim);
-      float* kc = k_cache_[il].data() + int64_t(pos) * kv_dim;
-      float* vc = v_cache_[il].data() + int64_t(pos) * kv_dim;
-      for (int64_t j = 0; j < kv_dim; ++j) {  // values as an fp16 cache would hold them
-        kc[j] = fp16_round(k[j]);
-        vc[j] = fp16_round(v[j]);
-      }
+      attn_kern_->store(k, kv_.k(il, tokens[i].seq) + int64_t(pos) * kv_dim, kv_dim);
+      attn_kern_->store(v, kv_.v(il, tokens[i].seq) + int64_t(pos) * kv_dim, kv_dim);
     }
-    attention(il, n, pos0);
+    attention(il, tokens, n);
     project(L.wo, attn_.data(), n, tmp_.data());
     for (int i = 0; i < n; ++i) {
       float* o = tmp_.data() + i * E;
@@ -324,12 +304,10 @@ void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits
   }
 
   // 4. Output head on the rows whose logits are wanted (prompt rows cost no LM head).
-  if (logits == nullptr) return;
-  const int first = all_logits ? 0 : n - 1;
-  const int rows = n - first;
-  for (int i = first; i < n; ++i)
-    rmsnorm(x_.data() + i * E, output_norm_.data(), h_.data() + (i - first) * E, E, c.rms_eps);
-  project(output_, h_.data(), rows, logits);
+  if (n_out == 0) return;
+  for (int r = 0; r < n_out; ++r)
+    rmsnorm(x_.data() + int64_t(out_rows[r]) * E, output_norm_.data(), h_.data() + r * E, E, c.rms_eps);
+  project(output_, h_.data(), n_out, logits);
 }
 
 }  // namespace ls

@@ -1,8 +1,13 @@
 // Transformer forward pass over GGUF weights used in place (llama, qwen2, qwen3, gemma3).
 //
+// Continuous batching: one forward_batch() runs tokens of many sequences (slots) together, so
+// every weight matrix is read once per step for the whole batch; each token attends only to
+// its own sequence's cache.
+//
 // Buffers: every activation/scratch buffer is sized at construction for max_batch tokens and
-// reused; forward() allocates nothing. KV cache: per layer [ctx_size][n_head_kv*head_dim] for K
-// and for V, allocated once; stored as fp32 holding fp16-rounded values (llama.cpp's F16 cache).
+// reused; forward_batch() allocates nothing. KV cache (model/kv_cache.h): per layer, per
+// sequence [ctx_size][n_head_kv*head_dim] for K and for V, IEEE fp16 (llama.cpp's F16 cache),
+// reserved once and committed by the kernel page by page as positions are written.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +17,9 @@
 
 #include "common/thread_pool.h"
 #include "gguf/gguf.h"
+#include "model/attention.h"
+#include "model/batch.h"
+#include "model/kv_cache.h"
 #include "quant/quant.h"
 
 namespace ls {
@@ -50,29 +58,49 @@ struct LayerWeights {
 class ModelRuntime {
  public:
   // file must outlive the runtime. Throws GgufError naming the file and problem.
-  ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads);
+  // ctx_size is per sequence (≤ 0: the training context capped at 8192); max_batch tokens
+  // per forward (≤ 0: 512; capped at n_seq·ctx_size); n_seq sequence slots in the KV cache.
+  ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads, int n_seq = 1);
   ~ModelRuntime();
 
   const ModelConfig& config() const { return cfg_; }
   int32_t ctx_size() const { return ctx_size_; }
   int32_t max_batch() const { return max_batch_; }
+  int32_t n_seq() const { return n_seq_; }
+  size_t kv_cache_bytes() const { return kv_.bytes(); }  // reserved, not resident
   ThreadPool& pool() { return *pool_; }
 
-  // Runs tokens[0..n) at positions pos0.. (n ≤ max_batch, pos0 + n ≤ ctx_size), appending
-  // to the KV cache. If all_logits, writes n rows of n_vocab to logits; else only the last
-  // token's row; logits == nullptr skips the output head. Positions ≥ pos0 in the cache are overwritten (rewinding is just a smaller pos0).
+  // Runs n ≤ max_batch tokens in one pass. Token i is at position tokens[i].pos of sequence
+  // tokens[i].seq; its K/V are written to that sequence's cache at pos (overwriting: rewinding
+  // is just a smaller pos), and it attends to positions [0, pos] (local/SWA layers: the window)
+  // of its own sequence only. Tokens of one sequence appear in increasing pos order at
+  // contiguous positions; positions below a sequence's first token in the batch must already
+  // be in its cache. For i < n_out, row i of logits [n_out][n_vocab] = output of batch token
+  // out_rows[i] (strictly increasing). n_out == 0 or logits == nullptr skips the LM head.
+  // A token's results are bit-identical whatever else shares the batch, in whatever order,
+  // with any thread count. Throws std::invalid_argument on out-of-range input.
+  void forward_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out, float* logits);
+
+  // Sequence 0 only: tokens[0..n) at positions pos0.. (n ≤ max_batch, pos0 + n ≤ ctx_size).
+  // If all_logits, writes n rows of n_vocab to logits; else only the last token's row;
+  // logits == nullptr skips the output head.
   void forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_logits);
+
+  // Copies positions [0, n_pos) of every layer's K and V from sequence src_seq to dst_seq
+  // (prefix reuse across slots). Throws std::invalid_argument on out-of-range input.
+  void copy_kv(int src_seq, int dst_seq, int n_pos);
 
  private:
   void load_config(const GgufFile& f);
   void load_weights(const GgufFile& f);
-  void attention(int il, int n, int pos0);
+  void attention(int il, const BatchToken* tokens, int n);
+  void check_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out) const;
   void project(const Weight& w, const float* x, int n_rows, float* y);
   void project3(const Weight& a, float* ya, const Weight& b, float* yb, const Weight* c, float* yc,
                 const float* x, int n_rows);
 
   ModelConfig cfg_;
-  int32_t ctx_size_, max_batch_;
+  int32_t ctx_size_, max_batch_, n_seq_;
   std::unique_ptr<ThreadPool> pool_;
   MatmulScratch mm_scratch_;
 
@@ -80,12 +108,14 @@ class ModelRuntime {
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
 
-  // KV cache per layer: [ctx_size][kv_dim]
-  std::vector<std::vector<float>> k_cache_, v_cache_;
+  KvCache kv_;                          // [n_layer][K,V][n_seq][ctx_size][kv_dim] fp16
+  const AttentionKernels* attn_kern_;   // chosen at construction (AVX2+F16C or portable)
   // Activations, [max_batch][...]
   std::vector<float> x_, h_, q_, k_, v_, attn_, ffn_a_, ffn_b_, tmp_;
   std::vector<float> rope_cos_, rope_sin_;        // [ctx_size][n_rot/2] for the global base
   std::vector<float> rope_cos_l_, rope_sin_l_;    // local (SWA) base
+  std::vector<BatchToken> fwd_tokens_;            // [max_batch] forward()'s batch, seq 0
+  std::vector<int32_t> fwd_rows_;                 // [max_batch] forward()'s out_rows
 };
 
 }  // namespace ls

@@ -6,7 +6,11 @@
 // variable sections are unaligned). Version bumps go in ring.h kVersion.
 //
 // Request ring (gateway → lane):  REQUEST, CANCEL, SHUTDOWN
-// Output ring  (lane → gateway):  HELLO, DELTA, DONE, ERROR
+// Output ring  (lane → gateway):  HELLO, DELTA, DONE, ERROR, STATS
+//
+// Output is protocol-neutral: a DELTA carries raw UTF-8 text of one (request, choice, channel);
+// the gateway's native relay (ring/delta_relay.h) escapes and frames it per protocol. Records of
+// many requests interleave in one output ring.
 #pragma once
 
 #include <cstddef>
@@ -30,13 +34,13 @@ enum class RecordType : uint32_t {
   Delta = 17,
   Done = 18,
   Error = 19,
+  Stats = 20,
 };
 
 // REQUEST payload: RequestHeader, then in order
 //   int32 prompt_ids[num_prompt_ids]
 //   LogitBiasEntry[num_logit_bias]
 //   num_stop × { u32 size_bytes; utf8 bytes }
-//   num_choices × { u32 prefix_bytes; u32 suffix_bytes; prefix; suffix }   (framing per choice)
 struct RequestHeader {
   uint64_t request_id;
   uint64_t seed;
@@ -72,32 +76,60 @@ struct CancelRecord {
 // Readiness handshake: first record a lane writes after loading its model.
 struct HelloRecord {
   uint32_t pid;
-  int32_t n_ctx;
+  int32_t n_ctx;           // context per sequence slot
   int32_t n_vocab;
   uint32_t wire_version;
   uint64_t load_ns;
+  uint64_t kv_cache_bytes;  // K/V cache reserved for all slots (pages commit as they fill)
+  int32_t num_slots;        // sequences one forward pass serves at once
+  int32_t max_batch_tokens;  // per-step token budget (decode tokens + prefill chunk)
 };
 
-// DELTA payload: DeltaHeader + bytes ready to write to the HTTP response
-// (framing prefix + JSON-string-escaped text + suffix; merged deltas are concatenated events).
+// Output channels of a choice: what part of the message a delta's text belongs to.
+enum class Channel : uint32_t { Content = 0, Reasoning = 1, ToolArguments = 2 };
+constexpr uint32_t kNumChannels = 3;
+
+// DELTA payload: DeltaHeader + raw UTF-8 text (complete code points; merged deltas of the same
+// request/choice/channel are concatenated text).
 struct DeltaHeader {
   uint64_t request_id;
   uint32_t choice;
+  uint32_t channel;     // Channel
   uint32_t num_tokens;  // deltas merged into this record (≥ 1)
+  uint32_t reserved;
   uint64_t emit_ns;     // CLOCK_MONOTONIC when the first merged delta was produced
 };
 
-constexpr uint32_t kDoneLastChoice = 1u;  // the request is over; the lane is free
+constexpr uint32_t kDoneLastChoice = 1u;  // the request is over (every choice ended)
 struct DoneRecord {
   uint64_t request_id;
   uint32_t choice;
   uint32_t finish_reason;  // FinishCode
   uint32_t prompt_tokens;
   uint32_t completion_tokens;
-  uint64_t prefill_ns;
-  uint64_t decode_ns;
-  uint32_t flags;  // kDoneLastChoice
-  uint32_t reserved;
+  uint32_t cached_tokens;  // prompt tokens whose K/V were reused (prefix cache)
+  uint32_t flags;          // kDoneLastChoice
+  uint64_t prefill_ns;     // admission into a slot → first token
+  uint64_t decode_ns;      // first token → end
+};
+
+// STATS payload: cumulative engine counters, written about every kStatsIntervalNs while the lane
+// works (and once when it goes idle). Bucket i counts steps with value ≤ the i-th bound; the
+// last bucket is +Inf. The gateway exposes them as Prometheus histograms.
+constexpr uint32_t kStepBuckets = 12;
+constexpr uint64_t kStatsIntervalNs = 500'000'000;
+inline constexpr uint64_t kStepTimeBoundsNs[kStepBuckets - 1] = {
+    1'000'000, 2'500'000, 5'000'000, 10'000'000, 20'000'000, 50'000'000,
+    100'000'000, 200'000'000, 500'000'000, 1'000'000'000, 5'000'000'000};
+inline constexpr uint64_t kBatchTokenBounds[kStepBuckets - 1] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 256};
+struct StatsRecord {
+  uint64_t num_steps;
+  uint64_t step_ns_sum;
+  uint64_t batch_tokens_sum;
+  uint64_t step_ns_buckets[kStepBuckets];     // non-cumulative counts per bucket
+  uint64_t batch_tokens_buckets[kStepBuckets];
+  uint32_t active_sequences;   // sequences holding a slot now
+  uint32_t waiting_sequences;  // choices queued inside the lane for a slot
 };
 
 // ERROR payload: ErrorHeader + UTF-8 message. Always ends the request (request_id 0: the lane).
@@ -121,10 +153,6 @@ class WireError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct ChoiceFraming {
-  std::string prefix, suffix;
-};
-
 // A decoded REQUEST (allocates: done once per request, never per token).
 struct DecodedRequest {
   uint64_t request_id = 0;
@@ -132,14 +160,10 @@ struct DecodedRequest {
   int32_t max_tokens = 0;
   std::vector<int32_t> prompt_ids;
   std::vector<std::string> stop;
-  std::vector<ChoiceFraming> framings;  // size = number of choices
+  uint32_t num_choices = 1;
 };
 
 // Throws WireError naming the problem if the payload is truncated or inconsistent.
 void decode_request(const uint8_t* payload, size_t size_bytes, DecodedRequest& out);
-
-// Appends `text` as JSON string content (no quotes): escapes ", \, control chars < 0x20 and
-// U+2028/U+2029; invalid UTF-8 becomes \ufffd, so the result is always valid JSON.
-void json_escape_append(std::string& out, std::string_view text);
 
 }  // namespace ls::wire

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from lanes import _ring, wire
-from lanes.api import Framing, GenerationParams
+from lanes.api import GenerationParams
 
 LAYOUT = _ring.wire_layout()
 
@@ -20,6 +20,10 @@ def test_constants_agree():
     assert LAYOUT["finish_codes"] == wire.FINISH_CODES
     assert LAYOUT["error_codes"] == wire.ERROR_CODES
     assert LAYOUT["flags"] == wire.FLAGS
+    assert LAYOUT["channels"] == wire.CHANNELS
+    assert LAYOUT["step_buckets"] == wire.STEP_BUCKETS
+    assert tuple(LAYOUT["step_time_bounds_ns"]) == wire.STEP_TIME_BOUNDS_NS
+    assert tuple(LAYOUT["batch_token_bounds"]) == wire.BATCH_TOKEN_BOUNDS
 
 
 @pytest.mark.parametrize("spec", wire.STRUCTS, ids=lambda s: s.name)
@@ -43,8 +47,7 @@ def test_request_encoded_in_python_decodes_in_cpp():
                               stop=("\n\n", "é stop"), presence_penalty=0.25, frequency_penalty=-0.5,
                               repetition_penalty=1.125, logit_bias=((5, -100.0), (7, 2.5)), min_tokens=3,
                               ignore_eos=True)
-    framings = [Framing(b'data: {"c":0,"t":"', b'"}\n\n'), Framing(b"", b"\n")]
-    payload = wire.encode_request(99, [1, 2, 49151], params, framings)
+    payload = wire.encode_request(99, [1, 2, 49151], params, 2)
     d = _ring.decode_request(payload)
     assert d["request_id"] == 99 and d["max_tokens"] == 17
     assert d["temperature"] == 0.5 and d["top_k"] == 40 and d["seed"] == 2**63 + 5
@@ -54,13 +57,13 @@ def test_request_encoded_in_python_decodes_in_cpp():
     assert d["min_tokens"] == 3 and d["ignore_eos"] is True
     assert d["prompt_ids"] == [1, 2, 49151]
     assert d["stop"] == [b"\n\n", "é stop".encode()]
-    assert d["framings"] == [(f.prefix, f.suffix) for f in framings]
-    unseeded = _ring.decode_request(wire.encode_request(1, [3], GenerationParams(max_tokens=1), [Framing(b"", b"")]))
+    assert d["num_choices"] == 2
+    unseeded = _ring.decode_request(wire.encode_request(1, [3], GenerationParams(max_tokens=1), 1))
     assert unseeded["seed"] is None and unseeded["ignore_eos"] is False
 
 
 def test_truncated_request_is_rejected():
-    payload = wire.encode_request(5, [1, 2, 3], GenerationParams(max_tokens=4), [Framing(b"a", b"b")])
+    payload = wire.encode_request(5, [1, 2, 3], GenerationParams(max_tokens=4), 1)
     for cut in (0, 10, len(payload) - 1):
         with pytest.raises(ValueError, match="truncated|exceed"):
             _ring.decode_request(payload[:cut])
@@ -69,11 +72,11 @@ def test_truncated_request_is_rejected():
 
 
 def test_output_records_encoded_in_cpp_decode_in_python():
-    hello = wire.decode_hello(_ring.encode_hello(1234, 4096, 49152, 777))
-    assert (hello.pid, hello.n_ctx, hello.n_vocab, hello.wire_version, hello.load_ns) == (1234, 4096, 49152, 1, 777)
-    done = wire.decode_done(_ring.encode_done(2**40, 3, 2, 11, 22, 333, 444, wire.DONE_LAST_CHOICE))
-    assert done[:8] == (2**40, 3, 2, 11, 22, 333, 444, 1)
-    assert wire.decode_delta_header(_ring.encode_delta_header(9, 1, 4, 55)) == (9, 1, 4, 55)
+    hello = wire.decode_hello(_ring.encode_hello(1234, 4096, 49152, 777, 2**33, 8, 256))
+    assert hello == wire.Hello(1234, 4096, 49152, wire.VERSION, 777, 2**33, 8, 256)
+    done = wire.decode_done(_ring.encode_done(2**40, 3, 2, 11, 22, 5, wire.DONE_LAST_CHOICE, 333, 444))
+    assert done == (2**40, 3, 2, 11, 22, 5, 1, 333, 444)
+    assert wire.decode_delta_header(_ring.encode_delta_header(9, 1, 2, 4, 55)) == (9, 1, 2, 4, 0, 55)
     rid, code, msg = wire.decode_error(_ring.encode_error_header(8, 2) + "bad ✓".encode())
     assert (rid, code, msg) == (8, "bad_request", "bad ✓")
 

@@ -1,7 +1,9 @@
-"""LaneSlot: one model replica as seen by the pool — its process, rings, state and restarts.
+"""LaneReplica: one model replica as seen by the pool — its process, rings, state, restarts and
+the requests in flight on it (up to its sequence slots; the lane batches them).
 
-States: starting → ready ⇄ busy; on death: restarting (capped exponential backoff) → starting,
-or failed after `max_load_failures` consecutive failed loads; stopped after close.
+States (lanes.api.LANE_STATES): starting → ready ⇄ busy (serving ≥ 1 request); on death:
+restarting (capped exponential backoff) → starting, or failed after `max_load_failures`
+consecutive failed loads; stopped after close.
 Death is seen through a pidfd on the event loop (~1 ms after SIGKILL); hangs through the
 output ring's heartbeat word. All callbacks run on the pool's event loop thread.
 """
@@ -19,7 +21,7 @@ import time
 import posix_ipc
 
 from lanes import wire
-from lanes.api import ChoiceDone, LaneBusy, LaneError
+from lanes.api import ChoiceDone, LaneBusy, LaneError, SERVING_STATES
 from lanes.channels import LaneChannels, request_ring_capacity
 from lanes.stream import RequestStream
 
@@ -40,7 +42,7 @@ def describe_exit(returncode: int | None) -> str:
     return f"exited with code {returncode}"
 
 
-class LaneSlot:
+class LaneReplica:
     def __init__(self, pool, spec, model_index: int, index: int):
         self.pool = pool
         self.spec = spec
@@ -55,8 +57,8 @@ class LaneSlot:
         self.proc: subprocess.Popen | None = None
         self.pidfd = -1
         self.hello: wire.Hello | None = None
-        self.stream: RequestStream | None = None
-        self.current_rid: int | None = None
+        self.stats: wire.Stats | None = None       # latest STATS record of the current process
+        self.streams: dict[int, RequestStream] = {}  # requests in flight, by lane request id
         self.load_failures = 0
         self.backoff_s = pool.config.backoff_initial_s
         self.spawn_ns = 0
@@ -78,7 +80,8 @@ class LaneSlot:
             cfg.output_ring_bytes, cfg.doorbell)
         lane_config = {
             "parent_pid": os.getpid(), "path": self.spec.path, "threads": self.spec.threads,
-            "ctx_size": self.spec.ctx_size,
+            "ctx_size": self.spec.ctx_size, "num_slots": self.spec.num_slots,
+            "max_batch_tokens": self.spec.max_batch_tokens,
             "channels": self.channels.lane_spec(), "max_pending_bytes": cfg.max_pending_bytes,
             "prefill_budget_ns_per_token": cfg.prefill_budget_ns_per_token,
         }
@@ -105,6 +108,7 @@ class LaneSlot:
         self.state = "starting"
         self.spawn_ns = time.monotonic_ns()
         self.hello = None
+        self.stats = None
         self.kill_reason = None
         self.last_error = ""
         if self._loop is not None:
@@ -112,11 +116,11 @@ class LaneSlot:
 
     def poll_startup(self) -> str | None:
         """Synchronous handshake step (before attach): 'ready', 'failed' or None (still loading)."""
-        self.dispatch(self.channels.reader.read_batch(READ_BATCH_RECORDS))
+        self.pump_all()
         if self.hello is not None:
             return "ready"
         if self.proc.poll() is not None:
-            self.dispatch(self.channels.reader.read_batch(1 << 20))
+            self.pump_all()
             if self.hello is None:
                 if not self.last_error:
                     self.last_error = f"lane process {describe_exit(self.proc.returncode)} before its handshake"
@@ -180,96 +184,127 @@ class LaneSlot:
             self._loop.call_soon(self._drain)
 
     def _drain(self, bell_fd: int = -1) -> None:
-        """The gateway's ring pump for this lane. Phases: 1 (direct) a streaming request whose
-        socket is free gets its deltas sent natively, ring → socket, and only a control record
-        comes back; 2 (queued) otherwise records are copied out and dispatched to the stream;
-        3 re-arm the doorbell, or come back soon when records may be waiting."""
+        """The gateway's ring pump for this lane. Phases: 1 one native pump call: deltas of
+        requests in direct mode go ring → socket, others come back framed (queued) or accumulate
+        natively (collect); it stops at the first control record; 2 queued chunks and unsent
+        direct tails go to their streams; 3 the control record (DONE/ERROR/STATS/HELLO) is
+        dispatched after every delta before it; 4 come back soon when records may be waiting
+        (otherwise the native call re-armed the doorbell)."""
         self._drain_scheduled = False
         ch = self.channels
         if ch is None:
             return
-        stream = self.stream
-        if stream is not None and stream.direct_ready:
-            sink = stream.sink
-            num_deltas, send_errno, unsent, control, more = ch.reader.relay(
-                sink.fd, self.current_rid, READ_BATCH_RECORDS, bell_fd)
-            try:
-                if num_deltas or send_errno:
-                    sink.relayed(num_deltas, unsent, send_errno)
-            finally:  # a failing sink must not lose the consumed control record or the wake-up
-                if control is not None:
-                    self.dispatch((control,))
-                if more and self.channels is ch:
-                    self._schedule_drain()
-            return
-        if bell_fd >= 0:
-            try:
-                os.read(bell_fd, 8)
-            except BlockingIOError:
-                pass
-        records = ch.reader.read_batch(READ_BATCH_RECORDS)
-        self.dispatch(records)
-        # Bounded chunks keep the loop responsive; arm() == True means data raced in.
-        if self.channels is ch and (len(records) == READ_BATCH_RECORDS or ch.reader.arm()):
+        if self._pump_once(ch, bell_fd) and self.channels is ch:
             self._schedule_drain()
 
-    # --- records --------------------------------------------------------------------------
-    def dispatch(self, records) -> None:
-        for rtype, payload in records:
-            if rtype == wire.DELTA:
-                rid, choice, _, _ = wire.decode_delta_header(payload)
-                if rid == self.current_rid and self.stream is not None:
-                    self.stream.push_chunk(choice, payload[wire.DELTA_HEADER_BYTES:])
-            elif rtype == wire.DONE:
-                rid, choice, reason, pt, ct, pre, dec, flags, _ = wire.decode_done(payload)
-                if rid != self.current_rid:
-                    continue
-                last = bool(flags & wire.DONE_LAST_CHOICE)
-                if self.stream is not None:
-                    self.stream.push_done(
-                        ChoiceDone(choice, wire.FINISH_NAMES.get(reason, "stop"), pt, ct, pre, dec), last)
-                if last:
-                    self._request_over()
-            elif rtype == wire.ERROR:
-                rid, code, message = wire.decode_error(payload)
-                if rid == 0:
-                    self.last_error = message
-                    log.warning("lane %s (pid %s): %s: %s", self.name, self.pid, code, message)
-                elif rid == self.current_rid:
-                    if self.stream is not None:
-                        self.stream.fail(LaneError(code, message))
-                    self._request_over()
-            elif rtype == wire.HELLO:
-                self.hello = wire.decode_hello(payload)
-                self.load_failures = 0  # the limit counts consecutive failed loads
-                self.state = "ready"
-                self.ready_ns = time.monotonic_ns()
+    def _pump_once(self, ch, bell_fd: int = -1) -> bool:
+        queued, partial, control, more = ch.reader.pump(READ_BATCH_RECORDS, bell_fd)
+        streams = self.streams
+        try:
+            if queued is not None:
+                for rid, choice, data in queued:
+                    stream = streams.get(rid)
+                    if stream is not None:
+                        stream.push_chunk(choice, data)
+            if partial is not None:
+                for rid, unsent, send_errno in partial:
+                    stream = streams.get(rid)
+                    if stream is not None:
+                        stream.push_partial(unsent, send_errno)
+        finally:  # a failing sink must not lose the consumed control record or the wake-up
+            if control is not None:
+                self.dispatch(control)
+        return more
 
-    def _request_over(self) -> None:
-        self.stream = None
-        self.current_rid = None
-        if self.state == "busy":
+    def pump_all(self, max_rounds: int = 1 << 16) -> None:
+        """Everything in the ring now (handshake, exit): bounded so a live writer cannot pin us."""
+        ch = self.channels
+        for _ in range(max_rounds):
+            if ch is None or not self._pump_once(ch):
+                return
+
+    # --- records --------------------------------------------------------------------------
+    def dispatch(self, record) -> None:
+        rtype, payload = record
+        if rtype == wire.DONE:
+            rid, choice, reason, pt, ct, cached, flags, pre, dec = wire.decode_done(payload)
+            stream = self.streams.get(rid)
+            if stream is None:
+                return
+            reader = self.channels.reader
+            text = reader.take_text(rid, choice)
+            num_direct, first_ns = reader.route_stats(rid)
+            if first_ns and not stream.first_direct_ns:
+                stream.first_direct_ns = first_ns
+            last = bool(flags & wire.DONE_LAST_CHOICE)
+            stream.push_done(ChoiceDone(choice, wire.FINISH_NAMES.get(reason, "stop"), pt, ct, pre, dec, cached, text),
+                             last)
+            if last:
+                self._request_over(rid)
+        elif rtype == wire.STATS:
+            self.stats = wire.decode_stats(payload)
+        elif rtype == wire.ERROR:
+            rid, code, message = wire.decode_error(payload)
+            if rid == 0:
+                self.last_error = message
+                log.warning("lane %s (pid %s): %s: %s", self.name, self.pid, code, message)
+            elif rid in self.streams:
+                self.streams[rid].fail(LaneError(code, message))
+                self._request_over(rid)
+        elif rtype == wire.HELLO:
+            self.hello = wire.decode_hello(payload)
+            self.load_failures = 0  # the limit counts consecutive failed loads
             self.state = "ready"
+            self.ready_ns = time.monotonic_ns()
+            self.pool.capacity_changed(self.spec.name)
+        elif rtype == wire.DELTA:  # only a malformed delta reaches here (the native pump takes the rest)
+            log.warning("lane %s sent a malformed DELTA record (%d bytes)", self.name, len(payload))
+
+    def _request_over(self, rid: int) -> None:
+        self.streams.pop(rid, None)
+        if self.channels is not None:
+            self.channels.reader.remove_route(rid)
+        if not self.streams and self.state == "busy":
+            self.state = "ready"
+        self.pool.capacity_changed(self.spec.name)
 
     # --- requests --------------------------------------------------------------------------
-    def submit(self, request_id: int, payload: bytes, num_choices: int) -> RequestStream:
+    @property
+    def serving(self) -> bool:
+        return self.state in SERVING_STATES
+
+    @property
+    def free_slots(self) -> int:
+        return self.hello.num_slots - len(self.streams) if self.serving and self.hello is not None else 0
+
+    def submit(self, request_id: int, payload: bytes, num_choices: int, framings, collect: bool) -> RequestStream:
+        """framings: [(choice, channel, prefix, suffix)] for streamed output; collect: the text of
+        each choice accumulates natively and arrives with its ChoiceDone."""
+        reader = self.channels.reader
+        reader.add_route(request_id, num_choices, framings, collect)
         if not self.channels.writer.write(wire.REQUEST, payload):
+            reader.remove_route(request_id)
             raise LaneBusy(f"lane {self.name} request ring is full")
-        self.stream = RequestStream(request_id, num_choices, self._send_cancel)
-        self.current_rid = request_id
+        stream = RequestStream(request_id, num_choices, reader, self._send_cancel)
+        self.streams[request_id] = stream
         self.state = "busy"
-        return self.stream
+        return stream
 
     def _send_cancel(self, request_id: int) -> None:
-        if self.current_rid != request_id or self.channels is None:
+        if request_id not in self.streams or self.channels is None:
             return
         if not self.channels.writer.write(wire.CANCEL, wire.encode_cancel(request_id)):
             self._loop.call_later(0.001, self._send_cancel, request_id)
 
-    def fail_current(self, code: str, message: str) -> None:
-        if self.stream is not None:
-            self.stream.fail(LaneError(code, message))
-        self.stream = None
+    def fail_all(self, code: str, message: str) -> None:
+        """Every request in flight ends with LaneError(code) (lane death, shutdown)."""
+        streams, self.streams = self.streams, {}
+        for rid, stream in streams.items():
+            if self.channels is not None:
+                self.channels.reader.remove_route(rid)  # the pump must never touch its socket again
+            stream.fail(LaneError(code, message))
+        if streams:
+            self.pool.capacity_changed(self.spec.name)
 
     # --- health and death ---------------------------------------------------------------
     def check_health(self, now_ns: int) -> None:
@@ -292,13 +327,11 @@ class LaneSlot:
     def handle_exit(self) -> None:
         """The process is gone (pidfd readable): deliver what it wrote, fail the rest, restart."""
         rc = self.proc.wait()
-        if self.channels is not None:
-            self.dispatch(self.channels.reader.read_batch(1 << 20))
+        self.pump_all()
         how = f"lane {self.name} (pid {self.pid}) {describe_exit(rc)}"
-        if self.current_rid is not None:
+        if self.streams:
             code = self.kill_reason if self.kill_reason == "lane_hung" else "lane_died"
-            self.fail_current(code, how + " during the request")
-            self._request_over()
+            self.fail_all(code, how + " during the request")
         was_ready = self.hello is not None
         self.teardown()
         if self.pool.closing:

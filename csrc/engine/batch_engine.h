@@ -1,0 +1,79 @@
+// BatchEngine: continuous batching over one loaded model — many sequences, one forward pass per
+// step. What a lane runs.
+//
+// Sequence slots: `num_slots` sequences hold a slot (their own K/V region of ctx_size positions)
+// at once; more choices wait in a FIFO inside the engine. Each step (numbered phases in step()):
+//   1 admit waiting choices into free slots, reusing the longest cached prefix of any slot;
+//   2 build one batch: one token per decoding sequence, then prompt chunks of prefilling ones in
+//     admission order, up to max_batch_tokens (chunked prefill: a long prompt delays the running
+//     streams by at most one chunk per step);
+//   3 one forward pass (every weight matrix read once for the whole batch); the LM head only for
+//     rows whose logits are needed;
+//   4 sample each of those sequences with its own state → events.
+// Determinism: a row's result does not depend on its batchmates or the thread count (kernels
+// and attention are row-independent), and sampling state is per sequence, so a seeded request
+// gives the same tokens alone or amid others.
+// Not thread-safe: one thread (the lane loop) drives it. Nothing is allocated in step() except
+// when a request is added (its copy) — buffers are sized at construction.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace ls {
+
+class Sequence;
+
+// One sequence's outcome of a step. `text` points into engine memory valid until the next step().
+struct SeqEvent {
+  uint64_t request_id;
+  uint32_t choice;
+  std::string_view text;
+  bool finished;
+  FinishReason reason;
+  GenerationStats stats;  // final when finished
+};
+
+struct BatchEngineOptions {
+  int threads = 0;            // ≤ 0: all cores
+  int ctx_size = 0;           // per slot; ≤ 0: training context capped at 8192
+  int num_slots = 8;          // sequences served at once
+  int max_batch_tokens = 256; // per-step token budget (≥ num_slots)
+};
+
+class BatchEngine {
+ public:
+  BatchEngine(const std::string& path, const BatchEngineOptions& opts);  // throws GgufError/runtime_error
+  ~BatchEngine();
+
+  int32_t n_ctx() const;
+  int32_t n_vocab() const;
+  int32_t num_slots() const;
+  int32_t max_batch_tokens() const;
+  size_t kv_cache_bytes() const;
+
+  // Queues one choice of a request. Throws std::invalid_argument (prompt/params) before queuing.
+  void add(uint64_t request_id, uint32_t choice, const GenerationRequest& req);
+  // Drops every choice of request_id, waiting or running (its slot is free at the next step);
+  // returns how many were dropped.
+  int cancel(uint64_t request_id);
+  bool has_work() const;
+  size_t num_active() const;
+  size_t num_waiting() const;
+  int32_t last_batch_tokens() const;  // tokens of the most recent step's forward pass
+
+  // One step (phases above). Long-running: call without the GIL.
+  const std::vector<SeqEvent>& step();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ls

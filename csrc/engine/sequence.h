@@ -1,0 +1,57 @@
+// One generation's own state: request, sampler (seed/RNG, penalties, logit bias), stop matcher,
+// UTF-8 hold-back and counters. Nothing here is shared between sequences, so a sequence's tokens
+// do not depend on what else runs in its batch. Engine drives one; BatchEngine one per slot.
+//
+// Life: begin() → [the caller feeds the prompt through the model] → sample() per forward pass that
+// produced this sequence's logits → … → finished. sample() returns at most one token's worth of
+// emittable text: complete UTF-8 only, with any suffix that could begin a stop string held back
+// (and dropped if the stop completes).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine.h"
+#include "sampler/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ls {
+
+// Throws std::invalid_argument naming the problem (empty prompt, prompt that leaves no room in
+// ctx_size, ids or logit_bias ids outside the vocabulary, max_tokens < 1).
+void validate_request(const GenerationRequest& req, int32_t n_vocab, int32_t ctx_size);
+
+class Sequence {
+ public:
+  explicit Sequence(int32_t n_vocab);  // sizes the sampler's buffers once
+
+  // Starts a generation whose first `cached_tokens` prompt positions already hold valid K/V.
+  void begin(const GenerationRequest& req, const Tokenizer& tok, int32_t cached_tokens, int64_t now_ns);
+  // Samples from this sequence's logits row [n_vocab] (modified in place), detokenizes and decides
+  // whether the generation ends. `pos` = the next K/V position after the fed token.
+  StepResult sample(float* logits, int32_t pos, int32_t ctx_size, const Tokenizer& tok, int64_t now_ns);
+
+  const GenerationRequest& request() const { return req_; }
+  const GenerationStats& stats() const { return stats_; }
+  int32_t last_token() const { return last_token_; }
+  bool active() const { return active_; }
+  void end() { active_ = false; }
+
+ private:
+  void flush_text();
+  StepResult finish(FinishReason reason, int32_t token);
+
+  GenerationRequest req_;
+  GenerationStats stats_;
+  Sampler sampler_;
+  StopMatcher stop_;
+  Utf8Stream utf8_;
+  std::string out_;  // this step's emitted text; capacity kept across steps
+  int32_t last_token_ = -1;
+  int64_t begin_ns_ = 0, first_token_ns_ = 0;
+  bool active_ = false;
+};
+
+}  // namespace ls
