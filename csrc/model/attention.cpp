@@ -11,40 +11,17 @@
 namespace ls {
 namespace {
 
-// Exact fp16 → fp32 without branches (so the portable loops vectorize): normals and
-// infinities/NaNs by rebiasing the exponent with one multiply, subnormals via a magic-number
-// subtraction (Maratyszcza's FP16 method). Equals fp16_to_f32 for every input.
-inline float fp16_to_f32_nobranch(uint16_t h) {
-  const uint32_t w = uint32_t(h) << 16;
-  const uint32_t sign = w & 0x80000000u;
-  const uint32_t two_w = w + w;
-  uint32_t bits = (two_w >> 4) + (0xE0u << 23);
-  float normalized;
-  std::memcpy(&normalized, &bits, 4);
-  normalized *= 0x1.0p-112f;
-  bits = (two_w >> 17) | (126u << 23);
-  float denormalized;
-  std::memcpy(&denormalized, &bits, 4);
-  denormalized -= 0.5f;
-  uint32_t nb, db;
-  std::memcpy(&nb, &normalized, 4);
-  std::memcpy(&db, &denormalized, 4);
-  const uint32_t out = sign | (two_w < (1u << 27) ? db : nb);
-  float f;
-  std::memcpy(&f, &out, 4);
-  return f;
-}
-
-// Portable kernels: the same operation order as dot_f32 / axpy_f32 (8 partial sums for q·k).
+// Portable kernels (the pre-fp16-cache operation order): q·k in 8 lane partial sums reduced
+// pairwise, V accumulated position by position.
 void scores_portable(const float* q, const uint16_t* k, int64_t stride, int n_pos, int hd, float scale, float* scores) {
   for (int p = 0; p < n_pos; ++p) {
     const uint16_t* kr = k + p * stride;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int i = 0;
     for (; i + 8 <= hd; i += 8)
-      for (int j = 0; j < 8; ++j) acc[j] += q[i + j] * fp16_to_f32_nobranch(kr[i + j]);
+      for (int j = 0; j < 8; ++j) acc[j] += q[i + j] * fp16_to_f32_branchless(kr[i + j]);
     float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < hd; ++i) s += q[i] * fp16_to_f32_nobranch(kr[i]);
+    for (; i < hd; ++i) s += q[i] * fp16_to_f32_branchless(kr[i]);
     scores[p] = s * scale;
   }
 }
@@ -58,7 +35,7 @@ void weighted_sum_portable(const float* w, const uint16_t* v, int64_t stride, in
   for (int p = 0; p < n_pos; ++p) {
     const uint16_t* vr = v + p * stride;
     const float a = w[p];
-    for (int j = 0; j < hd; ++j) out[j] += a * fp16_to_f32_nobranch(vr[j]);
+    for (int j = 0; j < hd; ++j) out[j] += a * fp16_to_f32_branchless(vr[j]);
   }
 }
 

@@ -5,7 +5,7 @@
 // and sums are fp32. Each (token, head) result is computed by one thread, by one fixed
 // sequence of operations that reads only that token's own sequence, so it is bit-identical
 // whatever else shares the batch, whatever the token order and whatever the thread count
-// (for a fixed kernel path: AVX2+FMA+F16C or portable, chosen once per process).
+// (for a fixed kernel path: AVX2+FMA+F16C or portable, chosen when the runtime is built).
 #pragma once
 
 #include <cstdint>

@@ -19,7 +19,7 @@ inline __m256 load8_f16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// Σ of the 8 lanes as ((a0+a1)+(a2+a3)) + ((a4+a5)+(a6+a7)), the order dot_f32 uses.
+// Σ of the 8 lanes as ((a0+a1)+(a2+a3)) + ((a4+a5)+(a6+a7)), as the portable kernel.
 inline float reduce8(__m256 acc) {
   const __m256 h = _mm256_hadd_ps(acc, acc);  // [a0+a1, a2+a3, ., . | a4+a5, a6+a7, ., .]
   const __m256 hh = _mm256_hadd_ps(h, h);     // [(a0+a1)+(a2+a3), ... | (a4+a5)+(a6+a7), ...]

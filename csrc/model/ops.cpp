@@ -14,21 +14,6 @@ LS_MULTIVERSION void rmsnorm(const float* x, const float* w, float* out, int64_t
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
-LS_MULTIVERSION float dot_f32(const float* a, const float* b, int64_t n) {
-  // 8 partial sums let the compiler vectorize without -ffast-math reassociation.
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-LS_MULTIVERSION void axpy_f32(float a, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
 LS_MULTIVERSION void add_f32(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }

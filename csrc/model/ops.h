@@ -1,4 +1,5 @@
-// Small fp32 vector operations of the forward pass (norms, RoPE, activations, attention dots).
+// Small fp32 vector operations of the forward pass (norms, RoPE, activations); attention
+// kernels over the fp16 KV cache live in model/attention.h.
 // Built for both the portable baseline and AVX2+FMA (function multiversioning picks at load).
 #pragma once
 
@@ -10,8 +11,6 @@ namespace ls {
 // out = x / sqrt(mean(x²) + eps) * w ; the mean is accumulated in double (as ggml does).
 // out may alias x.
 void rmsnorm(const float* x, const float* w, float* out, int64_t n, float eps);
-float dot_f32(const float* a, const float* b, int64_t n);
-void axpy_f32(float a, const float* x, float* y, int64_t n);  // y += a·x
 void add_f32(float* y, const float* x, int64_t n);             // y += x
 void scale_f32(float* y, float s, int64_t n);                  // y *= s
 void silu_mul(float* a, const float* b, int64_t n);            // a = silu(a) ⊙ b

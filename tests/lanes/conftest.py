@@ -1,5 +1,6 @@
 """Fixtures for lane-pool tests: pools that are always closed, and a /dev/shm leak check."""
 import asyncio
+import json
 import os
 
 import pytest
@@ -10,8 +11,19 @@ from lanes.pool import LanePool
 
 
 def synthetic_text(i: int) -> str:
-    """Text of step i of the synthetic backend (csrc/lane/synthetic_backend.cpp)."""
+    """Text of token i of a synthetic-backend sequence (csrc/lane/synthetic_backend.cpp)."""
     return f"{i}" + ('"\\\n\u2028é ' if i % 7 == 6 else " ")
+
+
+def escaped(text: str) -> bytes:
+    """What the gateway's DeltaRelay makes of lane text: JSON-escaped (U+2028/9 too), unquoted."""
+    return json.dumps(text, ensure_ascii=False)[1:-1].replace("\u2028", "\\u2028").replace(
+        "\u2029", "\\u2029").encode()
+
+
+def synthetic_events(n: int, prefix: bytes = b"", suffix: bytes = b"") -> bytes:
+    """The framed events of the first n tokens of one synthetic sequence, concatenated."""
+    return b"".join(prefix + escaped(synthetic_text(i)) + suffix for i in range(n))
 
 
 @pytest.fixture
