@@ -1,12 +1,17 @@
 """Relay benchmark: native writer in a lane process → ring → asyncio reader in this process.
 
 For each gateway doorbell (eventfd + loop.add_reader, semaphore + waiter thread) it runs a real
-lane (synthetic backend: the real native loop, JSON escaping and framing, no model) through
-LanePool and measures
-  * sustained relay: a lane generating as fast as it can; deltas/s delivered (deltas merged by
-    the lane when the ring is full count individually) and ring records/s read;
-  * wake latency: one delta every `--pace-us`; emit_ns (stamped by the lane just before the
-    ring write) → the pump's callback on the event loop, p50/p99.
+lane (synthetic backend: the real native loop, no model) through LanePool and measures
+  * sustained relay: one request generating as fast as the lane can; the gateway's native
+    DeltaRelay (RingReader.pump) demultiplexes, JSON-escapes and frames every delta and hands the
+    events back (queued mode); deltas/s delivered (deltas the lane merged while the ring was full
+    count individually), pump calls/s and framed MiB/s;
+  * batched relay: `--batch` requests at once on the one replica (continuous batching), each
+    framed by its own route; total deltas/s;
+  * wake latency: one delta every `--pace-us`; emit_ns (stamped by the lane just before the ring
+    write) → the moment the loop's drain callback reads it, p50/p99. The native pump does not
+    expose per-delta emit times, so this mode reads the ring with RingReader.read_batch through
+    the same doorbell and drain path (what it measures is the wake-up, not the framing).
 Prints one summary line (plus details with -v).  Usage: python benchmarks/relay_bench.py [-v]
 """
 from __future__ import annotations
@@ -21,53 +26,97 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from lanes import wire  # noqa: E402
-from lanes.api import Framing, GenerationParams, LaneModelSpec  # noqa: E402
+from lanes.api import ChoiceDone, GenerationParams, LaneModelSpec  # noqa: E402
 from lanes.config import PoolConfig  # noqa: E402
 from lanes.pool import LanePool  # noqa: E402
 
-FRAMING = Framing(b'data: {"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"', b'"}]}\n\n')
+PREFIX = b'data: {"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"'
+SUFFIX = b'"}]}\n\n'
+FRAMINGS = [(0, wire.CONTENT, PREFIX, SUFFIX)]
 
 
-def instrument(pool: LanePool, sink: dict) -> None:
-    """Wrap the slot's dispatch to count records and stamp receive times (one clock read per batch)."""
-    slot = pool._slots["bench"][0]
-    original = slot.dispatch
+class CountingReader:
+    """Wraps a replica's native RingReader: counts pump calls (throughput modes)."""
 
-    def dispatch(records):
+    def __init__(self, reader, sink: dict) -> None:
+        self._reader = reader
+        self._sink = sink
+
+    def __getattr__(self, name):
+        return getattr(self._reader, name)
+
+    def pump(self, max_records=128, bell_fd=-1):
+        self._sink["pumps"] += 1
+        return self._reader.pump(max_records, bell_fd)
+
+
+class LatencyReader(CountingReader):
+    """Reads raw records (read_batch) to see each DELTA's emit_ns; deltas go to their streams
+    unframed, control records to the replica's dispatch, in ring order."""
+
+    def __init__(self, reader, sink: dict, replica) -> None:
+        super().__init__(reader, sink)
+        self._replica = replica
+
+    def pump(self, max_records=128, bell_fd=-1):
+        self._sink["pumps"] += 1
+        if bell_fd >= 0:
+            try:
+                os.read(bell_fd, 8)  # level-triggered doorbell: reset before reading
+            except BlockingIOError:
+                pass
+        records = self._reader.read_batch(max_records)
         now = time.monotonic_ns()
+        streams = self._replica.streams
         for rtype, payload in records:
             if rtype == wire.DELTA:
-                _, _, num_tokens, emit_ns = wire.decode_delta_header(payload)
-                sink["records"] += 1
-                sink["deltas"] += num_tokens
-                if num_tokens == 1 and sink["lat"] is not None:
-                    sink["lat"].append(now - emit_ns)
-        original(records)
-
-    slot.dispatch = dispatch
+                rid, choice, _, num_tokens, _, emit_ns = wire.decode_delta_header(payload)
+                self._sink["deltas"] += num_tokens
+                if num_tokens == 1:
+                    self._sink["lat"].append(now - emit_ns)
+                stream = streams.get(rid)
+                if stream is not None:
+                    stream.push_chunk(choice, payload[wire.DELTA_HEADER_BYTES:])
+            else:
+                self._replica.dispatch((rtype, payload))
+        more = len(records) == max_records or self._reader.arm()
+        return None, None, None, more
 
 
 async def run_one(doorbell: str, mode: str, args) -> dict:
-    step_us = 0 if mode == "throughput" else args.pace_us
-    pool = LanePool([LaneModelSpec("bench", f"synthetic:step_us={step_us}")],
+    step_us = args.pace_us if mode == "latency" else 0
+    num_requests = args.batch if mode == "batched" else 1
+    pool = LanePool([LaneModelSpec("bench", f"synthetic:step_us={step_us}", num_slots=max(8, num_requests))],
                     # The synthetic lane outruns any reader: let its backlog grow instead of erroring.
                     config=PoolConfig(doorbell=doorbell, output_ring_bytes=args.ring_bytes,
                                       max_pending_bytes=1 << 30))
     try:
         pool.start()
         pool.attach(asyncio.get_running_loop())
-        sink = {"records": 0, "deltas": 0, "lat": [] if mode == "latency" else None}
-        instrument(pool, sink)
-        n = args.throughput_tokens if mode == "throughput" else args.latency_tokens
-        stream = pool.submit("bench", [1, 2, 3], GenerationParams(max_tokens=n), [FRAMING], 1)
+        replica = pool._replicas["bench"][0]
+        sink = {"pumps": 0, "deltas": 0, "lat": []}
+        native = replica.channels.reader
+        replica.channels.reader = (LatencyReader(native, sink, replica) if mode == "latency"
+                                   else CountingReader(native, sink))
+        n = {"throughput": args.throughput_tokens, "batched": args.throughput_tokens // num_requests,
+             "latency": args.latency_tokens}[mode]
+        streams = [pool.submit("bench", [1, 2, 3], GenerationParams(max_tokens=n), rid + 1, framings=FRAMINGS)
+                   for rid in range(num_requests)]
         t0 = time.perf_counter()
-        received_bytes = 0
-        async for item in stream:
-            if hasattr(item, "data"):
-                received_bytes += len(item.data)
+
+        async def consume(stream) -> tuple[int, int]:
+            received, tokens = 0, 0
+            async for item in stream:
+                if type(item) is ChoiceDone:
+                    tokens += item.completion_tokens
+                else:
+                    received += len(item.data)
+            return received, tokens
+
+        counts = await asyncio.gather(*(consume(s) for s in streams))
         elapsed = time.perf_counter() - t0
-        out = {"doorbell": doorbell, "mode": mode, "elapsed_s": elapsed, "deltas": sink["deltas"],
-               "records": sink["records"], "bytes": received_bytes}
+        out = {"doorbell": doorbell, "mode": mode, "requests": num_requests, "elapsed_s": elapsed,
+               "deltas": sum(t for _, t in counts), "pumps": sink["pumps"], "bytes": sum(b for b, _ in counts)}
         if mode == "latency":
             lat = sorted(sink["lat"][10:])  # skip warm-up
             out["p50_us"] = lat[len(lat) // 2] / 1e3
@@ -82,7 +131,7 @@ async def main_async(args) -> list[dict]:
     results = []
     for _ in range(args.repeats):
         for doorbell in ("eventfd", "semaphore"):
-            for mode in ("throughput", "latency"):
+            for mode in ("throughput", "batched", "latency"):
                 results.append(await run_one(doorbell, mode, args))
     return results
 
@@ -90,6 +139,7 @@ async def main_async(args) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--throughput-tokens", type=int, default=1_000_000)
+    ap.add_argument("--batch", type=int, default=8, help="requests at once in the batched mode")
     ap.add_argument("--latency-tokens", type=int, default=3000)
     ap.add_argument("--pace-us", type=int, default=500)
     ap.add_argument("--ring-bytes", type=int, default=1 << 20)
@@ -106,17 +156,21 @@ def main() -> None:
     results = asyncio.run(main_async(args))
     summary = []
     for doorbell in ("eventfd", "semaphore"):
-        tp = [r for r in results if r["doorbell"] == doorbell and r["mode"] == "throughput"]
+        def best(mode):
+            runs = [r for r in results if r["doorbell"] == doorbell and r["mode"] == mode]
+            return max(runs, key=lambda r: r["deltas"] / r["elapsed_s"]), runs
+        tp, tp_runs = best("throughput")
+        bt, bt_runs = best("batched")
         lt = [r for r in results if r["doorbell"] == doorbell and r["mode"] == "latency"]
-        best = max(tp, key=lambda r: r["deltas"] / r["elapsed_s"])
         p50 = statistics.median(r["p50_us"] for r in lt)
         p99 = statistics.median(r["p99_us"] for r in lt)
-        summary.append(f"{doorbell}: {best['deltas'] / best['elapsed_s'] / 1e3:.0f}k deltas/s "
-                       f"({best['records'] / best['elapsed_s'] / 1e3:.0f}k records/s, "
-                       f"{best['bytes'] / best['elapsed_s'] / 2**20:.0f} MiB/s) "
+        summary.append(f"{doorbell}: {tp['deltas'] / tp['elapsed_s'] / 1e3:.0f}k deltas/s "
+                       f"({tp['pumps'] / tp['elapsed_s'] / 1e3:.1f}k pumps/s, "
+                       f"{tp['bytes'] / tp['elapsed_s'] / 2**20:.0f} MiB/s), "
+                       f"x{bt['requests']} batched {bt['deltas'] / bt['elapsed_s'] / 1e3:.0f}k deltas/s, "
                        f"wake p50 {p50:.1f} us p99 {p99:.1f} us")
         if args.verbose:
-            for r in tp + lt:
+            for r in tp_runs + bt_runs + lt:
                 print(r, file=sys.stderr)
     print(f"relay_bench [{args.loop}, 1 lane, pace {args.pace_us} us]: " + " | ".join(summary))
 

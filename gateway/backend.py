@@ -90,12 +90,13 @@ def create_pool(config: GatewayConfig, paths: dict[str, str]) -> LanePool:
     return LanePool(lane_specs(config, paths), heartbeat_timeout_s=config.heartbeat_timeout_s)
 
 
-_SHARED_PARAMS = tuple(f.name for f in dataclasses.fields(GenerationParams) if f.name not in ("max_tokens", "min_tokens"))
+_SHARED_PARAMS = tuple(f.name for f in dataclasses.fields(GenerationParams)
+                       if f.name not in ("max_tokens", "min_tokens") and f.name in {g.name for g in dataclasses.fields(Sampling)})
 
 
 def generation_params(sampling: Sampling, max_tokens: int) -> GenerationParams:
-    """The lane parameters: every sampling field of the request by name (Sampling carries the
-    same names), with the resolved token budget."""
+    """The lane parameters: every sampling field the request carries, by name (Sampling uses
+    GenerationParams' names), with the resolved token budget; the rest keep their defaults."""
     shared = {name: getattr(sampling, name) for name in _SHARED_PARAMS}
     return GenerationParams(max_tokens=max_tokens, min_tokens=min(sampling.min_tokens, max_tokens), **shared)
 

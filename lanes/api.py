@@ -45,6 +45,9 @@ class Framing:
 
 @dataclass(frozen=True)
 class GenerationParams:
+    """The ONE Python definition of a generation's parameters (the C++ one is
+    csrc/sampler/params.h; the wire layout between them is tested). The gateway fills it from
+    request fields of the same names."""
     max_tokens: int
     temperature: float = 1.0
     top_p: float = 1.0
@@ -55,6 +58,7 @@ class GenerationParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
+    repeat_last_n: int = 64
     logit_bias: tuple[tuple[int, float], ...] = ()
     min_tokens: int = 0
     ignore_eos: bool = False

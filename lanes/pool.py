@@ -180,6 +180,8 @@ class LanePool:
             raise ValueError("prompt_ids must be non-empty")
         if not 0 < request_id < 2**64:
             raise ValueError("request_id must be in [1, 2^64)")
+        if any(request_id in r.streams for r in replicas):
+            raise ValueError(f"request id {request_id} is already in flight")
         start = self._next[model]
         best = None
         for k in range(len(replicas)):

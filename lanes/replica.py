@@ -194,8 +194,12 @@ class LaneReplica:
         ch = self.channels
         if ch is None:
             return
-        if self._pump_once(ch, bell_fd) and self.channels is ch:
-            self._schedule_drain()
+        more = True  # if a stream's callback raises, come back rather than wedge the lane
+        try:
+            more = self._pump_once(ch, bell_fd)
+        finally:
+            if more and self.channels is ch:
+                self._schedule_drain()
 
     def _pump_once(self, ch, bell_fd: int = -1) -> bool:
         queued, partial, control, more = ch.reader.pump(READ_BATCH_RECORDS, bell_fd)
@@ -303,6 +307,8 @@ class LaneReplica:
             if self.channels is not None:
                 self.channels.reader.remove_route(rid)  # the pump must never touch its socket again
             stream.fail(LaneError(code, message))
+        if self.state == "busy":
+            self.state = "ready"
         if streams:
             self.pool.capacity_changed(self.spec.name)
 

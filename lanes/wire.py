@@ -70,12 +70,17 @@ class StructSpec:
         return out
 
 
-REQUEST_HEADER = StructSpec("RequestHeader", (
-    ("request_id", "Q"), ("seed", "Q"), ("num_choices", "I"), ("flags", "I"),
+# The scalar sampling fields in wire order (C++: LS_SAMPLING_SCALARS in csrc/sampler/params.h); their
+# names, meanings and defaults are lanes.api.GenerationParams fields.
+SAMPLING_SCALARS = (
     ("temperature", "f"), ("top_p", "f"), ("min_p", "f"), ("presence_penalty", "f"),
-    ("frequency_penalty", "f"), ("repetition_penalty", "f"), ("top_k", "i"), ("max_tokens", "i"),
-    ("min_tokens", "i"), ("repeat_last_n", "i"), ("num_prompt_ids", "I"), ("num_logit_bias", "I"),
-    ("num_stop", "I"), ("reserved", "I"),
+    ("frequency_penalty", "f"), ("repetition_penalty", "f"), ("top_k", "i"), ("repeat_last_n", "i"),
+    ("min_tokens", "i"),
+)
+REQUEST_HEADER = StructSpec("RequestHeader", (
+    ("request_id", "Q"), ("seed", "Q"), ("num_choices", "I"), ("flags", "I"), ("max_tokens", "i"),
+    *SAMPLING_SCALARS,
+    ("num_prompt_ids", "I"), ("num_logit_bias", "I"), ("num_stop", "I"), ("reserved", "I"),
 ))
 LOGIT_BIAS_ENTRY = StructSpec("LogitBiasEntry", (("token_id", "i"), ("bias", "f")))
 CANCEL_RECORD = StructSpec("CancelRecord", (("request_id", "Q"),))
@@ -117,7 +122,6 @@ _STATS = struct.Struct(STATS_RECORD.format)
 _U32 = struct.Struct("<I")
 DELTA_HEADER_BYTES = _DELTA.size
 ERROR_HEADER_BYTES = _ERROR.size
-DEFAULT_REPEAT_LAST_N = 64
 
 
 def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> bytes:
@@ -128,11 +132,9 @@ def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> byt
     stops = [s.encode("utf-8") for s in params.stop]
     parts = [
         _REQUEST.pack(
-            request_id, (seed or 0) & 0xFFFFFFFFFFFFFFFF, num_choices, flags,
-            params.temperature, params.top_p, params.min_p, params.presence_penalty,
-            params.frequency_penalty, params.repetition_penalty, params.top_k, params.max_tokens,
-            params.min_tokens, DEFAULT_REPEAT_LAST_N, len(prompt_ids), len(params.logit_bias),
-            len(stops), 0),
+            request_id, (seed or 0) & 0xFFFFFFFFFFFFFFFF, num_choices, flags, params.max_tokens,
+            *(getattr(params, name) for name, _ in SAMPLING_SCALARS),
+            len(prompt_ids), len(params.logit_bias), len(stops), 0),
         struct.pack(f"<{len(prompt_ids)}i", *prompt_ids),
     ]
     for token_id, bias in params.logit_bias:

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
+#include "bindings/sampling_params.h"
 #include "engine/batch_engine.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
@@ -21,28 +22,7 @@ py::str utf8_to_py(std::string_view s) {
   return py::reinterpret_steal<py::str>(o);
 }
 
-SamplingParams sampling_from_kwargs(const py::dict& kw) {
-  SamplingParams p;
-  auto get = [&](const char* k) -> py::handle { return kw.contains(k) ? kw[k] : py::handle(); };
-  if (auto v = get("temperature"); v && !v.is_none()) p.temperature = v.cast<float>();
-  if (auto v = get("top_k"); v && !v.is_none()) p.top_k = v.cast<int32_t>();
-  if (auto v = get("top_p"); v && !v.is_none()) p.top_p = v.cast<float>();
-  if (auto v = get("min_p"); v && !v.is_none()) p.min_p = v.cast<float>();
-  if (auto v = get("seed"); v && !v.is_none()) {
-    p.seed = v.cast<uint64_t>();
-    p.has_seed = true;
-  }
-  if (auto v = get("presence_penalty"); v && !v.is_none()) p.presence_penalty = v.cast<float>();
-  if (auto v = get("frequency_penalty"); v && !v.is_none()) p.frequency_penalty = v.cast<float>();
-  if (auto v = get("repetition_penalty"); v && !v.is_none()) p.repetition_penalty = v.cast<float>();
-  if (auto v = get("repeat_last_n"); v && !v.is_none()) p.repeat_last_n = v.cast<int32_t>();
-  if (auto v = get("min_tokens"); v && !v.is_none()) p.min_tokens = v.cast<int32_t>();
-  if (auto v = get("ignore_eos"); v && !v.is_none()) p.ignore_eos = v.cast<bool>();
-  if (auto v = get("logit_bias"); v && !v.is_none()) {
-    for (auto item : v.cast<py::dict>()) p.logit_bias.emplace_back(item.first.cast<int32_t>(), item.second.cast<float>());
-  }
-  return p;
-}
+SamplingParams sampling_from_kwargs(const py::dict& kw) { return sampling_from_dict(kw, false); }
 
 py::dict stats_dict(const GenerationStats& s) {
   py::dict d;

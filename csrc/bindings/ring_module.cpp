@@ -144,11 +144,10 @@ py::dict wire_layout() {
     py::dict d;
     FIELD(wire::RequestHeader, request_id); FIELD(wire::RequestHeader, seed);
     FIELD(wire::RequestHeader, num_choices); FIELD(wire::RequestHeader, flags);
-    FIELD(wire::RequestHeader, temperature); FIELD(wire::RequestHeader, top_p);
-    FIELD(wire::RequestHeader, min_p); FIELD(wire::RequestHeader, presence_penalty);
-    FIELD(wire::RequestHeader, frequency_penalty); FIELD(wire::RequestHeader, repetition_penalty);
-    FIELD(wire::RequestHeader, top_k); FIELD(wire::RequestHeader, max_tokens);
-    FIELD(wire::RequestHeader, min_tokens); FIELD(wire::RequestHeader, repeat_last_n);
+    FIELD(wire::RequestHeader, max_tokens);
+#define LS_LAYOUT_SAMPLING_FIELD(type, name, dflt) FIELD(wire::RequestHeader, name);
+    LS_SAMPLING_SCALARS(LS_LAYOUT_SAMPLING_FIELD)
+#undef LS_LAYOUT_SAMPLING_FIELD
     FIELD(wire::RequestHeader, num_prompt_ids); FIELD(wire::RequestHeader, num_logit_bias);
     FIELD(wire::RequestHeader, num_stop); FIELD(wire::RequestHeader, reserved);
     structs["RequestHeader"] = py::dict(py::arg("size") = sizeof(wire::RequestHeader), py::arg("offsets") = d);
@@ -242,11 +241,11 @@ py::dict decode_request_py(py::bytes payload) {
   const auto& p = r.sampling;
   d["request_id"] = r.request_id;
   d["max_tokens"] = r.max_tokens;
-  d["temperature"] = p.temperature; d["top_p"] = p.top_p; d["top_k"] = p.top_k; d["min_p"] = p.min_p;
+#define LS_DICT_SAMPLING_FIELD(type, name, dflt) d[#name] = p.name;
+  LS_SAMPLING_SCALARS(LS_DICT_SAMPLING_FIELD)
+#undef LS_DICT_SAMPLING_FIELD
   d["seed"] = p.has_seed ? py::object(py::int_(p.seed)) : py::object(py::none());
-  d["presence_penalty"] = p.presence_penalty; d["frequency_penalty"] = p.frequency_penalty;
-  d["repetition_penalty"] = p.repetition_penalty; d["repeat_last_n"] = p.repeat_last_n;
-  d["min_tokens"] = p.min_tokens; d["ignore_eos"] = p.ignore_eos;
+  d["ignore_eos"] = p.ignore_eos;
   d["logit_bias"] = p.logit_bias;
   d["prompt_ids"] = r.prompt_ids;
   py::list stop;
@@ -267,6 +266,14 @@ PYBIND11_MODULE(_ring, m) {
   m.def("segment_bytes_for", &segment_bytes_for, py::arg("capacity_bytes"));
   m.def("monotonic_ns", &monotonic_ns);
   m.def("wire_layout", &wire_layout, "Every constant, struct size and field offset of csrc/ring/wire.h.");
+  m.def("sampling_defaults", [] {
+    py::dict d;
+    const ls::SamplingParams p;
+#define LS_DEFAULT_SAMPLING_FIELD(type, name, dflt) d[#name] = p.name;
+    LS_SAMPLING_SCALARS(LS_DEFAULT_SAMPLING_FIELD)
+#undef LS_DEFAULT_SAMPLING_FIELD
+    return d;
+  }, "Defaults of the scalar sampling fields (sampler/params.h), for the Python mirror's test.");
   m.def("decode_request", &decode_request_py, "Decode a REQUEST payload exactly as a lane does (tests).");
   m.def("json_escape", [](py::bytes text) {
     std::string out;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bindings/bindings.h"
+#include "bindings/sampling_params.h"
 #include "sampler/kernels.h"
 #include "sampler/sampler.h"
 
@@ -16,42 +17,7 @@ namespace ls {
 namespace {
 
 // Strict: an unknown key is a typo in a test, not something to ignore silently.
-SamplingParams params_from_dict(const py::dict& d) {
-  SamplingParams p;
-  for (const auto& item : d) {
-    const std::string key = py::cast<std::string>(item.first);
-    const py::handle v = item.second;
-    if (key == "temperature") p.temperature = v.cast<float>();
-    else if (key == "top_k") p.top_k = v.cast<int32_t>();
-    else if (key == "top_p") p.top_p = v.cast<float>();
-    else if (key == "min_p") p.min_p = v.cast<float>();
-    else if (key == "seed") {
-      if (v.is_none()) {
-        p.has_seed = false;
-      } else {
-        p.seed = v.cast<uint64_t>();
-        p.has_seed = true;
-      }
-    } else if (key == "presence_penalty") p.presence_penalty = v.cast<float>();
-    else if (key == "frequency_penalty") p.frequency_penalty = v.cast<float>();
-    else if (key == "repetition_penalty") p.repetition_penalty = v.cast<float>();
-    else if (key == "repeat_last_n") p.repeat_last_n = v.cast<int32_t>();
-    else if (key == "min_tokens") p.min_tokens = v.cast<int32_t>();
-    else if (key == "ignore_eos") p.ignore_eos = v.cast<bool>();
-    else if (key == "logit_bias") {
-      // {id: bias} (OpenAI shape) or [(id, bias), ...]
-      if (py::isinstance<py::dict>(v)) {
-        for (const auto& kv : v.cast<py::dict>())
-          p.logit_bias.emplace_back(kv.first.cast<int32_t>(), kv.second.cast<float>());
-      } else {
-        p.logit_bias = v.cast<std::vector<std::pair<int32_t, float>>>();
-      }
-    } else {
-      throw py::key_error("unknown sampling parameter: " + key);
-    }
-  }
-  return p;
-}
+SamplingParams params_from_dict(const py::dict& d) { return sampling_from_dict(d, true); }
 
 }  // namespace
 

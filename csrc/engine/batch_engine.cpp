@@ -222,6 +222,14 @@ size_t BatchEngine::num_active() const {
   return n;
 }
 
+int32_t BatchEngine::next_prefill_tokens() const {
+  int64_t n = 0;
+  for (const Slot& s : impl_->slots)
+    if (s.busy && !s.decoding()) n += s.prompt_size() - s.prefilled;
+  for (const Waiting& w : impl_->waiting) n += int64_t(w.req.prompt_ids.size());
+  return int32_t(std::min<int64_t>(n, impl_->max_batch_tokens));
+}
+
 bool BatchEngine::has_work() const { return !impl_->waiting.empty() || num_active() > 0; }
 
 void BatchEngine::add(uint64_t request_id, uint32_t choice, const GenerationRequest& req) {

@@ -67,6 +67,9 @@ class BatchEngine {
   size_t num_active() const;
   size_t num_waiting() const;
   int32_t last_batch_tokens() const;  // tokens of the most recent step's forward pass
+  // Prompt tokens the next step will feed (≤ max_batch_tokens): 0 means a pure decode step, whose
+  // duration needs no allowance in the lane's hang detection.
+  int32_t next_prefill_tokens() const;
 
   // One step (phases above). Long-running: call without the GIL.
   const std::vector<SeqEvent>& step();

@@ -34,6 +34,7 @@ class Backend {
   virtual size_t num_active() const = 0;
   virtual size_t num_waiting() const = 0;
   virtual int32_t last_batch_tokens() const = 0;
+  virtual int32_t next_prefill_tokens() const = 0;  // prompt tokens the next step feeds (0: decode only)
   virtual const std::vector<SeqEvent>& step() = 0;  // long-running; never called with the GIL
 };
 

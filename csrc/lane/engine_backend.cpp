@@ -19,6 +19,7 @@ class EngineBackend final : public Backend {
   size_t num_active() const override { return engine_.num_active(); }
   size_t num_waiting() const override { return engine_.num_waiting(); }
   int32_t last_batch_tokens() const override { return engine_.last_batch_tokens(); }
+  int32_t next_prefill_tokens() const override { return engine_.next_prefill_tokens(); }
   const std::vector<SeqEvent>& step() override { return engine_.step(); }
 
  private:

@@ -123,8 +123,10 @@ void LaneLoop::cancel_request(uint64_t request_id) {
 
 // Phases 2 and 3: one step over every running sequence, then its deltas and DONEs.
 void LaneLoop::step_backend(uint64_t now_ns) {
-  // A step with a prefill chunk may be long: tell hang detection how long to stay quiet.
-  output_.set_quiet_until(now_ns + opts_.prefill_budget_ns_per_token * uint64_t(backend_->max_batch_tokens()));
+  // A step with a prompt chunk may be long: tell hang detection how long to stay quiet (a pure
+  // decode step gets no allowance, so a lane stuck in one is caught within the heartbeat timeout).
+  const uint64_t prefill_tokens = uint64_t(backend_->next_prefill_tokens());
+  if (prefill_tokens) output_.set_quiet_until(now_ns + opts_.prefill_budget_ns_per_token * prefill_tokens);
   const std::vector<SeqEvent>* events = nullptr;
   try {
     events = &backend_->step();
@@ -137,7 +139,7 @@ void LaneLoop::step_backend(uint64_t now_ns) {
     return;
   }
   const uint64_t end_ns = ring::monotonic_ns();
-  output_.set_quiet_until(0);
+  if (prefill_tokens) output_.set_quiet_until(0);
   output_.heartbeat(end_ns);
   const uint64_t step_ns = end_ns - now_ns;
   const uint64_t tokens = uint64_t(backend_->last_batch_tokens());

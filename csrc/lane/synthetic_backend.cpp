@@ -82,6 +82,12 @@ class SyntheticBackend final : public Backend {
   }
   size_t num_waiting() const override { return waiting_.size(); }
   int32_t last_batch_tokens() const override { return last_batch_tokens_; }
+  int32_t next_prefill_tokens() const override {
+    int64_t n = 0;
+    size_t free_slots = seqs_.size() - num_active();
+    for (auto it = waiting_.begin(); it != waiting_.end() && free_slots > 0; ++it, --free_slots) n += it->prompt_tokens;
+    return int32_t(n);
+  }
 
   const std::vector<SeqEvent>& step() override {
     events_.clear();

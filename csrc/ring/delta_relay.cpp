@@ -77,6 +77,7 @@ void DeltaRelay::frame(Route& r, uint64_t request_id, uint32_t choice, uint32_t 
   const std::string& prefix = r.prefix[k];
   const std::string& suffix = r.suffix[k];
   const size_t event_bytes = prefix.size() + scratch_.size() + suffix.size();
+  if (event_bytes == 0) return;  // nothing to say (and a 0-size chunk would end the HTTP body)
   if (r.direct) {
     char head[24];
     const int n = std::snprintf(head, sizeof head, "%zx\r\n", event_bytes);

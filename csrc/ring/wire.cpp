@@ -42,18 +42,12 @@ void decode_request(const uint8_t* payload, size_t size_bytes, DecodedRequest& o
   out.request_id = h.request_id;
   SamplingParams& s = out.sampling;
   s = SamplingParams{};
-  s.temperature = h.temperature;
-  s.top_p = h.top_p;
-  s.min_p = h.min_p;
-  s.top_k = h.top_k;
+#define LS_DECODE_SAMPLING_FIELD(type, name, dflt) s.name = h.name;
+  LS_SAMPLING_SCALARS(LS_DECODE_SAMPLING_FIELD)
+#undef LS_DECODE_SAMPLING_FIELD
   s.seed = h.seed;
   s.has_seed = (h.flags & kRequestHasSeed) != 0;
   s.ignore_eos = (h.flags & kRequestIgnoreEos) != 0;
-  s.presence_penalty = h.presence_penalty;
-  s.frequency_penalty = h.frequency_penalty;
-  s.repetition_penalty = h.repetition_penalty;
-  s.repeat_last_n = h.repeat_last_n;
-  s.min_tokens = h.min_tokens;
   out.max_tokens = h.max_tokens;
   out.prompt_ids.resize(h.num_prompt_ids);
   c.bytes(out.prompt_ids.data(), size_t(h.num_prompt_ids) * 4, "prompt ids");

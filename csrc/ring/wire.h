@@ -46,20 +46,14 @@ struct RequestHeader {
   uint64_t seed;
   uint32_t num_choices;
   uint32_t flags;  // kRequestHasSeed | kRequestIgnoreEos
-  float temperature;
-  float top_p;
-  float min_p;
-  float presence_penalty;
-  float frequency_penalty;
-  float repetition_penalty;
-  int32_t top_k;
   int32_t max_tokens;
-  int32_t min_tokens;
-  int32_t repeat_last_n;
+#define LS_WIRE_SAMPLING_FIELD(type, name, dflt) type name;
+  LS_SAMPLING_SCALARS(LS_WIRE_SAMPLING_FIELD)  // sampler/params.h, in that order
+#undef LS_WIRE_SAMPLING_FIELD
   uint32_t num_prompt_ids;
   uint32_t num_logit_bias;
   uint32_t num_stop;
-  uint32_t reserved;
+  uint32_t reserved;  // explicit padding to the 8-byte size
 };
 constexpr uint32_t kRequestHasSeed = 1u;
 constexpr uint32_t kRequestIgnoreEos = 2u;

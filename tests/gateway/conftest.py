@@ -170,8 +170,9 @@ def synthetic_server(tmp_path_factory):
     reason = serving_stack_missing(real_model=False)
     if reason:
         pytest.skip(reason)
+    # --ctx-size caps a lane's per-slot context, the synthetic one's too (the default above is 512).
     srv = start_server(tmp_path_factory.mktemp("synthetic"), "--model",
-                       "fake=synthetic:step_us=2000,prefill_us_per_token=1000,n_ctx=1024",
+                       "fake=synthetic:step_us=2000,prefill_us_per_token=1000,n_ctx=1024", "--ctx-size", "1024",
                        "--keepalive-interval-s", "0.2")
     srv.wait_ready()
     yield srv

@@ -1,5 +1,7 @@
-"""Admission: each replica runs one request at a time; a busy model answers 429 server_busy with
-Retry-After at once (the openai client would retry it; here retries are off)."""
+"""Admission: a model's capacity is replicas × sequence slots; beyond it requests wait in a
+bounded FIFO queue (--max-queue, each wait bounded by --queue-timeout-s); beyond the queue, or
+after the wait, 429 server_busy with Retry-After at once (the openai client would retry it; here
+retries are off). Runs on the lanes' synthetic backend with one slot and a tiny queue."""
 from __future__ import annotations
 
 import threading
@@ -8,45 +10,141 @@ import time
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-pytestmark = pytest.mark.real_model  # the session server runs the real SmolLM2
-
-LONG = {"model": "smollm2", "prompt": "Count:", "max_tokens": 400, "ignore_eos": True, "stream": True}
-
-
-def hold_the_lane(base_url: str, started: threading.Event, release: threading.Event) -> None:
-    with httpx.Client(base_url=base_url, timeout=60) as client:
-        with client.stream("POST", "/v1/completions", json=LONG) as response:
-            for line in response.iter_lines():
-                if line.startswith("data: {"):
-                    started.set()
-                if release.is_set():
-                    return  # closing the response disconnects: the lane is cancelled
+LONG = {"model": "fake", "prompt": "Count:", "max_tokens": 1000, "stream": True}  # 20 s at 20 ms a step
+SHORT = {"model": "fake", "prompt": "x", "max_tokens": 3}
 
 
-def test_busy_replica_gives_429_with_retry_after(base_url, openai_client, http):
-    started, release = threading.Event(), threading.Event()
-    holder = threading.Thread(target=hold_the_lane, args=(base_url, started, release), daemon=True)
-    holder.start()
-    try:
-        assert started.wait(30), "the first request never started streaming"
-        t0 = time.monotonic()
-        response = http.post("/v1/chat/completions",
-                             json={"model": "smollm2", "messages": [{"role": "user", "content": "Hi"}]})
-        assert time.monotonic() - t0 < 0.5  # fast rejection (loose bound for a loaded 2-core CI box)
-        assert response.status_code == 429
-        assert int(response.headers["retry-after"]) >= 1
-        assert response.json()["error"]["code"] == "server_busy"
-        with pytest.raises(openai.RateLimitError):
-            openai_client.completions.create(model="smollm2", prompt="x", max_tokens=1)
-        stream = http.post("/v1/completions", json={**LONG, "max_tokens": 2})
-        assert stream.status_code == 429  # refused before any SSE byte
-        metrics = http.get("/metrics").text
-        assert 'laneserve_rejected_total{model="smollm2",reason="server_busy"}' in metrics
-    finally:
-        release.set()
-        holder.join(30)
-    deadline = time.monotonic() + 5
-    while http.post("/v1/completions", json={"model": "smollm2", "prompt": "x", "max_tokens": 1}).status_code == 429:
-        assert time.monotonic() < deadline, "the lane was never freed"
-        time.sleep(0.05)
+def synthetic_text(num_tokens: int) -> str:
+    return "".join(f"{i}" + ("\"\\\n\u2028é " if i % 7 == 6 else " ") for i in range(num_tokens))
+
+
+def metric(client: httpx.Client, name: str, **labels) -> float | None:
+    for family in text_string_to_metric_families(client.get("/metrics").text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return s.value
+    return None
+
+
+def wait_metric(client, name: str, value: float, timeout_s: float = 10.0, **labels) -> None:
+    deadline = time.monotonic() + timeout_s
+    while metric(client, name, **labels) != value:
+        assert time.monotonic() < deadline, f"{name}{labels} never became {value}: {metric(client, name, **labels)}"
+        time.sleep(0.02)
+
+
+class Holder:
+    """A streaming request that takes the only slot until released (then disconnects)."""
+
+    def __init__(self, base_url: str) -> None:
+        self.started, self.release = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(base_url,), daemon=True)
+        self.thread.start()
+        assert self.started.wait(30), "the first request never started streaming"
+        assert self.status == 200
+
+    def _run(self, base_url: str) -> None:
+        with httpx.Client(base_url=base_url, timeout=60) as client:
+            with client.stream("POST", "/v1/completions", json=LONG) as response:
+                self.status = response.status_code
+                if response.status_code != 200:
+                    self.started.set()
+                    return
+                for line in response.iter_lines():
+                    if line.startswith("data: {"):
+                        self.started.set()
+                    if self.release.is_set():
+                        return  # closing the response disconnects: the request is cancelled
+
+    def stop(self) -> None:
+        self.release.set()
+        self.thread.join(30)
+
+
+def start(own_server, *args):
+    srv = own_server("--model", "fake=synthetic:step_us=20000,n_ctx=1024", "--ctx-size", "1024", "--parallel", "1",
+                     *args, real_model=False)
+    srv.wait_ready()
+    return srv
+
+
+def test_requests_queue_when_every_slot_is_taken_and_429_once_the_queue_is_full(own_server):
+    srv = start(own_server, "--max-queue", "1", "--queue-timeout-s", "60")
+    with httpx.Client(base_url=srv.base_url, timeout=60) as http:
+        assert metric(http, "laneserve_slots", model="fake") == 1
+        holder = Holder(srv.base_url)
+        queued_reply = {}
+        queued = threading.Thread(target=lambda: queued_reply.update(r=http.post("/v1/completions", json=SHORT)),
+                                  daemon=True)
+        try:
+            wait_metric(http, "laneserve_slots_in_use", 1, model="fake")
+            queued.start()
+            wait_metric(http, "laneserve_queue_depth", 1, model="fake")  # waits instead of a 429
+            with httpx.Client(base_url=srv.base_url, timeout=60) as other:
+                t0 = time.monotonic()
+                response = other.post("/v1/chat/completions",
+                                      json={"model": "fake", "messages": [{"role": "user", "content": "Hi"}]})
+                assert time.monotonic() - t0 < 2.0  # fast rejection (loose bound for a loaded 2-core box)
+                assert response.status_code == 429
+                assert int(response.headers["retry-after"]) >= 1
+                assert response.json()["error"]["code"] == "server_busy"
+                assert "queue is full" in response.json()["error"]["message"]
+                stream = other.post("/v1/completions", json={**LONG, "max_tokens": 2})
+                assert stream.status_code == 429  # refused before any SSE byte
+            with openai.OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=0, timeout=60) as oai:
+                with pytest.raises(openai.RateLimitError):
+                    oai.completions.create(model="fake", prompt="x", max_tokens=1)
+            assert metric(http, "laneserve_rejected_total", model="fake", reason="server_busy") >= 3
+            assert queued.is_alive()  # still waiting for the slot
+        finally:
+            holder.stop()
+        queued.join(30)
+        reply = queued_reply["r"]
+        assert reply.status_code == 200 and reply.json()["choices"][0]["text"] == synthetic_text(3)
+        assert metric(http, "laneserve_queue_wait_seconds_count", model="fake") >= 1
+        wait_metric(http, "laneserve_queue_depth", 0, model="fake")
+        wait_metric(http, "laneserve_slots_in_use", 0, model="fake")
+    assert srv.terminate() == 0
+
+
+def test_a_queued_request_that_waits_too_long_gets_429(own_server):
+    srv = start(own_server, "--max-queue", "4", "--queue-timeout-s", "0.5")
+    with httpx.Client(base_url=srv.base_url, timeout=60) as http:
+        holder = Holder(srv.base_url)
+        try:
+            t0 = time.monotonic()
+            response = http.post("/v1/completions", json=SHORT)
+            waited = time.monotonic() - t0
+            assert response.status_code == 429 and response.json()["error"]["code"] == "server_busy"
+            assert "0.5 s" in response.json()["error"]["message"] and "retry-after" in response.headers
+            assert 0.45 <= waited < 5.0
+            assert metric(http, "laneserve_queue_depth", model="fake") == 0  # it left the queue
+        finally:
+            holder.stop()
+        wait_metric(http, "laneserve_slots_in_use", 0, model="fake")
+        assert http.post("/v1/completions", json=SHORT).status_code == 200
+    assert srv.terminate() == 0
+
+
+def test_a_client_that_leaves_while_queued_frees_its_place(own_server):
+    srv = start(own_server, "--max-queue", "1", "--queue-timeout-s", "60")
+    with httpx.Client(base_url=srv.base_url, timeout=60) as http:
+        holder = Holder(srv.base_url)
+        try:
+            with httpx.Client(base_url=srv.base_url, timeout=0.5) as impatient:
+                with pytest.raises(httpx.ReadTimeout):
+                    impatient.post("/v1/completions", json=SHORT)  # queued, then gone
+            wait_metric(http, "laneserve_queue_depth", 0, model="fake")
+            queued_reply = {}
+            queued = threading.Thread(
+                target=lambda: queued_reply.update(r=http.post("/v1/completions", json=SHORT)), daemon=True)
+            queued.start()  # the place is free again: this one queues instead of a 429
+            wait_metric(http, "laneserve_queue_depth", 1, model="fake")
+        finally:
+            holder.stop()
+        queued.join(30)
+        assert queued_reply["r"].status_code == 200
+        wait_metric(http, "laneserve_slots_in_use", 0, model="fake")
+    assert srv.terminate() == 0

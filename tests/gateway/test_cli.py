@@ -18,11 +18,13 @@ def test_serve_flags_build_the_config():
     args = build_parser().parse_args([
         "serve", "--model", "a=smollm2", "--model", "b=gemma3", "--replicas", "2", "--threads", "2",
         "--ctx-size", "2048", "--host", "127.0.0.1", "--port", "9001", "--records", "r.jsonl", "--lenient",
+        "--parallel", "4", "--max-batch-tokens", "128", "--max-queue", "2", "--queue-timeout-s", "1.5",
         "--cors-origins", "http://localhost:3000", "*",
     ])
     config = serve_config(args, {})
     assert [m.name for m in config.models] == ["a", "b"]
     assert (config.replicas, config.threads, config.ctx_size, config.port) == (2, 2, 2048, 9001)
+    assert (config.parallel, config.max_batch_tokens, config.max_queue, config.queue_timeout_s) == (4, 128, 2, 1.5)
     assert config.records == "r.jsonl" and config.lenient
     assert config.cors_origins == ("http://localhost:3000", "*")
 
@@ -47,6 +49,7 @@ def test_help_runs_as_a_program():
     out = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--help"], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and "--ctx-size" in out.stdout and "--cors-origins" in out.stdout
+    assert "--parallel" in out.stdout and "--max-queue" in out.stdout and "--queue-timeout-s" in out.stdout
 
 
 @pytest.mark.parametrize("argv", [["models"]])

@@ -16,6 +16,12 @@ def test_defaults_serve_smollm2_on_loopback():
     assert config.lenient is False and config.cors_origins == ()
 
 
+def test_batching_defaults():
+    config = GatewayConfig()
+    assert (config.parallel, config.max_batch_tokens, config.max_queue, config.queue_timeout_s) == (0, 256, 64, 60.0)
+    assert GatewayConfig(max_queue=0).max_queue == 0  # no queue: 429 as soon as every slot is taken
+
+
 def test_config_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         GatewayConfig().replicas = 3
@@ -34,6 +40,12 @@ def test_config_is_frozen():
     ({"cors_origins": ("not an origin",)}, "cors_origins"),
     ({"models": ()}, "models"),
     ({"models": (ModelEntry("a", "x"), ModelEntry("a", "y"))}, "duplicate"),
+    ({"parallel": -1}, "parallel"),
+    ({"parallel": 257}, "parallel"),
+    ({"parallel": 2.0}, "parallel"),
+    ({"max_batch_tokens": 0}, "max_batch_tokens"),
+    ({"max_queue": -1}, "max_queue"),
+    ({"queue_timeout_s": 0}, "queue_timeout_s"),
 ])
 def test_invalid_values_are_rejected_naming_the_field(kwargs, field):
     with pytest.raises(ConfigError, match=field):
@@ -58,8 +70,10 @@ def test_model_names_are_restricted():
 def test_strings_convert_to_field_types():
     config = config_from_strings({
         "models": ["a=smollm2", "b=gemma3"], "replicas": "2", "lenient": "true", "cors_origins": "*",
-        "keepalive_interval_s": "2.5", "records": "/tmp/r.jsonl",
+        "keepalive_interval_s": "2.5", "records": "/tmp/r.jsonl", "parallel": "4", "max_batch_tokens": "64",
+        "max_queue": "3", "queue_timeout_s": "0.5",
     })
+    assert (config.parallel, config.max_batch_tokens, config.max_queue, config.queue_timeout_s) == (4, 64, 3, 0.5)
     assert [m.name for m in config.models] == ["a", "b"]
     assert config.replicas == 2 and config.lenient is True and config.cors_origins == ("*",)
     assert config.keepalive_interval_s == 2.5 and config.records == "/tmp/r.jsonl"

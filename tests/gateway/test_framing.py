@@ -98,3 +98,32 @@ def test_generated_text_that_looks_like_a_marker_is_not_touched():
                            prompt_tokens=1, completion_tokens=2)
     parsed = json.loads(body)
     assert [c["message"]["content"] for c in parsed["choices"]] == ["\x00laneserve-split\x00", "b"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(), index=st.integers(0, 7), chat=st.booleans())
+def test_the_native_relays_escaping_round_trips_through_content_frames(text, index, chat):
+    """The lane's text is escaped by the gateway's native DeltaRelay (csrc/ring/json_escape.cpp),
+    not by orjson: what it produces between prefix and suffix must decode back to the text."""
+    from lanes import _ring
+
+    prefix, suffix = frames(chat).content_framing(index)
+    native = _ring.json_escape(text.encode("utf-8"))
+    assert "\u2028".encode() not in native and "\u2029".encode() not in native  # JS-safe lines
+    choice = event_json(prefix + native + suffix)["choices"][0]
+    assert (choice["delta"]["content"] if chat else choice["text"]) == text
+
+
+def test_usage_reports_cached_prompt_tokens():
+    event = event_json(frames(usage=True).usage_event(5, 3, 4))
+    usage = ChatCompletionChunk.model_validate(event).usage
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (5, 3, 8)
+    assert usage.prompt_tokens_details.cached_tokens == 4
+    body = non_stream_body(completion_id="x", created=1, model="m", chat=False,
+                           choices=[ChoiceResult([b"a"], "stop")], prompt_tokens=6, completion_tokens=1,
+                           cached_tokens=2)
+    parsed = Completion.model_validate(json.loads(body))
+    assert parsed.usage.prompt_tokens_details.cached_tokens == 2 and parsed.usage.total_tokens == 7
+    assert json.loads(non_stream_body(completion_id="x", created=1, model="m", chat=True,
+                                      choices=[ChoiceResult([b"a"], "stop")], prompt_tokens=1,
+                                      completion_tokens=1))["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}

@@ -1,5 +1,6 @@
-"""SseSender as the lane stream's sink (gateway/relay.py), against a fake transport: when the
-pump may write to the socket itself, and what happens to bytes the socket did not take."""
+"""SseSender as the lane stream's sink (gateway/relay.py), against a fake transport and a fake
+stream: when the stream is put in direct mode (the pump writes to the socket itself), and what
+happens to bytes the socket did not take."""
 from __future__ import annotations
 
 import asyncio
@@ -47,6 +48,28 @@ class FakeResponse:
         self.transport.write(data)
 
 
+class FakeStream:
+    """lanes.stream.RequestStream's sink controls, recorded."""
+
+    def __init__(self) -> None:
+        self.fd = None
+        self.on_partial = None
+        self.direct = False
+        self.calls = []
+
+    def attach_sink(self, fd, on_partial) -> None:
+        self.fd, self.on_partial = fd, on_partial
+        self.calls.append(("attach", fd))
+
+    def detach_sink(self) -> None:
+        self.fd, self.on_partial, self.direct = None, None, False
+        self.calls.append(("detach",))
+
+    def set_direct(self, on: bool) -> None:
+        self.direct = on
+        self.calls.append(("direct", on))
+
+
 @pytest.fixture
 def pair():
     a, b = socket.socketpair()
@@ -55,10 +78,9 @@ def pair():
     b.close()
 
 
-def make_sender(sock, firsts=None, block=None):
+def make_sender(sock, block=None):
     transport = FakeTransport(sock)
-    sender = SseSender(FakeResponse(transport, block), transport, 10.0, 0.05,
-                       on_first_delta=(lambda: firsts.append(1)) if firsts is not None else None)
+    sender = SseSender(FakeResponse(transport, block), transport, 10.0, 0.05)
     return sender, transport
 
 
@@ -96,28 +118,78 @@ async def test_not_ready_while_a_send_is_in_flight(pair):
     sender.close_direct()
 
 
-def test_unsent_tail_goes_to_the_transport_and_first_delta_is_reported_once(pair):
-    firsts = []
-    sender, transport = make_sender(pair[0], firsts)
+async def test_attach_puts_the_stream_in_direct_mode_only_between_our_sends(pair):
+    block = asyncio.Event()
+    sender, transport = make_sender(pair[0], block=block)
     sender.open_direct()
-    sender.relayed(3, None, 0)
-    sender.relayed(2, b"tail", 0)
-    assert firsts == [1]
+    stream = FakeStream()
+    sender.attach(stream)
+    assert stream.calls == [("attach", sender.fd), ("direct", True)]
+    assert stream.on_partial == sender._on_partial
+    stream.calls.clear()
+    sending = asyncio.ensure_future(sender.send(b"role event"))
+    await asyncio.sleep(0)
+    assert stream.calls == [("direct", False)]  # off before our bytes go anywhere
+    block.set()
+    await sending
+    assert transport.buffer == b"role event"
+    assert stream.calls == [("direct", False)]  # our bytes still wait in the transport: stays off
+    transport.buffer.clear()
+    await sender.send(b"finish event")
+    transport.buffer.clear()
+    stream.calls.clear()
+    await sender.send(b"")  # completes with the transport empty: direct again
+    assert stream.calls[-1] == ("direct", True)
+    sender.detach()
+    assert stream.calls[-1] == ("detach",) and stream.fd is None
+    stream.calls.clear()
+    await sender.send(b"x")  # detached: our sends no longer touch the stream
+    assert stream.calls == []
+    other = FakeStream()
+    sender.attach(other)
+    sender.close_direct()  # closing the dup detaches first: the pump never writes to the number again
+    assert other.calls[-1] == ("detach",) and sender.fd == -1
+
+
+def test_attach_without_a_dup_stays_queued(pair):
+    sender, transport = make_sender(pair[0])
+    stream = FakeStream()
+    sender.attach(stream)  # e.g. TLS: no dup was opened
+    assert stream.calls == []
+    sender.detach()
+    assert stream.calls == [("detach",)]
+
+
+def test_unsent_tail_goes_to_the_transport(pair):
+    sender, transport = make_sender(pair[0])
+    sender.open_direct()
+    stream = FakeStream()
+    sender.attach(stream)
+    sender._on_partial(None, 0)  # nothing unsent: nothing to do
+    assert transport.buffer == b"" and sender.num_socket_full == 0
+    sender._on_partial(b"tail", 0)
     assert transport.buffer == b"tail" and sender.num_socket_full == 1
-    assert not sender.ready()
+    assert not sender.ready()  # later events must queue behind the tail
+    assert not transport.aborted and sender.fd >= 0
     sender.close_direct()
 
 
 def test_send_error_or_closing_transport_aborts_and_stops_direct_writes(pair):
     sender, transport = make_sender(pair[0])
     sender.open_direct()
-    sender.relayed(1, None, 32)  # EPIPE
+    stream = FakeStream()
+    sender.attach(stream)
+    sender._on_partial(None, 32)  # EPIPE
     assert transport.aborted and sender.fd == -1
+    assert stream.calls[-1] == ("detach",)
     sender, transport = make_sender(pair[0])
     sender.open_direct()
+    stream = FakeStream()
+    sender.attach(stream)
     transport.closing = True
-    sender.relayed(1, b"tail", 0)  # must not raise: the pump would lose its wake-up
+    sender._on_partial(b"tail", 0)  # must not raise: the pump would lose its wake-up
     assert transport.aborted and sender.fd == -1 and transport.buffer == b""
+    assert stream.calls[-1] == ("detach",)
 
 
 async def test_stalled_send_raises_write_stalled(pair):

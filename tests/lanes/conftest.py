@@ -48,3 +48,17 @@ async def wait_for(predicate, timeout_s: float, what: str):
     while not predicate():
         assert loop.time() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.005)
+
+
+def unframe(data: bytes, prefix: bytes, suffix: bytes) -> bytes:
+    """The escaped text inside a run of framed events, concatenated. The lane merges deltas of one
+    request/choice in its backlog when the ring is full, so one event may carry several tokens:
+    compare text, not event boundaries."""
+    assert suffix, "needs a suffix to find the event boundaries"
+    events = data.split(suffix)
+    assert events[-1] == b"", f"trailing bytes outside an event: {events[-1][:80]!r}"
+    out = []
+    for event in events[:-1]:
+        assert event.startswith(prefix), f"event without its prefix: {event[:80]!r}"
+        out.append(event[len(prefix):])
+    return b"".join(out)

@@ -1,20 +1,17 @@
-"""Direct relay through a stream's sink (lanes.stream): the pump sends a lane's deltas ring →
-socket as HTTP chunks while the sink is ready, queues them in the stream while it is not, and
-the bytes on the wire are exact and in order either way."""
+"""Direct relay through a stream's sink (lanes.stream): while the stream is in direct mode the
+pump sends the lane's deltas ring → socket as HTTP chunks (framed natively); while it is not,
+they queue in the stream; a socket that does not take a whole batch hands the tail back and
+turns direct off. The bytes on the wire are exact and in order either way."""
 import asyncio
-import json
 import socket
+import time
 
-from lanes.api import ChoiceDone, Chunk, Framing, GenerationParams, LaneModelSpec
+from lanes.api import ChoiceDone, Chunk, GenerationParams, LaneModelSpec
 
-from .conftest import synthetic_text, wait_for
+from .conftest import synthetic_events, unframe, wait_for
 
-FRAMING = Framing(b"", b"|")
-
-
-def expected_events(n: int) -> list[bytes]:
-    return [(json.dumps(synthetic_text(i), ensure_ascii=False)[1:-1].replace("\u2028", "\\u2028") + "|").encode()
-            for i in range(n)]
+PREFIX, SUFFIX = b"", b"|"
+FRAMINGS = [(0, 0, PREFIX, SUFFIX)]
 
 
 def dechunk(data: bytes) -> bytes:
@@ -31,18 +28,24 @@ def dechunk(data: bytes) -> bytes:
 
 
 class SocketSink:
-    """What the gateway's SseSender does, over a socketpair: direct writes from the pump, its
-    own (chunk-framed) writes for queued items and for bytes the socket did not take."""
+    """What the gateway's SseSender does, over a socketpair: its own (chunk-framed) writes for
+    queued items and for bytes the socket did not take go through a "transport buffer"; direct
+    mode is on only while that buffer is empty (and, optionally, per a ready pattern)."""
 
     def __init__(self, sock: socket.socket, ready_pattern=None):
         self.sock = sock
         self.fd = sock.fileno()
         self.own_pending = bytearray()  # the "transport buffer"
-        self.num_direct = 0
         self.num_unsent = 0
         self.num_queued = 0
+        self.stream = None
         self._pattern = ready_pattern
         self._calls = 0
+
+    def attach(self, stream) -> None:
+        self.stream = stream
+        stream.attach_sink(self.fd, self.on_partial)
+        stream.set_direct(self.ready())
 
     def ready(self) -> bool:
         self._calls += 1
@@ -50,14 +53,14 @@ class SocketSink:
             return False
         return not self.own_pending
 
-    def relayed(self, num_deltas, unsent, send_errno):
+    def on_partial(self, unsent, send_errno):
         assert send_errno == 0
-        self.num_direct += num_deltas
         if unsent:
             self.num_unsent += 1
             self.own_pending += unsent
 
     def write_chunk(self, data: bytes):
+        self.stream.set_direct(False)
         self.num_queued += 1
         self.own_pending += b"%x\r\n%s\r\n" % (len(data), data)
 
@@ -68,11 +71,12 @@ class SocketSink:
             except BlockingIOError:
                 return
             del self.own_pending[:sent]
+        self.stream.set_direct(self.ready())
 
 
-async def run_with_sink(pool, sink, n):
-    stream = pool.submit("syn", [1], GenerationParams(max_tokens=n), [FRAMING], 77)
-    stream.sink = sink
+async def run_with_sink(pool, sink, n, rid=77):
+    stream = pool.submit("syn", [1], GenerationParams(max_tokens=n), rid, framings=FRAMINGS)
+    sink.attach(stream)
     dones = []
     async for item in stream:
         if isinstance(item, Chunk):
@@ -81,11 +85,11 @@ async def run_with_sink(pool, sink, n):
             assert isinstance(item, ChoiceDone)
             dones.append(item)
         sink.flush()
+    stream.detach_sink()
     while sink.own_pending:
         sink.flush()
         await asyncio.sleep(0.001)
-    stream.sink = None
-    return dones
+    return stream, dones
 
 
 async def drain_socket(sock, received: bytearray, stop: asyncio.Event):
@@ -117,70 +121,92 @@ async def _exercise(make_pool, n, ready_pattern=None, sndbuf=None, reader_delay_
         await drain_socket(b, received, stop)
 
     reading = asyncio.ensure_future(reader())
-    dones = await run_with_sink(pool, sink, n)
+    stream, dones = await run_with_sink(pool, sink, n)
     await asyncio.sleep(0.05)
     stop.set()
     await reading
     a.close()
     b.close()
     assert [(d.finish_reason, d.completion_tokens) for d in dones] == [("length", n)]
-    assert dechunk(bytes(received)) == b"".join(expected_events(n))
-    return sink
+    assert unframe(dechunk(bytes(received)), PREFIX, SUFFIX) == synthetic_events(n)
+    return stream, sink
 
 
 async def test_deltas_go_straight_to_the_socket(make_pool):
-    sink = await _exercise(make_pool, 200, step_us=200)
-    assert sink.num_direct > 0  # the direct path carried the deltas (merged batches count once each)
+    stream, sink = await _exercise(make_pool, 200, step_us=200)
+    assert stream.first_direct_ns > 0  # the direct path carried the deltas ...
+    assert sink.num_queued == 0 and sink.num_unsent == 0  # ... all of them
 
 
 async def test_sink_not_ready_queues_in_order(make_pool):
-    # Ready on every third pump pass only: direct batches and queued chunks interleave.
-    sink = await _exercise(make_pool, 500, ready_pattern=lambda k: k % 3 == 0, step_us=100)
-    assert sink.num_direct > 0 and sink.num_queued > 0
+    # Direct on after every third flush only: direct batches and queued chunks interleave.
+    stream, sink = await _exercise(make_pool, 500, ready_pattern=lambda k: k % 3 == 0, step_us=100)
+    assert stream.first_direct_ns > 0 and sink.num_queued > 0
 
 
 async def test_full_socket_hands_back_the_tail_in_order(make_pool):
-    sink = await _exercise(make_pool, 3000, sndbuf=4096, reader_delay_s=0.3)
+    stream, sink = await _exercise(make_pool, 3000, sndbuf=4096, reader_delay_s=0.3)
     assert sink.num_unsent > 0
 
 
-class FailingSink:
-    """A sink whose relayed() raises once (a transport closed under it): the pump must still
-    come back for the rest and deliver the control records."""
+async def test_two_sinks_on_one_replica_get_only_their_own_bytes(make_pool):
+    pool = make_pool([LaneModelSpec("syn", "synthetic:step_us=300", num_slots=2)])
+    pool.start()
+    pool.attach(asyncio.get_running_loop())
+    pairs = [socket.socketpair() for _ in range(2)]
+    for a, b in pairs:
+        a.setblocking(False)
+        b.setblocking(False)
+    sinks = [SocketSink(a) for a, _ in pairs]
+    received = [bytearray(), bytearray()]
+    stop = asyncio.Event()
+    readers = [asyncio.ensure_future(drain_socket(b, received[i], stop)) for i, (_, b) in enumerate(pairs)]
+    results = await asyncio.gather(run_with_sink(pool, sinks[0], 300, rid=1), run_with_sink(pool, sinks[1], 170, rid=2))
+    await asyncio.sleep(0.05)
+    stop.set()
+    await asyncio.gather(*readers)
+    for a, b in pairs:
+        a.close()
+        b.close()
+    for (stream, dones), data, n in zip(results, received, (300, 170)):
+        assert stream.first_direct_ns > 0
+        assert [d.completion_tokens for d in dones] == [n]
+        assert unframe(dechunk(bytes(data)), PREFIX, SUFFIX) == synthetic_events(n)
 
-    def __init__(self, fd):
-        self.fd = fd
+
+class FailingSink(SocketSink):
+    """A sink whose partial-send callback raises once (a transport closed under it): the pump
+    must still come back for the rest and deliver the control records."""
+
+    def __init__(self, sock):
+        super().__init__(sock)
         self.calls = 0
 
-    def ready(self):
-        return True
-
-    def relayed(self, num_deltas, unsent, send_errno):
+    def on_partial(self, unsent, send_errno):
         self.calls += 1
         if self.calls == 1:
             raise RuntimeError("transport closed under the sink")
 
 
 async def test_failing_sink_does_not_wedge_the_lane(make_pool):
-    import time
-
     pool = make_pool([LaneModelSpec("syn", "synthetic:step_us=20")])
     pool.start()
     pool.attach(asyncio.get_running_loop())
     a, b = socket.socketpair()
     a.setblocking(False)
     b.setblocking(False)
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # nobody reads b: sends are partial
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, _ctx: None)  # the sink's error is expected
     try:
-        stream = pool.submit("syn", [1], GenerationParams(max_tokens=5000), [FRAMING], 91)
-        sink = FailingSink(a.fileno())
-        stream.sink = sink
+        stream = pool.submit("syn", [1], GenerationParams(max_tokens=100_000), 91, framings=FRAMINGS)
+        sink = FailingSink(a)
+        sink.attach(stream)
         time.sleep(0.1)  # block the loop: the ring fills, so the first batch hits its limit (more=True)
-        loop = asyncio.get_running_loop()
-        loop.set_exception_handler(lambda _loop, _ctx: None)  # the sink's error is expected
-        await asyncio.sleep(0.2)
-        assert sink.calls >= 1
+        await wait_for(lambda: sink.calls >= 1, 3.0, "a partial send")
         stream.cancel()  # what the handler does when its client is gone
-        await wait_for(lambda: all(s.state == "ready" for s in pool.statuses()), 3.0, "the lane to be freed")
+        await wait_for(lambda: all(s.state == "ready" and s.in_flight == 0 for s in pool.statuses()), 3.0,
+                       "the lane to be freed")
     finally:
         a.close()
         b.close()

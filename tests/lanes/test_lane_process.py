@@ -12,7 +12,7 @@ import pytest
 
 import lanes
 
-from lanes.api import Framing, GenerationParams, LaneModelSpec
+from lanes.api import GenerationParams, LaneModelSpec
 
 from .conftest import wait_for
 
@@ -30,9 +30,9 @@ async def test_signal_stops_a_generating_lane_promptly(make_pool, sig):
     pool = make_pool([LaneModelSpec("syn", "synthetic:step_us=2000")], backoff_initial_s=0.05)
     pool.start()
     pool.attach(asyncio.get_running_loop())
-    slot = pool._slots["syn"][0]
-    proc, pid = slot.proc, slot.pid
-    stream = pool.submit("syn", [1], GenerationParams(max_tokens=100_000), [Framing(b"", b"")], 1)
+    replica = pool._replicas["syn"][0]
+    proc, pid = replica.proc, replica.pid
+    stream = pool.submit("syn", [1], GenerationParams(max_tokens=100_000), 1, framings=[(0, 0, b"", b"|")])
     await stream.__anext__()
     t0 = time.monotonic()
     os.kill(pid, sig)

@@ -12,12 +12,12 @@ import pytest
 
 import lanes
 
-from lanes.api import Chunk, Framing, GenerationParams, LaneError, LaneModelSpec
+from lanes.api import ChoiceDone, Chunk, GenerationParams, LaneError, LaneModelSpec
 from lanes.names import list_names, sweep_stale
 
 from .conftest import wait_for
 
-SSE = Framing(b"data: ", b"\n\n")
+SSE = [(0, 0, b"data: ", b"\n\n")]
 
 
 def _own_names(pool):
@@ -30,7 +30,7 @@ async def test_sigkill_mid_generation_errors_fast_respawns_and_leaks_nothing(mak
     pool.attach(asyncio.get_running_loop())
     old_pid = pool.statuses()[0].pid
     old_names = _own_names(pool)
-    stream = pool.submit("syn", [1], GenerationParams(max_tokens=100_000), [SSE], 1)
+    stream = pool.submit("syn", [1], GenerationParams(max_tokens=100_000), 1, framings=SSE)
     assert isinstance(await stream.__anext__(), Chunk)
     os.kill(old_pid, signal.SIGKILL)
     t0 = time.monotonic()
@@ -44,17 +44,20 @@ async def test_sigkill_mid_generation_errors_fast_respawns_and_leaks_nothing(mak
     assert st.pid != old_pid and st.restarts == 1
     new_names = _own_names(pool)
     assert set(new_names).isdisjoint(old_names) and len(new_names) == len(old_names)
-    chunks = [c async for c in pool.submit("syn", [1], GenerationParams(max_tokens=3), [SSE], 2)]
-    assert len(chunks) == 4
+    items = [c async for c in pool.submit("syn", [1], GenerationParams(max_tokens=3), 2, framings=SSE)]
+    assert isinstance(items[0], Chunk) and items[-1] == ChoiceDone(0, "length", 1, 3, items[-1].prefill_ns,
+                                                                    items[-1].decode_ns)
 
 
 async def test_hung_lane_is_detected_by_heartbeat_and_replaced(make_pool):
-    pool = make_pool([LaneModelSpec("syn", "synthetic:step_us=1000")], heartbeat_timeout_s=0.5,
-                     backoff_initial_s=0.05)
+    # Each step publishes a quiet window of prefill_budget_ns_per_token × max_batch_tokens (a step
+    # may carry a prefill chunk): 20 ms × 8 here, so a lane stopped mid-step is due at ~0.66 s.
+    pool = make_pool([LaneModelSpec("syn", "synthetic:step_us=1000", num_slots=1, max_batch_tokens=8)],
+                     heartbeat_timeout_s=0.5, backoff_initial_s=0.05)
     pool.start()
     pool.attach(asyncio.get_running_loop())
     pid = pool.statuses()[0].pid
-    stream = pool.submit("syn", [1], GenerationParams(max_tokens=100_000), [SSE], 1)
+    stream = pool.submit("syn", [1], GenerationParams(max_tokens=100_000), 1, framings=SSE)
     await stream.__anext__()
     os.kill(pid, signal.SIGSTOP)
     t0 = time.monotonic()
@@ -62,9 +65,27 @@ async def test_hung_lane_is_detected_by_heartbeat_and_replaced(make_pool):
         async for _ in stream:
             pass
     assert e.value.code == "lane_hung"
-    assert time.monotonic() - t0 < 0.5 + 0.5
+    assert time.monotonic() - t0 < 0.5 + 0.16 + 0.5
     await wait_for(lambda: pool.statuses()[0].state == "ready", 10, "replacement lane")
     assert pool.statuses()[0].pid != pid
+
+
+async def test_lane_hung_inside_a_decode_step_is_detected_within_the_heartbeat_timeout(make_pool):
+    step_s = 0.2  # the lane spends nearly all its time inside steps
+    pool = make_pool([LaneModelSpec("syn", f"synthetic:step_us={int(step_s * 1e6)}")], heartbeat_timeout_s=0.5,
+                     backoff_initial_s=0.05)
+    pool.start()
+    pool.attach(asyncio.get_running_loop())
+    pid = pool.statuses()[0].pid
+    stream = pool.submit("syn", [1], GenerationParams(max_tokens=100_000), 1, framings=SSE)
+    await stream.__anext__()  # a step just ended: the lane is inside the next one
+    os.kill(pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    with pytest.raises(LaneError) as e:
+        async for _ in stream:
+            pass
+    assert e.value.code == "lane_hung"
+    assert time.monotonic() - t0 < 0.5 + step_s + 1.0
 
 
 async def test_long_prefill_is_not_mistaken_for_a_hang(make_pool):
@@ -72,7 +93,7 @@ async def test_long_prefill_is_not_mistaken_for_a_hang(make_pool):
     pool = make_pool([LaneModelSpec("syn", "synthetic:prefill_us_per_token=5000")], heartbeat_timeout_s=0.4)
     pool.start()
     pool.attach(asyncio.get_running_loop())
-    items = [i async for i in pool.submit("syn", list(range(200)), GenerationParams(max_tokens=2), [SSE], 1)]
+    items = [i async for i in pool.submit("syn", list(range(200)), GenerationParams(max_tokens=2), 1, framings=SSE)]
     assert items[-1].finish_reason == "length"
     assert pool.statuses()[0].restarts == 0
 
@@ -99,7 +120,7 @@ async def test_both_doorbells_deliver(make_pool, doorbell):
     pool.start()
     pool.attach(asyncio.get_running_loop())
     for rid in range(1, 4):
-        items = [i async for i in pool.submit("syn", [1], GenerationParams(max_tokens=50), [SSE], rid)]
+        items = [i async for i in pool.submit("syn", [1], GenerationParams(max_tokens=50), rid, framings=SSE)]
         assert items[-1].completion_tokens == 50
 
 

@@ -1,5 +1,6 @@
 """csrc/ring/wire.h and lanes/wire.py agree: constants, struct sizes, field offsets, and
 records encoded on one side decode identically on the other."""
+import dataclasses
 import json
 import random
 
@@ -31,6 +32,14 @@ def test_struct_layouts_agree(spec):
     native = LAYOUT["structs"][spec.name]
     assert native["size"] == spec.size
     assert native["offsets"] == spec.offsets()
+
+
+def test_sampling_defaults_agree():
+    defaults = {f.name: f.default for f in dataclasses.fields(GenerationParams)}
+    native = _ring.sampling_defaults()
+    assert set(native) == {name for name, _ in wire.SAMPLING_SCALARS}
+    for name, value in native.items():
+        assert defaults[name] == pytest.approx(value), name
 
 
 def test_segment_header_agrees():
