@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from lanes.config import PoolConfig  # pure Python: the lanes' defaults, not the native runtime
+
 # Model names end up in JSON bodies, Prometheus labels and log lines: keep them boring.
 MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 DEFAULT_MODEL = "smollm2"
@@ -80,7 +82,7 @@ class GatewayConfig:
     max_n: int = 8
     keepalive_interval_s: float = 10.0
     drain_grace_s: float = 15.0
-    heartbeat_timeout_s: float = 5.0
+    heartbeat_timeout_s: float = PoolConfig.heartbeat_timeout_s
     # A request's headers and body must arrive within this long of its first byte (slowloris).
     request_deadline_s: float = 10.0
     # A client whose socket stays full this long is cut off, so it cannot hold a lane forever.

@@ -32,17 +32,15 @@ SHM_HEADROOM = 1.25  # rings of respawned lanes overlap briefly with the old one
 
 
 class LanePool:
-    def __init__(self, specs: list[LaneModelSpec], *, heartbeat_timeout_s: float = 5.0,
+    def __init__(self, specs: list[LaneModelSpec], *, heartbeat_timeout_s: float | None = None,
                  config: PoolConfig | None = None):
         if not specs:
             raise ValueError("LanePool needs at least one LaneModelSpec")
         names = [s.name for s in specs]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate model names in {names}")
-        if config is None:
-            config = config_from_env(heartbeat_timeout_s=heartbeat_timeout_s)
-        elif heartbeat_timeout_s != 5.0:
-            config = dataclasses.replace(config, heartbeat_timeout_s=heartbeat_timeout_s)
+        overrides = {} if heartbeat_timeout_s is None else {"heartbeat_timeout_s": heartbeat_timeout_s}
+        config = config_from_env(**overrides) if config is None else dataclasses.replace(config, **overrides)
         self.config = config
         self.specs = list(specs)
         self.run_id = new_run_id()
