@@ -18,6 +18,8 @@ import signal
 from sanic import Sanic
 
 from gateway import errors_http, info_routes, openai_routes, tokenize_routes
+from gateway.ollama import info as ollama_info
+from gateway.ollama import routes as ollama_routes
 from gateway.config import ConfigError, GatewayConfig, config_from_strings, field_names
 from gateway.cors import add_cors
 from gateway.env import settings_from_env
@@ -85,6 +87,13 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(info_routes.metrics, "/metrics", "GET")
     route(tokenize_routes.tokenize, "/tokenize", "POST")
     route(tokenize_routes.detokenize, "/detokenize", "POST")
+    route(ollama_routes.chat, "/api/chat", "POST")
+    route(ollama_routes.generate, "/api/generate", "POST")
+    route(ollama_info.tags, "/api/tags", "GET")
+    route(ollama_info.show, "/api/show", "POST")
+    route(ollama_info.ps, "/api/ps", "GET")
+    route(ollama_info.version, "/api/version", "GET")
+    app.add_route(errors_http.with_request_id(ollama_info.root), "/", methods=["GET", "HEAD"], name="ollama_root")
     errors_http.install(app)
     add_cors(app, config.cors_origins)
 

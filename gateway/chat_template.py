@@ -63,6 +63,7 @@ class ChatTemplate:
         env.globals["raise_exception"] = _raise_exception
         env.globals["strftime_now"] = _strftime_now
         self._template = env.from_string(source)  # TemplateSyntaxError here = a broken model file
+        self.source = source
         self._bos = bos_token
         self._eos = eos_token
 

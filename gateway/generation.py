@@ -39,6 +39,7 @@ class Submission:
     num_choices: int
     framings: list[tuple[int, int, bytes, bytes]]  # (local choice, channel, prefix, suffix); [] = collect
     first_choice: int  # global choice index of this submission's local choice 0
+    keep_text: bool = False  # streamed, and the text is needed at the end too (Ollama generate's context)
 
 
 class Generation:
@@ -58,7 +59,8 @@ class Generation:
 
     def _submit(self, s: Submission):
         return self._pool.submit(self._model, s.prompt_ids, s.params, next_submission_id(),
-                                 num_choices=s.num_choices, framings=s.framings, collect=not s.framings)
+                                 num_choices=s.num_choices, framings=s.framings, collect=not s.framings,
+                                 keep_text=s.keep_text)
 
     async def segments(self) -> AsyncIterator[tuple[int, AsyncIterator[Chunk | ChoiceDone]]]:
         """(global index of the segment's choice 0, the lane's stream) per submission, in order.

@@ -47,8 +47,10 @@ class SseSender:
     as activity for the watchdog, so a keep-alive comment still goes through Sanic every interval
     and keeps its RESPONSE_TIMEOUT timer fresh."""
 
-    def __init__(self, response, transport, keepalive_interval_s: float, write_stall_timeout_s: float) -> None:
+    def __init__(self, response, transport, keepalive_interval_s: float, write_stall_timeout_s: float,
+                 keepalive: bytes = KEEPALIVE_EVENT) -> None:
         self._response = response
+        self._keepalive_bytes = keepalive  # valid in the stream's protocol (an SSE comment, an NDJSON line)
         self._transport = transport
         self._interval_s = keepalive_interval_s
         self._stall_timeout_s = write_stall_timeout_s
@@ -136,7 +138,7 @@ class SseSender:
                 continue
             if not self._sends_in_flight:
                 try:
-                    await self.send(KEEPALIVE_EVENT)
+                    await self.send(self._keepalive_bytes)
                 except WriteStalled:
                     continue  # nothing was written; the handler's own sends enforce the stall limit
                 except Exception:  # the connection is gone; the handler finds out on its own send

@@ -163,10 +163,11 @@ class LanePool:
     # --- requests -----------------------------------------------------------------------------
     def submit(self, model: str, prompt_ids: list[int], params: GenerationParams, request_id: int, *,
                num_choices: int = 1, framings: list[tuple[int, int, bytes, bytes]] = (),
-               collect: bool = False) -> RequestStream:
+               collect: bool = False, keep_text: bool = False) -> RequestStream:
         """Start a request on the replica with the most free sequence slots; LaneBusy when every
         slot of the model is taken (the caller queues or answers 429). framings: per (choice,
-        channel) (choice, channel, prefix, suffix) for streamed output; collect: non-stream."""
+        channel) (choice, channel, prefix, suffix) for streamed output; collect: non-stream;
+        keep_text: a stream's content text also arrives (escaped) with each ChoiceDone."""
         replicas = self._replicas[model]  # KeyError for an unknown model
         if self._loop is None:
             raise RuntimeError("submit() before attach()")
@@ -193,7 +194,7 @@ class LanePool:
             raise ValueError(f"request of {len(payload)} bytes exceeds the lane ring's maximum of "
                              f"{best.channels.writer.max_payload_bytes} (prompt longer than ctx_size?)")
         self._next[model] = (replicas.index(best) + 1) % len(replicas)
-        return best.submit(request_id, payload, num_choices, list(framings), collect)
+        return best.submit(request_id, payload, num_choices, list(framings), collect, keep_text)
 
     # --- shutdown -----------------------------------------------------------------------------
     async def drain(self, grace_s: float) -> None:

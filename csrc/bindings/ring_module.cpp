@@ -94,12 +94,12 @@ class RingReader {
     return py::make_tuple(std::move(queued), std::move(partial), std::move(control), more);
   }
   void add_route(uint64_t rid, uint32_t num_choices, const std::vector<std::tuple<uint32_t, uint32_t, py::bytes, py::bytes>>& framings,
-                 bool collect) {
+                 bool collect, bool keep_text) {
     std::vector<DeltaRelay::Framing> fs;
     fs.reserve(framings.size());
     for (const auto& [choice, channel, prefix, suffix] : framings)
       fs.push_back(DeltaRelay::Framing{choice, channel, std::string(prefix), std::string(suffix)});
-    relay_.add_route(rid, num_choices, fs, collect);
+    relay_.add_route(rid, num_choices, fs, collect, keep_text);
   }
   DeltaRelay& relay() { return relay_; }
   Consumer& consumer() { return consumer_; }
@@ -320,8 +320,9 @@ PYBIND11_MODULE(_ring, m) {
            "Relay deltas to their routes (see ring/delta_relay.h); stops at the first other record. "
            "Returns (queued, partial, control, more).")
       .def("add_route", &RingReader::add_route, py::arg("request_id"), py::arg("num_choices"), py::arg("framings"),
-           py::arg("collect") = false,
-           "Register a request: framings = [(choice, channel, prefix, suffix)]; collect: non-stream text.")
+           py::arg("collect") = false, py::arg("keep_text") = false,
+           "Register a request: framings = [(choice, channel, prefix, suffix)]; collect: non-stream text; "
+           "keep_text: a stream also keeps its escaped content text for take_text().")
       .def("remove_route", [](RingReader& r, uint64_t rid) { return r.relay().remove_route(rid); })
       .def("set_socket", [](RingReader& r, uint64_t rid, int fd) { r.relay().set_socket(rid, fd); })
       .def("set_direct", [](RingReader& r, uint64_t rid, bool on) { r.relay().set_direct(rid, on); })

@@ -14,11 +14,12 @@ namespace ls::ring {
 using wire::kNumChannels;
 
 void DeltaRelay::add_route(uint64_t request_id, uint32_t num_choices, const std::vector<Framing>& framings,
-                           bool collect) {
+                           bool collect, bool keep_text) {
   Route& r = routes_[request_id];
   r = Route{};
   r.num_choices = num_choices;
   r.collect = collect;
+  r.keep_text = keep_text && !collect;
   r.prefix.assign(size_t(num_choices) * kNumChannels, std::string());
   r.suffix.assign(size_t(num_choices) * kNumChannels, std::string());
   for (const Framing& f : framings) {
@@ -26,11 +27,8 @@ void DeltaRelay::add_route(uint64_t request_id, uint32_t num_choices, const std:
     r.prefix[f.choice * kNumChannels + f.channel] = f.prefix;
     r.suffix[f.choice * kNumChannels + f.channel] = f.suffix;
   }
-  if (collect) {
-    r.collected.assign(num_choices, std::string());
-  } else {
-    r.out.reserve(16 * 1024);
-  }
+  if (collect || keep_text) r.collected.assign(num_choices, std::string());
+  if (!collect) r.out.reserve(16 * 1024);
 }
 
 bool DeltaRelay::remove_route(uint64_t request_id) { return routes_.erase(request_id) > 0; }
@@ -72,6 +70,7 @@ void DeltaRelay::frame(Route& r, uint64_t request_id, uint32_t choice, uint32_t 
     r.collected[choice] += scratch_;
     return;
   }
+  if (r.keep_text && channel == 0) r.collected[choice] += scratch_;
   size_t k = choice * kNumChannels + channel;
   if (r.prefix[k].empty() && r.suffix[k].empty()) k = choice * kNumChannels;  // unframed channel: content's
   const std::string& prefix = r.prefix[k];

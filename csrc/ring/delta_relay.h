@@ -54,7 +54,10 @@ class DeltaRelay {
     bool full = false;                 // stopped at max_records: more may be waiting
   };
 
-  void add_route(uint64_t request_id, uint32_t num_choices, const std::vector<Framing>& framings, bool collect);
+  // keep_text: a streamed route also keeps each choice's escaped content text for take_text()
+  // (Ollama's /api/generate returns the conversation's tokens at the end).
+  void add_route(uint64_t request_id, uint32_t num_choices, const std::vector<Framing>& framings, bool collect,
+                 bool keep_text = false);
   bool remove_route(uint64_t request_id);
   void set_socket(uint64_t request_id, int fd);     // -1: detach (direct off)
   void set_direct(uint64_t request_id, bool direct);  // only with a socket attached
@@ -76,11 +79,12 @@ class DeltaRelay {
   struct Route {
     uint32_t num_choices = 0;
     bool collect = false;
+    bool keep_text = false;
     bool direct = false;
     int fd = -1;
     bool touched = false;
     std::vector<std::string> prefix, suffix;  // [num_choices * kNumChannels]
-    std::vector<std::string> collected;       // collect mode, [num_choices]
+    std::vector<std::string> collected;       // collect / keep_text, [num_choices]
     std::string out;                          // direct mode: chunks of this pump
     uint64_t num_direct_deltas = 0, first_send_ns = 0;
   };

@@ -1,0 +1,92 @@
+"""GET /api/tags, POST /api/show, GET /api/ps, GET /api/version, GET|HEAD / — what Ollama clients
+probe before they chat (Copilot, Open WebUI and the ollama clients call /api/tags and /api/show)."""
+from __future__ import annotations
+
+import asyncio
+import os
+
+import orjson
+from sanic.response import HTTPResponse
+
+from gateway.backend import SERVING_STATES, text_model_path
+from gateway.body import parse_json_object
+from gateway.ollama.frames import rfc3339
+from gateway.ollama.models import digest, model_facts
+from gateway.ollama.requests import OllamaError
+from gateway.ollama.routes import ollama_errors, served_model
+
+# The Ollama API level these routes follow (what clients compare against), not a laneserve version.
+OLLAMA_API_VERSION = "0.12.0"
+FAR_FUTURE = 4102444800.0  # 2100-01-01: our models never unload
+
+
+def _json(value, status: int = 200) -> HTTPResponse:
+    return HTTPResponse(orjson.dumps(value), status=status, content_type="application/json; charset=utf-8")
+
+
+def _facts(served):
+    path = served.path if os.path.exists(served.path) else text_model_path(served.path)
+    template = served.text.chat_template.source if served.text.chat_template is not None else ""
+    return model_facts(path, template)
+
+
+async def _entry(served) -> dict:
+    facts = _facts(served)
+    return {"name": served.name, "model": served.name, "modified_at": rfc3339(facts.modified_s),
+            "size": facts.size_bytes, "digest": await asyncio.to_thread(digest, facts.path),
+            "details": facts.details()}
+
+
+@ollama_errors
+async def tags(request):
+    state = request.app.ctx.state
+    return _json({"models": [await _entry(m) for m in state.models.values()]})
+
+
+@ollama_errors
+async def ps(request):
+    state = request.app.ctx.state
+    serving = {s.model for s in state.statuses() if s.state in SERVING_STATES}
+    models = []
+    for served in state.models.values():
+        if served.name not in serving:
+            continue
+        entry = await _entry(served)
+        entry.update(expires_at=rfc3339(FAR_FUTURE), size_vram=0, context_length=served.n_ctx)
+        models.append(entry)
+    return _json({"models": models})
+
+
+def capabilities(served) -> list[str]:
+    return ["completion"]
+
+
+@ollama_errors
+async def show(request):
+    state = request.app.ctx.state
+    body = parse_json_object(request.body, None, state.config.max_json_depth)
+    name = body.get("model", body.get("name"))  # "name" is the older spelling
+    if type(name) is not str or not name:
+        raise OllamaError(400, "model is required")
+    served = served_model(state, name)
+    facts = _facts(served)
+    info = dict(facts.info)
+    info[f"{facts.family}.context_length"] = info.get(f"{facts.family}.context_length", served.n_ctx)
+    return _json({
+        "modelfile": f"# laneserve serves {served.name} from its GGUF file\nFROM {served.name}\n",
+        "parameters": "",
+        "template": facts.template,
+        "details": facts.details(),
+        "model_info": info,
+        "capabilities": capabilities(served),
+        "modified_at": rfc3339(facts.modified_s),
+    })
+
+
+@ollama_errors
+async def version(request):
+    return _json({"version": OLLAMA_API_VERSION})
+
+
+async def root(request):
+    return HTTPResponse(b"Ollama is running", content_type="text/plain; charset=utf-8")

@@ -1,0 +1,250 @@
+"""POST /api/chat and /api/generate: the Ollama protocol on the shared lanes.
+
+Order of work, as on the OpenAI routes: parse → model → template/tokenize → context check →
+admission queue (full → 503, as Ollama answers when its queue is full) → relay. Streams are
+NDJSON framed natively by the relay (prefix + escaped text + suffix per delta); the final line
+carries done_reason and integer-nanosecond durations; a failure after the first line is an
+`{"error": ...}` line. Errors before the stream are `{"error": "..."}` with Ollama's statuses.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import time
+
+import orjson
+from sanic.response import HTTPResponse
+
+from gateway.admission import QueueFull, QueueTimeout
+from gateway.backend import CONTENT, ChoiceDone, LaneError
+from gateway.body import parse_json_object
+from gateway.errors import APIError
+from gateway.generation import Generation, GenerationFailed, Submission
+from gateway.ollama.frames import NDJSON, OllamaFrames, durations, error_line
+from gateway.ollama.requests import (CHAT_FIELDS, GENERATE_FIELDS, OllamaError, OllamaRequest, parse_chat,
+                                     parse_generate, unknown_fields)
+from gateway.relay import SseSender, WriteStalled
+from gateway.request_ids import HEADER as REQUEST_ID_HEADER
+from gateway.tracking import RequestTracker
+
+LARGE_BODY_BYTES = 64 * 1024
+
+
+def ollama_errors(handler):
+    """Answer APIErrors (ours and the shared parsers') the Ollama way: `{"error": message}`."""
+    @functools.wraps(handler)
+    async def wrapped(request, *args, **kwargs):
+        try:
+            return await handler(request, *args, **kwargs)
+        except APIError as exc:
+            headers = {REQUEST_ID_HEADER: request.ctx.request_id, **exc.headers}
+            return HTTPResponse(orjson.dumps({"error": exc.message}), status=exc.status, headers=headers,
+                                content_type="application/json; charset=utf-8")
+    return wrapped
+
+
+def served_model(state, name: str):
+    """Ollama names carry a tag; ours are plain: "smollm2" and "smollm2:latest" are the same."""
+    served = state.models.get(name) or (state.models.get(name[: -len(":latest")]) if name.endswith(":latest") else None)
+    if served is None:
+        shown = name if len(name) <= 64 and name.isprintable() else "<model>"
+        raise OllamaError(404, f"model '{shown}' not found")
+    return served
+
+
+def unescape(escaped: bytes) -> str:
+    return orjson.loads(b'"' + escaped + b'"')
+
+
+def _prompt_ids(served, parsed: OllamaRequest, chat: bool) -> list[int]:
+    text = served.text
+    if chat:
+        return text.encode_chat(list(parsed.messages), parsed.template_kwargs)
+    if parsed.raw or not text.supports_chat:
+        ids = list(parsed.context) + text.encode_prompt(parsed.prompt or "", add_special=not parsed.context)
+    else:
+        messages = ([{"role": "system", "content": parsed.system}] if parsed.system else []) + \
+            [{"role": "user", "content": parsed.prompt or ""}]
+        ids = list(parsed.context) + text.encode_chat(messages, parsed.template_kwargs)
+    text.check_token_ids(ids, "context")
+    return ids
+
+
+def _max_tokens(num_predict: int | None, prompt_len: int, n_ctx: int) -> int:
+    if prompt_len >= n_ctx:
+        raise OllamaError(400, f"the input has {prompt_len} tokens; this model's context is {n_ctx} tokens")
+    room = n_ctx - prompt_len
+    return room if num_predict is None else min(num_predict, room)
+
+
+class _Timing:
+    def __init__(self) -> None:
+        self.start_ns = time.perf_counter_ns()
+        self.admitted_ns = self.start_ns
+
+    def stats(self, done: ChoiceDone) -> dict:
+        return durations(total_ns=time.perf_counter_ns() - self.start_ns, load_ns=self.admitted_ns - self.start_ns,
+                         prompt_eval_count=done.prompt_tokens, prompt_eval_ns=done.prefill_ns,
+                         eval_count=done.completion_tokens, eval_ns=done.decode_ns)
+
+
+async def _run(request, chat: bool):
+    state = request.app.ctx.state
+    request_id = request.ctx.request_id
+    tracker = RequestTracker(state, "ollama_chat" if chat else "ollama_generate", request_id)
+    timing = _Timing()
+    claimed = False
+    generation = None
+    try:
+        if state.draining:
+            raise OllamaError(503, "the server is shutting down", headers={"Retry-After": str(state.config.retry_after_s)})
+        body = parse_json_object(request.body, None, state.config.max_json_depth)
+        model = body.get("model")
+        if type(model) is not str or not model:
+            raise OllamaError(400, "model is required")
+        served = served_model(state, model)
+        parse = parse_chat if chat else parse_generate
+        parsed = parse(body, supports_thinking=False)
+        ignored = unknown_fields(body, CHAT_FIELDS if chat else GENERATE_FIELDS)
+        if ignored:
+            state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(ignored)[:16])
+        tracker.set_model(served.name, parsed.stream)
+        frames = OllamaFrames(served.name, chat)
+        if (chat and not parsed.messages) or (not chat and not parsed.prompt and not parsed.context):
+            # Ollama's load/unload call: our models stay loaded, so it is answered at once.
+            tracker.finish("success", 200)
+            reason = "unload" if parsed.keep_alive_zero else "load"
+            obj = {"model": served.name, "created_at": frames.created_at}
+            obj.update({"message": {"role": "assistant", "content": ""}} if chat else {"response": ""})
+            obj.update(done_reason=reason, done=True)
+            return HTTPResponse(orjson.dumps(obj), headers={REQUEST_ID_HEADER: request_id},
+                                content_type="application/json; charset=utf-8")
+        state.in_flight.claim(request_id)
+        claimed = True
+        if len(request.body) > LARGE_BODY_BYTES:
+            ids = await asyncio.to_thread(_prompt_ids, served, parsed, chat)
+        else:
+            ids = _prompt_ids(served, parsed, chat)
+        if not ids:
+            raise OllamaError(400, "the prompt is empty after tokenization")
+        params = dataclasses.replace(parsed.params, max_tokens=_max_tokens(parsed.num_predict, len(ids), served.n_ctx))
+        framings = [(0, CONTENT, *frames.content_framing())] if parsed.stream else []
+        submission = Submission(ids, params, 1, framings, 0, keep_text=parsed.stream and not chat)
+        generation = Generation(state.pool, state.admission, served.name, [submission])
+        try:
+            await generation.start()
+        except (QueueFull, QueueTimeout):
+            generation = None
+            raise OllamaError(503, "server busy, please try again: every slot is taken and the queue is full",
+                              headers={"Retry-After": str(state.config.retry_after_s)}) from None
+        timing.admitted_ns = time.perf_counter_ns()
+        tracker.admitted()
+        state.metrics.active.labels(served.name).inc()
+        try:
+            headers = {REQUEST_ID_HEADER: request_id}
+            if parsed.stream:
+                await _relay_stream(request, state, generation, frames, tracker, timing, ids, chat, headers)
+                generation = None
+                return None
+            obj = await _collect(state, generation, frames, tracker, timing, ids, chat)
+            generation = None
+            tracker.finish("success", 200)
+            return HTTPResponse(orjson.dumps(obj), headers=headers, content_type="application/json; charset=utf-8")
+        finally:
+            state.metrics.active.labels(served.name).dec()
+    except APIError as exc:
+        tracker.finish("saturated" if exc.status in (429, 503) and exc.headers else "error", exc.status, exc.code)
+        raise
+    except WriteStalled:
+        return None
+    except asyncio.CancelledError:
+        tracker.finish("disconnect", 499, "client_disconnected")
+        raise
+    except BaseException:
+        tracker.finish("error", 500, "internal_error")
+        raise
+    finally:
+        if generation is not None:
+            generation.cancel()
+        if claimed:
+            state.in_flight.release(request_id)
+
+
+def _context(state, served_name: str, ids: list[int], text: str) -> list[int]:
+    return ids + state.models[served_name].text.encode_prompt(text, add_special=False)
+
+
+def _failure_message(exc: Exception) -> str:
+    failure = Generation.failed(exc)
+    return f"{failure.code}: {failure.message}"
+
+
+async def _relay_stream(request, state, generation, frames, tracker, timing, ids, chat, headers) -> None:
+    response = await request.respond(headers=headers, content_type=NDJSON)
+    sender = SseSender(response, request.transport, state.config.keepalive_interval_s,
+                       state.config.write_stall_timeout_s, keepalive=frames.keepalive())
+    sender.start_keepalive()
+    sender.open_direct()
+    try:
+        try:
+            await sender.send(b"")  # the headers go out now; the relay writes only after them
+            async for _, stream in generation.segments():
+                sender.attach(stream)
+                try:
+                    async for item in stream:
+                        if type(item) is ChoiceDone:
+                            tracker.first_token(stream.first_direct_ns or None)
+                            if item.finish_reason == "cancelled":
+                                await sender.send(error_line("the request was cancelled"))
+                                tracker.finish("error", 200, "cancelled")
+                                return
+                            tracker.choice_done(0, item)
+                            context = None if chat else _context(state, frames.model, ids, unescape(item.text))
+                            await sender.send(frames.final("", item.finish_reason, timing.stats(item), context))
+                            continue
+                        tracker.first_token()
+                        await sender.send(item.data)
+                finally:
+                    sender.detach()
+        except (GenerationFailed, LaneError) as exc:
+            await sender.send(error_line(_failure_message(exc)))
+            tracker.finish("error", 200, Generation.failed(exc).code)
+            return
+        await response.eof()
+        tracker.finish("success", 200)
+    except WriteStalled:
+        tracker.finish("timeout", 200, "write_stalled")
+        request.transport.abort()
+        raise
+    finally:
+        sender.close_direct()
+        sender.stop_keepalive()
+        tracker.socket_full(sender.num_socket_full)
+
+
+async def _collect(state, generation, frames, tracker, timing, ids, chat) -> dict:
+    try:
+        async for _, stream in generation.segments():
+            async for item in stream:
+                if type(item) is ChoiceDone:
+                    if item.finish_reason == "cancelled":
+                        raise OllamaError(503, "the request was cancelled")
+                    tracker.choice_done(0, item)
+                    text = unescape(item.text)
+                    context = None if chat else _context(state, frames.model, ids, text)
+                    return frames.final_object(text, item.finish_reason, timing.stats(item), context)
+    except (GenerationFailed, LaneError) as exc:
+        raise OllamaError(503 if Generation.failed(exc).code in ("lane_died", "lane_hung", "shutdown") else 500,
+                          _failure_message(exc)) from None
+    raise OllamaError(500, "the lane ended the request without a result")
+
+
+@ollama_errors
+async def chat(request):
+    return await _run(request, chat=True)
+
+
+@ollama_errors
+async def generate(request):
+    return await _run(request, chat=False)

@@ -1,0 +1,127 @@
+"""The Ollama protocol through the real `ollama` client (sync and async) and raw httpx against a
+real server with SmolLM2: chat, generate, options, tags, show, ps, version, errors, NDJSON bytes."""
+from __future__ import annotations
+
+import json
+
+import httpx
+import ollama
+import pytest
+
+pytestmark = pytest.mark.real_model
+
+MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
+DURATIONS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration", "eval_count",
+             "eval_duration")
+
+
+@pytest.fixture
+def client(base_url):
+    return ollama.Client(host=base_url, timeout=60)
+
+
+def check_final(obj: dict, max_tokens: int) -> None:
+    assert obj["done"] is True and obj["done_reason"] in ("stop", "length")
+    for key in DURATIONS:
+        assert type(obj[key]) is int and obj[key] >= 0, key
+    assert 1 <= obj["eval_count"] <= max_tokens and obj["prompt_eval_count"] > 5
+    assert obj["total_duration"] >= obj["eval_duration"] > 0
+    assert obj["created_at"].endswith("Z") and "T" in obj["created_at"]
+
+
+def test_chat_non_stream_and_stream_through_the_client(client):
+    reply = client.chat(model="smollm2", messages=MESSAGES, options={"num_predict": 12, "temperature": 0})
+    assert reply.message.role == "assistant" and reply.message.content
+    check_final(reply.model_dump(), 12)
+    parts = list(client.chat(model="smollm2", messages=MESSAGES, stream=True,
+                             options={"num_predict": 12, "temperature": 0}))
+    assert all(p.message.role == "assistant" for p in parts)
+    assert [p.done for p in parts].count(True) == 1 and parts[-1].done
+    assert "".join(p.message.content for p in parts) == reply.message.content  # greedy: same text
+    check_final(parts[-1].model_dump(), 12)
+
+
+async def test_async_client_chat_and_generate(base_url):
+    client = ollama.AsyncClient(host=base_url, timeout=60)
+    reply = await client.chat(model="smollm2:latest", messages=MESSAGES, options={"num_predict": 6})
+    assert reply.message.content and reply.done_reason in ("stop", "length")
+    text = ""
+    async for part in await client.generate(model="smollm2", prompt="Once upon a time", stream=True,
+                                            options={"num_predict": 8, "temperature": 0}):
+        text += part.response
+        if part.done:
+            assert part.context and part.eval_count == 8 and part.done_reason == "length"
+    assert text
+
+
+def test_generate_options_stop_seed_and_context(client):
+    a = client.generate(model="smollm2", prompt="Count: one, two,", options={"num_predict": 10, "seed": 7,
+                                                                          "temperature": 0.9})
+    b = client.generate(model="smollm2", prompt="Count: one, two,", options={"num_predict": 10, "seed": 7,
+                                                                          "temperature": 0.9})
+    assert a.response == b.response and 1 <= a.eval_count <= 10
+    stopped = client.generate(model="smollm2", prompt="Count: one, two,", raw=True,
+                              options={"num_predict": 30, "temperature": 0, "repeat_penalty": 1.0, "stop": [","]})
+    assert "," not in stopped.response and stopped.done_reason == "stop"
+    # context = the tokens of the exchange; sending it back continues after the answer
+    assert len(a.context) > a.prompt_eval_count
+    follow = client.generate(model="smollm2", prompt="And then?", context=a.context, options={"num_predict": 4})
+    assert follow.prompt_eval_count > len(a.context)
+
+
+def test_unknown_options_are_ignored_and_bad_types_are_400(client):
+    ok = client.generate(model="smollm2", prompt="Hi", options={"num_predict": 3, "mirostat": 2, "num_gpu": 1,
+                                                              "penalize_newline": True, "num_ctx": 4096})
+    assert ok.eval_count <= 3
+    with pytest.raises(ollama.ResponseError) as e:
+        client.generate(model="smollm2", prompt="Hi", options={"temperature": "hot"})
+    assert e.value.status_code == 400 and "temperature" in e.value.error
+
+
+def test_unknown_model_and_thinking_on_a_model_without_it(client):
+    with pytest.raises(ollama.ResponseError) as e:
+        client.chat(model="nope", messages=MESSAGES)
+    assert e.value.status_code == 404 and "not found" in e.value.error
+    with pytest.raises(ollama.ResponseError) as e:
+        client.chat(model="smollm2", messages=MESSAGES, think=True)
+    assert e.value.status_code == 400 and "thinking" in e.value.error
+
+
+def test_tags_show_ps_version(client, http):
+    listed = client.list()
+    names = [m.model for m in listed.models]
+    assert "smollm2" in names
+    entry = listed.models[names.index("smollm2")]
+    assert entry.details.format == "gguf" and entry.details.family == "llama"
+    assert entry.details.quantization_level == "Q4_1" and entry.details.parameter_size == "135M"
+    assert len(entry.digest) == 64 and entry.size > 90_000_000
+    shown = client.show("smollm2")
+    assert "<|im_start|>" in shown.template and shown.capabilities == ["completion"]
+    assert shown.modelinfo["general.architecture"] == "llama" and shown.details.family == "llama"
+    running = client.ps()
+    assert [m.model for m in running.models] == ["smollm2"]
+    version = http.get("/api/version").json()
+    assert isinstance(version["version"], str)
+    root = http.get("/")
+    assert root.status_code == 200 and root.text == "Ollama is running"
+    assert http.head("/").status_code == 200
+
+
+def test_ndjson_bytes_and_load_unload(http):
+    with http.stream("POST", "/api/chat", json={"model": "smollm2", "messages": MESSAGES,
+                                                "options": {"num_predict": 8}}) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("application/x-ndjson")
+        raw = r.read()
+    lines = raw.split(b"\n")
+    assert lines[-1] == b"" and all(lines[:-1])  # newline-terminated lines, no blank keep-alive lines
+    objs = [json.loads(line) for line in lines[:-1]]
+    assert all(o["model"] == "smollm2" and o["message"]["role"] == "assistant" for o in objs)
+    assert [o["done"] for o in objs][-1] is True and objs[-1]["message"]["content"] == ""
+    check_final(objs[-1], 8)
+    load = http.post("/api/generate", json={"model": "smollm2"}).json()
+    assert load["done"] is True and load["done_reason"] == "load" and load["response"] == ""
+    unload = http.post("/api/chat", json={"model": "smollm2", "messages": [], "keep_alive": 0}).json()
+    assert unload["done_reason"] == "unload"
+    bad = http.post("/api/chat", content=b"{not json")
+    assert bad.status_code == 400 and set(bad.json()) == {"error"}
+    assert http.post("/api/generate", json={"model": "smollm2", "prompt": "x", "suffix": "y"}).status_code == 400
