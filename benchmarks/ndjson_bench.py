@@ -1,0 +1,101 @@
+"""Gateway CPU per relayed token: Ollama NDJSON (/api/generate) against OpenAI SSE (/v1/completions).
+
+Starts laneserve on the lanes' synthetic backend (no model competing for the CPU; one token per
+stream every `--step-us`), runs the same concurrent streaming load through each protocol in
+alternating rounds, and divides the gateway process's CPU time (utime + stime of the server
+process, which excludes the lane process) by the tokens relayed. Prints one summary line with
+the NDJSON/SSE ratio measured in the same run.
+
+    python benchmarks/ndjson_bench.py [--streams 4] [--tokens 5000] [--rounds 3] [--step-us 1000]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+
+import httpx
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_bench import free_port, stop  # noqa: E402  (same helpers as the serving benchmark)
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TICKS_S = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS_S
+
+
+def start(step_us: int, streams: int):
+    import subprocess
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), "--log-level", "warning",
+         "--model", f"fake=synthetic:step_us={step_us},n_ctx=8192", "--ctx-size", "8192",
+         "--parallel", str(max(streams, 1))],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": REPO_ROOT},
+        start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(base + "/health/ready", timeout=2).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("laneserve did not become ready")
+
+
+async def one(client: httpx.AsyncClient, protocol: str, tokens: int) -> int:
+    if protocol == "sse":
+        req = ("/v1/completions", {"model": "fake", "prompt": "x", "max_tokens": tokens, "stream": True})
+    else:
+        req = ("/api/generate", {"model": "fake", "prompt": "x", "raw": True, "options": {"num_predict": tokens}})
+    received = 0
+    async with client.stream("POST", req[0], json=req[1]) as r:
+        async for chunk in r.aiter_raw():
+            received += len(chunk)
+    return received
+
+
+async def level(base: str, protocol: str, streams: int, tokens: int) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=600) as client:
+        await asyncio.gather(*[one(client, protocol, tokens) for _ in range(streams)])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--streams", type=int, default=4)
+    ap.add_argument("--tokens", type=int, default=5000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--step-us", type=int, default=1000)
+    args = ap.parse_args()
+    proc, base = start(args.step_us, args.streams)
+    try:
+        asyncio.run(level(base, "sse", args.streams, 50))  # warm-up
+        asyncio.run(level(base, "ndjson", args.streams, 50))
+        per_token: dict[str, list[float]] = {"sse": [], "ndjson": []}
+        for r in range(args.rounds):
+            for protocol in (("sse", "ndjson") if r % 2 == 0 else ("ndjson", "sse")):
+                c0 = cpu_s(proc.pid)
+                asyncio.run(level(base, protocol, args.streams, args.tokens))
+                per_token[protocol].append((cpu_s(proc.pid) - c0) / (args.streams * args.tokens) * 1e6)
+    finally:
+        stop(proc)
+    sse, nd = (sorted(per_token[p])[len(per_token[p]) // 2] for p in ("sse", "ndjson"))
+    print(f"ndjson_bench | {args.streams} streams x {args.tokens} tokens, step {args.step_us} us, median of "
+          f"{args.rounds}: gateway cpu/token sse {sse:.1f} us, ndjson {nd:.1f} us, ndjson/sse {nd / sse:.2f}x "
+          f"(rounds sse {', '.join(f'{v:.1f}' for v in per_token['sse'])}; "
+          f"ndjson {', '.join(f'{v:.1f}' for v in per_token['ndjson'])})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
