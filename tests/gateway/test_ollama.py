@@ -125,3 +125,46 @@ def test_ndjson_bytes_and_load_unload(http):
     bad = http.post("/api/chat", content=b"{not json")
     assert bad.status_code == 400 and set(bad.json()) == {"error"}
     assert http.post("/api/generate", json={"model": "smollm2", "prompt": "x", "suffix": "y"}).status_code == 400
+
+
+def test_lane_death_mid_stream_ends_with_an_error_line_and_concurrent_streams(own_server):
+    import os
+    import signal
+    import threading
+    import time
+
+    srv = own_server("--model", "fake=synthetic:step_us=20000,n_ctx=1024", "--ctx-size", "1024",
+                     "--keepalive-interval-s", "0.2", real_model=False)
+    srv.wait_ready()
+    with httpx.Client(base_url=srv.base_url, timeout=30) as http:
+        # 4 concurrent chat streams on the one lane complete, each with its own lines
+        results = [None] * 4
+
+        def run(i):
+            with http.stream("POST", "/api/chat", json={"model": "fake", "messages": MESSAGES,
+                                                        "options": {"num_predict": 20}}) as r:
+                results[i] = [json.loads(line) for line in r.iter_lines() if line]
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        for objs in results:
+            assert objs[-1]["done"] is True and objs[-1]["eval_count"] == 20
+            assert "".join(o["message"]["content"] for o in objs) == "".join(
+                f"{i}" + ('"\\\n\u2028é ' if i % 7 == 6 else " ") for i in range(20))
+        pid = http.get("/health/ready").json()["models"]["fake"]["lanes"][0]["pid"]
+        lines = []
+        with http.stream("POST", "/api/generate", json={"model": "fake", "prompt": "x", "raw": True,
+                                                        "options": {"num_predict": 1000}}) as r:
+            for line in r.iter_lines():
+                if not line:
+                    continue
+                lines.append(json.loads(line))
+                if len(lines) == 3:
+                    os.kill(pid, signal.SIGKILL)
+                    t0 = time.monotonic()
+        assert set(lines[-1]) == {"error"} and "lane_died" in lines[-1]["error"]
+        assert time.monotonic() - t0 < 2
+        assert all(o.get("done") is False for o in lines[:-1])
