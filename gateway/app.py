@@ -17,7 +17,7 @@ import signal
 
 from sanic import Sanic
 
-from gateway import errors_http, info_routes, openai_routes, tokenize_routes
+from gateway import control_routes, errors_http, info_routes, openai_routes, tokenize_routes
 from gateway.config import ConfigError, GatewayConfig, config_from_strings, field_names
 from gateway.cors import add_cors
 from gateway.env import settings_from_env
@@ -85,6 +85,8 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(info_routes.metrics, "/metrics", "GET")
     route(tokenize_routes.tokenize, "/tokenize", "POST")
     route(tokenize_routes.detokenize, "/detokenize", "POST")
+    route(control_routes.stop, "/stop", "POST")
+    route(control_routes.cancel_request, "/v1/requests/<request_id:str>", "DELETE")
     errors_http.install(app)
     add_cors(app, config.cors_origins)
 

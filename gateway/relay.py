@@ -3,7 +3,9 @@ or one JSON body (the lane's escaped text spliced into a pre-rendered envelope).
 
 Outcome rules: a client disconnect arrives as CancelledError (Sanic cancels the handler) →
 cancel through the lane protocol, outcome "disconnect". A lane failure after the stream
-started → `data: {"error": …}` + `[DONE]`; before anything was sent → 5xx envelope.
+started → `data: {"error": …}` + `[DONE]`; before anything was sent → 5xx envelope. A request
+cancelled through gateway.control ends the same way with code `request_cancelled` (499 before
+anything was sent), outcome "cancelled".
 """
 from __future__ import annotations
 
@@ -12,12 +14,15 @@ import os
 import time
 
 from gateway.backend import ChoiceDone, LaneError
+from gateway.control import CANCELLED_CODE, cancelled_error, outcome_for
 from gateway.errors import APIError, unavailable
 from gateway.framing import DONE_EVENT, KEEPALIVE_EVENT, ChoiceResult, StreamFrames, non_stream_body
 from gateway.generation import Generation, GenerationFailed
 
 
 def _failure_error(code: str, message: str, retry_after_s: int) -> APIError:
+    if code == CANCELLED_CODE:
+        return cancelled_error()
     return unavailable(message, retry_after_s, code=code)
 
 
@@ -185,7 +190,7 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
         except (GenerationFailed, LaneError) as exc:
             failure = Generation.failed(exc)
             await sender.send(_failure_error(failure.code, failure.message, retry_after_s).sse_event() + DONE_EVENT)
-            tracker.finish("error", 200, failure.code)
+            tracker.finish(outcome_for(200, failure.code), 200, failure.code)
             return
         tail = DONE_EVENT
         if frames.include_usage:
