@@ -23,9 +23,9 @@ def ctl_server(tmp_path_factory):
     reason = serving_stack_missing(real_model=False)
     if reason:
         pytest.skip(reason)
-    srv = start_server(tmp_path_factory.mktemp("control"), "--model",
-                       f"fake=synthetic:step_us={STEP_MS * 1000},n_ctx=4096", "--ctx-size", "4096",
-                       "--parallel", "8", "--max-queue", "4")
+    spec = f"synthetic:step_us={STEP_MS * 1000},n_ctx=4096"
+    srv = start_server(tmp_path_factory.mktemp("control"), "--model", f"fake={spec}", "--model", f"other={spec}",
+                       "--ctx-size", "4096", "--parallel", "8", "--max-queue", "4")
     srv.wait_ready()
     yield srv
     assert srv.terminate() == 0, srv.log_text()[-4000:]
@@ -169,6 +169,18 @@ def test_stop_without_body_cancels_every_model_and_reports_nothing_when_idle(cli
         assert s.finish(5).cancelled_terminal
 
 
+def test_stop_of_one_model_leaves_the_other_models_requests_alone(client, ctl_server):
+    mine = start_streams(ctl_server.base_url, "stop-mine", 2, 2000)
+    others = start_streams(ctl_server.base_url, "stop-other", 2, 40, model="other",
+                           stream_options={"include_usage": True})
+    assert sorted(client.post("/stop", json={"model": "fake"}).json()["cancelled"]) == ["stop-mine-0", "stop-mine-1"]
+    for s in mine:
+        assert s.finish(5).cancelled_terminal
+    for s in others:
+        assert s.finish(30).usage["completion_tokens"] == 40 and not s.cancelled_terminal
+    wait_idle(client)
+
+
 def test_cancel_two_of_eight_by_id_leaves_the_others_complete(client, ctl_server):
     sizes = [1000, 1000] + [60] * 6
     streams = start_streams(ctl_server.base_url, "by-id", 8, sizes, stream_options={"include_usage": True})
@@ -251,10 +263,19 @@ def test_openai_client_sees_cancellation_as_api_error(ctl_server, client):
     t.join(5)
     assert isinstance(got[-1], openai.APIError) and got[-1].code == "request_cancelled"
 
-    threading.Timer(0.3, lambda: client.post("/stop", json={"model": "fake"})).start()
+    def stop_once_running():
+        with httpx.Client(base_url=ctl_server.base_url, timeout=10) as c:
+            deadline = time.monotonic() + 10
+            while not metric(c, "laneserve_slots_in_use", model="fake") and time.monotonic() < deadline:
+                time.sleep(0.02)
+            c.post("/stop", json={"model": "fake"})
+
+    stopper = threading.Thread(target=stop_once_running, daemon=True)
+    stopper.start()
     with pytest.raises(openai.APIStatusError) as info:  # 499: not retried (max_retries=2 above)
         oai.completions.create(model="fake", prompt="x", max_tokens=2000)
     assert info.value.status_code == 499 and info.value.code == "request_cancelled"
+    stopper.join(5)
     oai.close()
     wait_idle(client)
 
