@@ -3,7 +3,8 @@ per model (max_queue, each wait bounded by queue_timeout_s); beyond the queue th
 429 server_busy with Retry-After.
 
 The pool calls `notify(model)` whenever a request ends or a replica becomes ready; the head of
-that model's queue then retries. A waiter whose client disconnects (its task is cancelled) leaves
+that model's queue then retries. A waiter whose client disconnects (its task is cancelled), or
+whose `abort` future completes (gateway.control: POST /stop, DELETE /v1/requests/{id}), leaves
 the queue at once and never reaches a lane; if it had been woken, the wake-up passes on.
 Single-threaded: everything runs on the serving event loop.
 """
@@ -27,6 +28,10 @@ class QueueTimeout(Exception):
     """A queued request waited queue_timeout_s without getting a slot."""
 
 
+class AdmissionAborted(Exception):
+    """The request was cancelled (its `abort` future completed) while it waited in the queue."""
+
+
 class AdmissionQueue:
     def __init__(self, max_queue: int, timeout_s: float, on_wait: Callable[[str, float], None] | None = None):
         self.max_queue = max_queue
@@ -47,9 +52,10 @@ class AdmissionQueue:
             if not head.done():
                 head.set_result(None)
 
-    async def admit(self, model: str, try_submit: Callable[[], T]) -> T:
+    async def admit(self, model: str, try_submit: Callable[[], T], abort: asyncio.Future | None = None) -> T:
         """`try_submit()` starts the request or raises LaneBusy (no free slot). Returns its
-        result; raises QueueFull, QueueTimeout, or CancelledError (client gone) otherwise."""
+        result; raises QueueFull, QueueTimeout, AdmissionAborted (`abort` completed while
+        queued) or CancelledError (client gone) otherwise."""
         q = self._queues.setdefault(model, deque())
         if not q:
             try:
@@ -68,10 +74,13 @@ class AdmissionQueue:
                 remaining_s = deadline_s - time.monotonic()
                 if remaining_s <= 0:
                     raise QueueTimeout()
-                try:
-                    await asyncio.wait_for(asyncio.shield(entry), remaining_s)
-                except asyncio.TimeoutError:
-                    raise QueueTimeout() from None
+                # asyncio.wait never cancels what it waits on: the entry stays ours to remove.
+                await asyncio.wait((entry,) if abort is None else (entry, abort), timeout=remaining_s,
+                                   return_when=asyncio.FIRST_COMPLETED)
+                if abort is not None and abort.done():
+                    raise AdmissionAborted()
+                if not entry.done():
+                    raise QueueTimeout()
                 # Woken at the head of the queue: try; on LaneBusy wait for the next notify.
                 try:
                     result = try_submit()

@@ -17,7 +17,7 @@ import signal
 
 from sanic import Sanic
 
-from gateway import errors_http, info_routes, openai_routes, tokenize_routes
+from gateway import control_routes, errors_http, info_routes, openai_routes, tokenize_routes
 from gateway.ollama import info as ollama_info
 from gateway.ollama import routes as ollama_routes
 from gateway.config import ConfigError, GatewayConfig, config_from_strings, field_names
@@ -94,6 +94,8 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(ollama_info.ps, "/api/ps", "GET")
     route(ollama_info.version, "/api/version", "GET")
     app.add_route(errors_http.with_request_id(ollama_info.root), "/", methods=["GET", "HEAD"], name="ollama_root")
+    route(control_routes.stop, "/stop", "POST")
+    route(control_routes.cancel_request, "/v1/requests/<request_id:str>", "DELETE")
     errors_http.install(app)
     add_cors(app, config.cors_origins)
 

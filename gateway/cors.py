@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sanic.response import HTTPResponse
 
-PREFLIGHT_PATHS = ("/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize")
+PREFLIGHT_PATHS = ("/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize", "/stop",
+                   "/v1/requests/<request_id:str>")
 
 
 def cors_headers(origins: tuple[str, ...], request_origin: str | None) -> dict:
@@ -25,7 +26,7 @@ def add_cors(app, origins: tuple[str, ...]) -> None:
         headers = cors_headers(origins, request.headers.get("origin"))
         if headers:
             headers.update({
-                "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+                "Access-Control-Allow-Methods": "GET, POST, DELETE, OPTIONS",
                 "Access-Control-Allow-Headers": "Content-Type, Authorization, X-Request-ID",
                 "Access-Control-Expose-Headers": "X-Request-ID, Retry-After",
                 "Access-Control-Max-Age": "600",
@@ -33,7 +34,7 @@ def add_cors(app, origins: tuple[str, ...]) -> None:
         return HTTPResponse(status=204, headers=headers)
 
     for path in PREFLIGHT_PATHS:
-        app.add_route(preflight, path, methods=["OPTIONS"], name=f"preflight{path.replace('/', '_')}")
+        app.add_route(preflight, path, methods=["OPTIONS"], name=f"preflight{path.replace('/', '_').replace('<', '').replace('>', '').replace(':', '_')}")
 
     @app.on_response
     async def add_origin(request, response):

@@ -74,17 +74,19 @@ class StreamFrames:
                   "finish_reason": None}
         return self._event(self._chunk([choice]))
 
-    def finish_event(self, index: int, finish_reason: str) -> bytes:
+    def finish_event(self, index: int, finish_reason: str, extra: dict | None = None) -> bytes:
+        """`extra`: top-level fields added after the OpenAI ones (gateway.stream_stats)."""
         if self.chat:
             choice = {"index": index, "delta": {}, "logprobs": None, "finish_reason": finish_reason}
         else:
             choice = {"index": index, "text": "", "logprobs": None, "finish_reason": finish_reason}
-        return self._event(self._chunk([choice]))
+        return self._event({**self._chunk([choice]), **(extra or {})})
 
-    def usage_event(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> bytes:
+    def usage_event(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0,
+                    extra: dict | None = None) -> bytes:
         chunk = self._chunk([])
         chunk["usage"] = usage(prompt_tokens, completion_tokens, cached_tokens)
-        return self._event(chunk)
+        return self._event({**chunk, **(extra or {})})
 
 
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict:
@@ -114,9 +116,10 @@ class ChoiceResult:
 
 def non_stream_body(
     *, completion_id: str, created: int, model: str, chat: bool, choices: list[ChoiceResult],
-    prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0,
+    prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0, extra: dict | None = None,
 ) -> bytes:
-    """The full JSON body; each choice's text is spliced in as already-escaped bytes."""
+    """The full JSON body; each choice's text is spliced in as already-escaped bytes. `extra`:
+    top-level fields after the OpenAI ones (gateway.stream_stats)."""
     rendered = []
     for i, choice in enumerate(choices):
         if chat:
@@ -132,6 +135,7 @@ def non_stream_body(
         "system_fingerprint": SYSTEM_FINGERPRINT,
         "choices": rendered,
         "usage": usage(prompt_tokens, completion_tokens, cached_tokens),
+        **(extra or {}),
     })
     # Split the skeleton once and interleave: generated text is never searched for markers.
     parts = skeleton.split(orjson.dumps(_MARK)[1:-1])

@@ -5,16 +5,19 @@ submission runs its n choices as n sequences on one lane replica (batched with e
 there). Every submission goes through the model's admission queue: the first one decides the
 answer before anything is sent (queue full or wait timed out → the caller answers 429); later
 ones, once the response has started, wait in the same queue and fail the stream if they time out.
+`abort()` (gateway.control's callback) cancels it from outside the handler, queued or running.
 """
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from dataclasses import dataclass
 from typing import AsyncIterator
 
-from gateway.admission import AdmissionQueue, QueueFull, QueueTimeout
+from gateway.admission import AdmissionAborted, AdmissionQueue, QueueFull, QueueTimeout
 from gateway.backend import ChoiceDone, Chunk, GenerationParams
+from gateway.control import CANCELLED_CODE
 
 _submission_ids = itertools.count(1)
 
@@ -26,6 +29,13 @@ class GenerationFailed(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+class GenerationCancelled(GenerationFailed):
+    """Cancelled through gateway.control (POST /stop, DELETE /v1/requests/{id})."""
+
+    def __init__(self) -> None:
+        super().__init__(CANCELLED_CODE, "the request was cancelled")
 
 
 def next_submission_id() -> int:
@@ -50,12 +60,30 @@ class Generation:
         self._submissions = submissions
         self._stream = None
         self.admitted_ns: int | None = None
+        self.cancelled = False  # abort() cut it short: segments()/start() raise GenerationCancelled
+        self._abort: asyncio.Future | None = None  # completes on abort(): a queued wait ends at once
+        self._position = 0  # index of the submission being admitted or relayed
+        self._over = False  # every segment was relayed
+
+    @property
+    def num_choices(self) -> int:
+        return sum(s.num_choices for s in self._submissions)
 
     async def start(self) -> None:
         """Admit the first submission (queued while every slot is taken); raises QueueFull or
-        QueueTimeout (→ 429) and CancelledError when the client leaves while queued."""
-        self._stream = await self._admission.admit(self._model, lambda: self._submit(self._submissions[0]))
+        QueueTimeout (→ 429), GenerationCancelled (abort() while queued) and CancelledError
+        when the client leaves while queued."""
+        self._abort = asyncio.get_running_loop().create_future()
+        self._stream = await self._admit(self._submissions[0])
         self.admitted_ns = time.perf_counter_ns()
+
+    async def _admit(self, s: Submission):
+        if self.cancelled:
+            raise GenerationCancelled()
+        try:
+            return await self._admission.admit(self._model, lambda: self._submit(s), self._abort)
+        except AdmissionAborted:
+            raise GenerationCancelled() from None
 
     def _submit(self, s: Submission):
         return self._pool.submit(self._model, s.prompt_ids, s.params, next_submission_id(),
@@ -67,13 +95,17 @@ class Generation:
         The caller iterates each stream itself — no wrapper per token on the hot path — and
         turns a LaneError into GenerationFailed with `failed()`."""
         for position, submission in enumerate(self._submissions):
+            self._position = position
             if position > 0:
                 try:
-                    self._stream = await self._admission.admit(self._model, lambda s=submission: self._submit(s))
+                    self._stream = await self._admit(submission)
                 except (QueueFull, QueueTimeout):
                     raise GenerationFailed("server_busy", "no sequence slot became free for the next prompt") from None
             yield submission.first_choice, self._stream
+            if self.cancelled:
+                raise GenerationCancelled()  # its stream was cut short, or later prompts are dropped
             self._stream = None
+        self._over = True
 
     @staticmethod
     def failed(exc: Exception) -> GenerationFailed:
@@ -81,6 +113,24 @@ class Generation:
             return exc
         return GenerationFailed(getattr(exc, "code", None) or "lane_error",
                                 getattr(exc, "message", None) or "the lane failed")
+
+    def abort(self) -> bool:
+        """Cancel from outside the handler (gateway.control). A queued submission leaves the
+        queue at once; a running one is cancelled on its lane (the slot frees at the lane's next
+        step) and its stream ends now. False when nothing is left to cancel: the lane already
+        finished the last submission, so the answer completes normally."""
+        if self.cancelled:
+            return True
+        stream = self._stream
+        last = self._position == len(self._submissions) - 1
+        if self._over or (last and stream is not None and stream.finished):
+            return False
+        self.cancelled = True
+        if self._abort is not None and not self._abort.done():
+            self._abort.set_result(None)
+        if stream is not None and not stream.finished:
+            stream.cancel()  # a finished stream of an earlier prompt is relayed to its end first
+        return True
 
     def cancel(self) -> None:
         if self._stream is not None:

@@ -12,10 +12,11 @@ from sanic.response import HTTPResponse
 from gateway.admission import QueueFull, QueueTimeout
 from gateway.backend import CONTENT, SERVING_STATES, generation_params
 from gateway.body import parse_json_object
+from gateway.control import cancelled_error, outcome_for
 from gateway.cors import cors_headers
 from gateway.errors import APIError, invalid, server_busy, unavailable
 from gateway.framing import StreamFrames, new_completion_id, now_s
-from gateway.generation import Generation, Submission
+from gateway.generation import Generation, GenerationCancelled, Submission
 from gateway.openai_requests import parse_chat, parse_completion
 from gateway.relay import WriteStalled, collect, non_stream_response_body, relay_stream
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
@@ -69,7 +70,7 @@ async def _generate(request, chat: bool):
     request_id = request.ctx.request_id
     route = "chat" if chat else "completions"
     tracker = RequestTracker(state, route, request_id)
-    claimed = False
+    claimed = registered = False
     generation = None
     try:
         if state.draining:
@@ -105,8 +106,13 @@ async def _generate(request, chat: bool):
             submissions.append(Submission(ids, params, sampling.n, framings, first))
 
         generation = Generation(state.pool, state.admission, served.name, submissions)
+        state.control.register(request_id, served.name, generation.abort)
+        registered = True
         try:
             await generation.start()
+        except GenerationCancelled:
+            generation = None  # cancelled while queued: it never reached a lane
+            raise cancelled_error() from None
         except QueueFull:
             generation = None
             raise _admission_error(state, served.name, "its queue is full") from None
@@ -136,8 +142,7 @@ async def _generate(request, chat: bool):
         finally:
             state.metrics.active.labels(served.name).dec()
     except APIError as exc:
-        outcome = "saturated" if exc.status == 429 else "error"
-        tracker.finish(outcome, exc.status, exc.code)
+        tracker.finish(outcome_for(exc.status, exc.code), exc.status, exc.code)
         raise
     except WriteStalled:
         return None  # recorded as "timeout" by the relay; the connection is already aborted
@@ -150,6 +155,8 @@ async def _generate(request, chat: bool):
     finally:
         if generation is not None:
             generation.cancel()  # disconnect or failure: free the lane through the lane protocol
+        if registered:
+            state.control.unregister(request_id)
         if claimed:
             state.in_flight.release(request_id)
 

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 import orjson
 
-OUTCOMES = ("success", "error", "timeout", "saturated", "disconnect")
+OUTCOMES = ("success", "error", "timeout", "saturated", "disconnect", "cancelled")
 
 
 @dataclass

@@ -3,7 +3,10 @@ or one JSON body (the lane's escaped text spliced into a pre-rendered envelope).
 
 Outcome rules: a client disconnect arrives as CancelledError (Sanic cancels the handler) →
 cancel through the lane protocol, outcome "disconnect". A lane failure after the stream
-started → `data: {"error": …}` + `[DONE]`; before anything was sent → 5xx envelope.
+started → `data: {"error": …}` + `[DONE]`; before anything was sent → 5xx envelope. A request
+cancelled through gateway.control ends the same way with code `request_cancelled` (499 before
+anything was sent), outcome "cancelled". The stream's last event before `[DONE]` carries
+gateway.stream_stats' fields; a non-stream body carries `timings`.
 """
 from __future__ import annotations
 
@@ -12,12 +15,16 @@ import os
 import time
 
 from gateway.backend import ChoiceDone, LaneError
+from gateway.control import CANCELLED_CODE, cancelled_error, outcome_for
 from gateway.errors import APIError, unavailable
 from gateway.framing import DONE_EVENT, KEEPALIVE_EVENT, ChoiceResult, StreamFrames, non_stream_body
 from gateway.generation import Generation, GenerationFailed
+from gateway.stream_stats import RequestStats
 
 
 def _failure_error(code: str, message: str, retry_after_s: int) -> APIError:
+    if code == CANCELLED_CODE:
+        return cancelled_error()
     return unavailable(message, retry_after_s, code=code)
 
 
@@ -160,6 +167,7 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
     sender.start_keepalive()
     sender.open_direct()
     chat = frames.chat
+    choices_left = generation.num_choices
     try:
         try:
             async for offset, stream in generation.segments():
@@ -178,7 +186,11 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
                                 tracker.finish("error", 200, "server_shutting_down")
                                 return
                             tracker.choice_done(choice // n_per_prompt, item)
-                            await sender.send(frames.finish_event(choice, item.finish_reason))
+                            choices_left -= 1
+                            # Without a usage chunk the last finish chunk is the last event: stats go there.
+                            stats = None if choices_left or frames.include_usage else \
+                                RequestStats.from_tracker(tracker).openai_stream_fields()
+                            await sender.send(frames.finish_event(choice, item.finish_reason, stats))
                             continue
                         tracker.first_token()  # queued path (the socket was busy when it arrived)
                         await sender.send(item.data)
@@ -187,12 +199,13 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
         except (GenerationFailed, LaneError) as exc:
             failure = Generation.failed(exc)
             await sender.send(_failure_error(failure.code, failure.message, retry_after_s).sse_event() + DONE_EVENT)
-            tracker.finish("error", 200, failure.code)
+            tracker.finish(outcome_for(200, failure.code), 200, failure.code)
             return
         tail = DONE_EVENT
         if frames.include_usage:
             rec = tracker.record
-            tail = frames.usage_event(rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens) + tail
+            tail = frames.usage_event(rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens,
+                                      RequestStats.from_tracker(tracker).openai_stream_fields()) + tail
         await sender.send(tail)
         await response.eof()
         tracker.finish("success", 200)
@@ -231,4 +244,5 @@ def non_stream_response_body(frames: StreamFrames, results: list[ChoiceResult], 
         completion_id=frames.completion_id, created=frames.created, model=frames.model, chat=frames.chat,
         choices=results, prompt_tokens=tracker.record.prompt_tokens,
         completion_tokens=tracker.record.completion_tokens, cached_tokens=tracker.record.cached_tokens,
+        extra=RequestStats.from_tracker(tracker).openai_body_fields(),
     )

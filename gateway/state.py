@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gateway.config import GatewayConfig
+from gateway.control import RequestControl
 from gateway.errors import APIError, model_not_found
 from gateway.logs import get_logger
 from gateway.metrics import Metrics
@@ -33,6 +34,7 @@ class ServerState:
     metrics: Metrics | None = None
     records: RecordsFile | None = None
     in_flight: InFlightIds = field(default_factory=InFlightIds)
+    control: RequestControl = field(default_factory=RequestControl)  # cancel by id / per model
     draining: bool = False
     log: object = field(default_factory=get_logger)
 

@@ -22,6 +22,7 @@ class RequestTracker:
         self._decode_ns = 0
         self._prompt_tokens_by_prompt: dict[int, int] = {}
         self._cached_tokens_by_prompt: dict[int, int] = {}
+        self._prefill_ns_by_prompt: dict[int, int] = {}  # the slowest choice's: its prompt ran once
 
     def set_model(self, model: str, stream: bool) -> None:
         self.record.model = model
@@ -61,6 +62,12 @@ class RequestTracker:
         self.record.finish_reason = done.finish_reason
         self._prefill_ns += done.prefill_ns
         self._decode_ns += done.decode_ns
+        self._prefill_ns_by_prompt[prompt_index] = max(done.prefill_ns, self._prefill_ns_by_prompt.get(prompt_index, 0))
+
+    def timing_ns(self) -> tuple[int, int | None, int, int]:
+        """(arrival, admission or None, prompt processing summed over prompts, decode summed over
+        choices) in perf_counter ns — the inputs of gateway.stream_stats."""
+        return self._start_ns, self._admitted_ns, sum(self._prefill_ns_by_prompt.values()), self._decode_ns
 
     def finish(self, outcome: str, status: int, error_code: str | None = None) -> None:
         if self._finished:

@@ -37,6 +37,8 @@ class RequestStream:
 
     # --- sink (consumer side) -------------------------------------------------------------
     def attach_sink(self, fd: int, on_partial) -> None:
+        if self._cancelled:  # cancelled from outside the consumer (gateway.control): never again
+            return
         self.on_partial = on_partial
         if self._route is not None:
             self._route.set_socket(self.request_id, fd)
@@ -48,7 +50,7 @@ class RequestStream:
         self.on_partial = None
 
     def set_direct(self, on: bool) -> None:
-        if self._route is not None:
+        if self._route is not None and not self._cancelled:
             self._route.set_direct(self.request_id, on and not self._items)
 
     # --- consumer side -------------------------------------------------------------------

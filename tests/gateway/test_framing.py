@@ -127,3 +127,26 @@ def test_usage_reports_cached_prompt_tokens():
     assert json.loads(non_stream_body(completion_id="x", created=1, model="m", chat=True,
                                       choices=[ChoiceResult([b"a"], "stop")], prompt_tokens=1,
                                       completion_tokens=1))["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
+
+
+def test_extra_fields_come_after_unchanged_openai_fields():
+    """gateway.stream_stats' fields ride on the last event / the body; the OpenAI fields stay
+    exactly as without them, and the openai client's models still accept the frames."""
+    extra = {"ttft": 0.1, "tps": 50.0, "generated_tokens": 3, "timings": {"predicted_n": 3}}
+    for chat in (True, False):
+        for usage in (True, False):
+            f = frames(chat, usage)
+            plain, rich = event_json(f.finish_event(0, "stop")), event_json(f.finish_event(0, "stop", extra))
+            assert rich == {**plain, **extra} and list(rich)[:len(plain)] == list(plain)
+            (ChatCompletionChunk if chat else CompletionChunk).model_validate(rich)
+        f = frames(chat, True)
+        plain, rich = event_json(f.usage_event(5, 3)), event_json(f.usage_event(5, 3, 0, extra))
+        assert rich == {**plain, **extra}
+        model = (ChatCompletionChunk if chat else CompletionChunk).model_validate(rich)
+        assert model.model_extra["timings"] == {"predicted_n": 3}
+        kwargs = dict(completion_id="x", created=1, model="m", chat=chat, choices=[ChoiceResult([b"hi"], "stop")],
+                      prompt_tokens=4, completion_tokens=1)
+        plain = json.loads(non_stream_body(**kwargs))
+        rich = json.loads(non_stream_body(**kwargs, extra={"timings": {"predicted_n": 1}}))
+        assert rich == {**plain, "timings": {"predicted_n": 1}}
+        (ChatCompletion if chat else Completion).model_validate(rich)

@@ -31,6 +31,6 @@ def test_schema_has_no_text_fields():
 
 def test_unknown_outcome_is_a_bug():
     records_outcomes = set(OUTCOMES)
-    assert records_outcomes == {"success", "error", "timeout", "saturated", "disconnect"}
+    assert records_outcomes == {"success", "error", "timeout", "saturated", "disconnect", "cancelled"}
     with pytest.raises(ValueError):
         RecordsFile("/dev/null").write(RequestRecord(request_id="x", route="chat", outcome="weird"))
