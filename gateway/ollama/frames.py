@@ -66,10 +66,3 @@ class OllamaFrames:
 
 def error_line(message: str) -> bytes:
     return line({"error": message})
-
-
-def durations(*, total_ns: int, load_ns: int, prompt_eval_count: int, prompt_eval_ns: int, eval_count: int,
-              eval_ns: int) -> dict:
-    return {"total_duration": int(total_ns), "load_duration": int(load_ns),
-            "prompt_eval_count": int(prompt_eval_count), "prompt_eval_duration": int(prompt_eval_ns),
-            "eval_count": int(eval_count), "eval_duration": int(eval_ns)}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import time
 
 import orjson
 from sanic.response import HTTPResponse
@@ -19,13 +18,15 @@ from sanic.response import HTTPResponse
 from gateway.admission import QueueFull, QueueTimeout
 from gateway.backend import CONTENT, ChoiceDone, LaneError
 from gateway.body import parse_json_object
+from gateway.control import CANCELLED_CODE, CANCELLED_STATUS, outcome_for
 from gateway.errors import APIError
-from gateway.generation import Generation, GenerationFailed, Submission
-from gateway.ollama.frames import NDJSON, OllamaFrames, durations, error_line
+from gateway.generation import Generation, GenerationCancelled, GenerationFailed, Submission
+from gateway.ollama.frames import NDJSON, OllamaFrames, error_line
 from gateway.ollama.requests import (CHAT_FIELDS, GENERATE_FIELDS, OllamaError, OllamaRequest, parse_chat,
                                      parse_generate, unknown_fields)
 from gateway.relay import SseSender, WriteStalled
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
+from gateway.stream_stats import RequestStats
 from gateway.tracking import RequestTracker
 
 LARGE_BODY_BYTES = 64 * 1024
@@ -78,23 +79,19 @@ def _max_tokens(num_predict: int | None, prompt_len: int, n_ctx: int) -> int:
     return room if num_predict is None else min(num_predict, room)
 
 
-class _Timing:
-    def __init__(self) -> None:
-        self.start_ns = time.perf_counter_ns()
-        self.admitted_ns = self.start_ns
+CANCELLED_MESSAGE = "the request was cancelled (POST /stop or DELETE /v1/requests/{id})"
 
-    def stats(self, done: ChoiceDone) -> dict:
-        return durations(total_ns=time.perf_counter_ns() - self.start_ns, load_ns=self.admitted_ns - self.start_ns,
-                         prompt_eval_count=done.prompt_tokens, prompt_eval_ns=done.prefill_ns,
-                         eval_count=done.completion_tokens, eval_ns=done.decode_ns)
+
+def _stats(tracker) -> dict:
+    """The final line's counts and integer-ns durations (after tracker.choice_done)."""
+    return RequestStats.from_tracker(tracker).ollama_fields()
 
 
 async def _run(request, chat: bool):
     state = request.app.ctx.state
     request_id = request.ctx.request_id
     tracker = RequestTracker(state, "ollama_chat" if chat else "ollama_generate", request_id)
-    timing = _Timing()
-    claimed = False
+    claimed = registered = False
     generation = None
     try:
         if state.draining:
@@ -132,29 +129,34 @@ async def _run(request, chat: bool):
         framings = [(0, CONTENT, *frames.content_framing())] if parsed.stream else []
         submission = Submission(ids, params, 1, framings, 0, keep_text=parsed.stream and not chat)
         generation = Generation(state.pool, state.admission, served.name, [submission])
+        state.control.register(request_id, served.name, generation.abort)
+        registered = True
         try:
             await generation.start()
+        except GenerationCancelled:
+            generation = None  # cancelled while queued: it never reached a lane
+            raise OllamaError(CANCELLED_STATUS, CANCELLED_MESSAGE, code=CANCELLED_CODE) from None
         except (QueueFull, QueueTimeout):
             generation = None
             raise OllamaError(503, "server busy, please try again: every slot is taken and the queue is full",
                               headers={"Retry-After": str(state.config.retry_after_s)}) from None
-        timing.admitted_ns = time.perf_counter_ns()
         tracker.admitted()
         state.metrics.active.labels(served.name).inc()
         try:
             headers = {REQUEST_ID_HEADER: request_id}
             if parsed.stream:
-                await _relay_stream(request, state, generation, frames, tracker, timing, ids, chat, headers)
+                await _relay_stream(request, state, generation, frames, tracker, ids, chat, headers)
                 generation = None
                 return None
-            obj = await _collect(state, generation, frames, tracker, timing, ids, chat)
+            obj = await _collect(state, generation, frames, tracker, ids, chat)
             generation = None
             tracker.finish("success", 200)
             return HTTPResponse(orjson.dumps(obj), headers=headers, content_type="application/json; charset=utf-8")
         finally:
             state.metrics.active.labels(served.name).dec()
     except APIError as exc:
-        tracker.finish("saturated" if exc.status in (429, 503) and exc.headers else "error", exc.status, exc.code)
+        saturated = exc.status == 503 and "Retry-After" in exc.headers and not state.draining
+        tracker.finish("saturated" if saturated else outcome_for(exc.status, exc.code), exc.status, exc.code)
         raise
     except WriteStalled:
         return None
@@ -167,6 +169,8 @@ async def _run(request, chat: bool):
     finally:
         if generation is not None:
             generation.cancel()
+        if registered:
+            state.control.unregister(request_id)
         if claimed:
             state.in_flight.release(request_id)
 
@@ -177,10 +181,10 @@ def _context(state, served_name: str, ids: list[int], text: str) -> list[int]:
 
 def _failure_message(exc: Exception) -> str:
     failure = Generation.failed(exc)
-    return f"{failure.code}: {failure.message}"
+    return CANCELLED_MESSAGE if failure.code == CANCELLED_CODE else f"{failure.code}: {failure.message}"
 
 
-async def _relay_stream(request, state, generation, frames, tracker, timing, ids, chat, headers) -> None:
+async def _relay_stream(request, state, generation, frames, tracker, ids, chat, headers) -> None:
     response = await request.respond(headers=headers, content_type=NDJSON)
     sender = SseSender(response, request.transport, state.config.keepalive_interval_s,
                        state.config.write_stall_timeout_s, keepalive=frames.keepalive())
@@ -201,15 +205,16 @@ async def _relay_stream(request, state, generation, frames, tracker, timing, ids
                                 return
                             tracker.choice_done(0, item)
                             context = None if chat else _context(state, frames.model, ids, unescape(item.text))
-                            await sender.send(frames.final("", item.finish_reason, timing.stats(item), context))
+                            await sender.send(frames.final("", item.finish_reason, _stats(tracker), context))
                             continue
                         tracker.first_token()
                         await sender.send(item.data)
                 finally:
                     sender.detach()
         except (GenerationFailed, LaneError) as exc:
+            code = Generation.failed(exc).code
             await sender.send(error_line(_failure_message(exc)))
-            tracker.finish("error", 200, Generation.failed(exc).code)
+            tracker.finish(outcome_for(200, code), 200, code)
             return
         await response.eof()
         tracker.finish("success", 200)
@@ -223,7 +228,7 @@ async def _relay_stream(request, state, generation, frames, tracker, timing, ids
         tracker.socket_full(sender.num_socket_full)
 
 
-async def _collect(state, generation, frames, tracker, timing, ids, chat) -> dict:
+async def _collect(state, generation, frames, tracker, ids, chat) -> dict:
     try:
         async for _, stream in generation.segments():
             async for item in stream:
@@ -233,10 +238,12 @@ async def _collect(state, generation, frames, tracker, timing, ids, chat) -> dic
                     tracker.choice_done(0, item)
                     text = unescape(item.text)
                     context = None if chat else _context(state, frames.model, ids, text)
-                    return frames.final_object(text, item.finish_reason, timing.stats(item), context)
+                    return frames.final_object(text, item.finish_reason, _stats(tracker), context)
     except (GenerationFailed, LaneError) as exc:
-        raise OllamaError(503 if Generation.failed(exc).code in ("lane_died", "lane_hung", "shutdown") else 500,
-                          _failure_message(exc)) from None
+        code = Generation.failed(exc).code
+        status = CANCELLED_STATUS if code == CANCELLED_CODE else \
+            503 if code in ("lane_died", "lane_hung", "shutdown") else 500
+        raise OllamaError(status, _failure_message(exc), code=code) from None
     raise OllamaError(500, "the lane ended the request without a result")
 
 

@@ -168,3 +168,37 @@ def test_lane_death_mid_stream_ends_with_an_error_line_and_concurrent_streams(ow
         assert set(lines[-1]) == {"error"} and "lane_died" in lines[-1]["error"]
         assert time.monotonic() - t0 < 2
         assert all(o.get("done") is False for o in lines[:-1])
+
+
+def test_cancel_by_id_and_stop_end_ollama_streams_with_an_error_line(own_server):
+    import threading
+
+    srv = own_server("--model", "fake=synthetic:step_us=20000,n_ctx=1024", "--ctx-size", "1024", real_model=False)
+    srv.wait_ready()
+    results = {}
+
+    def run(name):
+        with httpx.Client(base_url=srv.base_url, timeout=30) as http:
+            with http.stream("POST", "/api/generate", headers={"X-Request-ID": name},
+                             json={"model": "fake", "prompt": "x", "raw": True, "options": {"num_predict": 2000}}) as r:
+                results[name] = [json.loads(line) for line in r.iter_lines() if line]
+
+    threads = [threading.Thread(target=run, args=(f"req-{i}",)) for i in range(3)]
+    for t in threads:
+        t.start()
+    with httpx.Client(base_url=srv.base_url, timeout=30) as http:
+        import time
+        deadline = time.monotonic() + 10
+        while http.get("/health/ready").json()["models"]["fake"]["slots_in_use"] < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert http.delete("/v1/requests/req-1").json() == {"id": "req-1", "cancelled": True}
+        threads[1].join(5)
+        assert set(results["req-1"][-1]) == {"error"} and "cancelled" in results["req-1"][-1]["error"]
+        stopped = http.post("/stop", json={"model": "fake"}).json()
+        assert sorted(stopped["cancelled"]) == ["req-0", "req-2"]
+    for t in threads:
+        t.join(5)
+    assert all(set(results[n][-1]) == {"error"} for n in ("req-0", "req-2"))
+    records = [json.loads(line) for line in srv.records_path.read_text().splitlines()]
+    assert sorted(r["outcome"] for r in records if r["request_id"].startswith("req-")) == ["cancelled"] * 3
