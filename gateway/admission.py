@@ -28,12 +28,19 @@ class QueueTimeout(Exception):
     """A queued request waited queue_timeout_s without getting a slot."""
 
 
+class NoServingLane(QueueFull):
+    """No replica of the model can serve right now (loading, restarting, failed): answered at
+    once (503 + Retry-After) instead of queueing behind a restart of unknown length."""
+
+
 class AdmissionAborted(Exception):
     """The request was cancelled (its `abort` future completed) while it waited in the queue."""
 
 
 class AdmissionQueue:
-    def __init__(self, max_queue: int, timeout_s: float, on_wait: Callable[[str, float], None] | None = None):
+    def __init__(self, max_queue: int, timeout_s: float, on_wait: Callable[[str, float], None] | None = None,
+                 serving: Callable[[str], bool] | None = None):
+        self._serving = serving  # model → has a replica that can take requests (else: no queueing)
         self.max_queue = max_queue
         self.timeout_s = timeout_s
         self._on_wait = on_wait  # (model, seconds queued) for admitted requests that waited
@@ -62,6 +69,8 @@ class AdmissionQueue:
                 return try_submit()
             except LaneBusy:
                 pass
+        if self._serving is not None and not self._serving(model):
+            raise NoServingLane()
         if len(q) >= self.max_queue:
             raise QueueFull()
         loop = asyncio.get_running_loop()

@@ -60,8 +60,10 @@ class Backend:
                            slots_per_lane=info.get("num_slots"), ctx_per_slot=info.get("n_ctx"),
                            kv_cache_mib_per_lane=round(info.get("kv_cache_bytes", 0) / 2**20, 1),
                            max_batch_tokens=info.get("max_batch_tokens"))
+        pool = self.pool
         state.admission = AdmissionQueue(state.config.max_queue, state.config.queue_timeout_s,
-                                         on_wait=state.metrics.observe_queue_wait if state.metrics else None)
+                                         on_wait=state.metrics.observe_queue_wait if state.metrics else None,
+                                         serving=lambda model: pool.capacity(model)[1] > 0)
         self.pool.on_capacity = state.admission.notify
         state.pool = self.pool
 

@@ -15,7 +15,7 @@ import functools
 import orjson
 from sanic.response import HTTPResponse
 
-from gateway.admission import QueueFull, QueueTimeout
+from gateway.admission import NoServingLane, QueueFull, QueueTimeout
 from gateway.backend import CONTENT, ChoiceDone, LaneError
 from gateway.body import parse_json_object
 from gateway.control import CANCELLED_CODE, CANCELLED_STATUS, outcome_for
@@ -136,9 +136,11 @@ async def _run(request, chat: bool):
         except GenerationCancelled:
             generation = None  # cancelled while queued: it never reached a lane
             raise OllamaError(CANCELLED_STATUS, CANCELLED_MESSAGE, code=CANCELLED_CODE) from None
-        except (QueueFull, QueueTimeout):
+        except (QueueFull, QueueTimeout) as exc:
             generation = None
-            raise OllamaError(503, "server busy, please try again: every slot is taken and the queue is full",
+            raise OllamaError(503, "the model's lanes are loading or restarting; retry shortly"
+                              if isinstance(exc, NoServingLane) else
+                              "server busy, please try again: every slot is taken and the queue is full",
                               headers={"Retry-After": str(state.config.retry_after_s)}) from None
         tracker.admitted()
         state.metrics.active.labels(served.name).inc()

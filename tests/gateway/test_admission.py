@@ -148,3 +148,34 @@ def test_a_client_that_leaves_while_queued_frees_its_place(own_server):
         assert queued_reply["r"].status_code == 200
         wait_metric(http, "laneserve_slots_in_use", 0, model="fake")
     assert srv.terminate() == 0
+
+
+def test_restarting_model_answers_503_at_once_instead_of_queueing(own_server):
+    """R10: while the only lane restarts, new requests get 503 + Retry-After at once (they are not
+    queued behind a restart of unknown length); the lane is back afterwards."""
+    import os
+    import signal
+
+    srv = own_server("--model", "fake=synthetic:step_us=20000,load_ms=1500,n_ctx=1024", "--ctx-size", "1024",
+                     "--parallel", "1", "--max-queue", "4", real_model=False)
+    srv.wait_ready()
+    with httpx.Client(base_url=srv.base_url, timeout=30) as client:
+        pid = client.get("/health/ready").json()["models"]["fake"]["lanes"][0]["pid"]
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while client.get("/health/ready").json()["models"]["fake"]["lanes"][0]["state"] in ("ready", "busy"):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        r = client.post("/v1/completions", json=SHORT)
+        elapsed = time.monotonic() - t0
+        assert r.status_code == 503 and r.headers["retry-after"] and r.json()["error"]["code"] == "lane_unavailable"
+        assert elapsed < 0.5, elapsed
+        o = client.post("/api/generate", json={"model": "fake", "prompt": "x", "raw": True, "stream": False})
+        assert o.status_code == 503 and set(o.json()) == {"error"}
+        deadline = time.monotonic() + 20
+        while client.get("/health/ready").status_code != 200 or \
+                client.get("/health/ready").json()["models"]["fake"]["status"] != "ready":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert client.post("/v1/completions", json=SHORT).status_code == 200
