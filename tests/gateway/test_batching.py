@@ -203,3 +203,25 @@ async def test_long_prompt_arriving_mid_stream_stalls_others_at_most_one_chunk(s
         assert during, "no token arrived while the long prompt was prefilled"
         # Unchunked, the 3000-token prefill would hold every stream for its whole duration.
         assert max(during) < 0.5 * (end - start), (max(during), end - start)
+
+
+async def test_disconnect_during_prefill_frees_the_slot_at_the_next_chunk(server8):
+    """R7: a client gone while its long prompt is being read: the lane drops it at the next prefill
+    chunk (128 tokens here), produces no token for it, and the slot is free again."""
+    long_prompt = " ".join(f"item{i}" for i in range(500))  # ~1900 tokens: ~15 chunks
+    async with httpx.AsyncClient(base_url=server8.base_url, timeout=120) as c:
+        task = asyncio.ensure_future(c.post("/v1/completions", headers={"X-Request-ID": "prefill-gone"},
+                                            json={"model": "smollm2", "prompt": long_prompt, "max_tokens": 5}))
+        deadline = time.monotonic() + 10
+        while ready(server8)["slots_in_use"] != 1:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.3)
+        task.cancel()
+        t0 = time.monotonic()
+        while ready(server8)["slots_in_use"]:
+            assert time.monotonic() - t0 < 2.0, "the prefill was not dropped"
+            await asyncio.sleep(0.01)
+    records = [json.loads(line) for line in server8.records_path.read_text().splitlines()]
+    gone = [r for r in records if r["request_id"] == "prefill-gone"]
+    assert gone[0]["outcome"] == "disconnect" and gone[0]["completion_tokens"] == 0 and gone[0]["ttft_ms"] is None
