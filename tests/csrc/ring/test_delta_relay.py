@@ -392,3 +392,54 @@ def test_doorbell_is_reset(ring):
         assert os.read(bell, 8)
     finally:
         os.close(bell)
+
+
+REASONING = wire.CHANNELS["reasoning"]
+TWICE = (b'data: {"rc":"', b'","r":"', b'"}\n\n')  # one delta fills two JSON fields
+
+
+def test_twice_framing_inserts_the_escaped_text_twice_direct_and_queued(ring):
+    w, r = ring()
+    a, b = _pair()
+    r.add_route(4, 1, [(0, wire.CONTENT, *SSE), (0, REASONING, *TWICE)])
+    r.set_socket(4, a.fileno())
+    r.set_direct(4, True)
+    assert w.write(wire.DELTA, _delta(4, b'th"ink\n', channel=REASONING))
+    assert w.write(wire.DELTA, _delta(4, b"answer"))
+    assert r.pump(128)[0] is None
+    esc = _ring.json_escape(b'th"ink\n')
+    reasoning_event = TWICE[0] + esc + TWICE[1] + esc + TWICE[2]
+    assert _recv_all(b) == _chunk(reasoning_event) + _chunk(_event(b"answer"))
+    assert json.loads(reasoning_event[len(b"data: "):]) == {"rc": 'th"ink\n', "r": 'th"ink\n'}
+    r.set_socket(4, -1)  # queued: same bytes
+    assert w.write(wire.DELTA, _delta(4, b'th"ink\n', channel=REASONING))
+    assert r.pump(128)[0] == [(4, 0, reasoning_event)]
+    a.close()
+    b.close()
+
+
+def test_twice_framing_with_empty_middle_and_empty_text(ring):
+    w, r = ring()
+    r.add_route(8, 1, [(0, REASONING, b"[", b"", b"]")])
+    assert w.write(wire.DELTA, _delta(8, b"ab", channel=REASONING))
+    assert w.write(wire.DELTA, _delta(8, b"", channel=REASONING))
+    assert r.pump(128)[0] == [(8, 0, b"[abab][]")]
+
+
+def test_bad_framing_tuple_is_refused(ring):
+    _, r = ring()
+    with pytest.raises(ValueError):
+        r.add_route(9, 1, [(0, wire.CONTENT, b"x")])
+
+
+def test_collect_mode_keeps_channels_apart(ring):
+    w, r = ring()
+    r.add_route(6, 2, [], collect=True)
+    records = [(0, REASONING, b"why "), (0, wire.CONTENT, b"so"), (1, REASONING, b'"q"'), (0, REASONING, b"not")]
+    for choice, channel, text in records:
+        assert w.write(wire.DELTA, _delta(6, text, choice, channel))
+    assert r.pump(128)[0] is None
+    assert r.take_text(6, 0, REASONING) == b"why not"
+    assert r.take_text(6, 0) == b"so" and r.take_text(6, 0, wire.CONTENT) == b""
+    assert r.take_text(6, 1, REASONING) == _ring.json_escape(b'"q"') and r.take_text(6, 1) == b""
+    assert r.take_text(6, 0, 7) == b""  # no such channel
