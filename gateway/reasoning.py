@@ -17,8 +17,11 @@ Interface for protocol routes (OpenAI here, Ollama in gateway/ollama):
         → (token ids, ReasoningMarkers | None): checks support (400), sets `enable_thinking` for
         the template, renders, decides whether generation starts inside the block.
     Pass the markers as GenerationParams(reasoning=...) (gateway.backend.generation_params(...,
-    reasoning=markers)), frame channel REASONING for streams, and read ChoiceDone.reasoning
-    (escaped) in collect mode.
+    reasoning=markers)). Streams: register a framing for channel gateway.backend.REASONING of EVERY
+    choice whenever markers is not None (a channel without framing falls back to content's, which
+    would print the reasoning as content); (choice, REASONING, prefix, suffix) inserts the escaped
+    text once, (choice, REASONING, prefix, middle, suffix) twice. Collect mode: ChoiceDone.text is
+    the escaped content, ChoiceDone.reasoning the escaped reasoning (b"" when none).
 """
 from __future__ import annotations
 
