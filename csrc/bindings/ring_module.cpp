@@ -262,6 +262,10 @@ py::dict decode_request_py(py::bytes payload) {
   py::list stop;
   for (auto& s : r.stop) stop.append(py::bytes(s));
   d["stop"] = stop;
+  d["reasoning"] = r.reasoning.enabled()
+                       ? py::object(py::make_tuple(py::bytes(r.reasoning.open), py::bytes(r.reasoning.close),
+                                                   r.reasoning.starts_inside))
+                       : py::object(py::none());
   d["num_choices"] = r.num_choices;
   return d;
 }
