@@ -8,8 +8,9 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from lanes.api import ReasoningMarkers  # noqa: F401  (re-exported)
 from lanes.model_files import find_model_file
-from lanes.wire import BATCH_TOKEN_BOUNDS, CONTENT, STEP_TIME_BOUNDS_NS  # noqa: F401  (re-exported)
+from lanes.wire import BATCH_TOKEN_BOUNDS, CHANNELS, CONTENT, STEP_TIME_BOUNDS_NS  # noqa: F401  (re-exported)
 from lanes.pool import (  # noqa: F401  (re-exported)
     LANE_STATES,
     SERVING_STATES,
@@ -90,19 +91,22 @@ def create_pool(config: GatewayConfig, paths: dict[str, str]) -> LanePool:
     return LanePool(lane_specs(config, paths), heartbeat_timeout_s=config.heartbeat_timeout_s)
 
 
+REASONING = CHANNELS["reasoning"]
+
 _SHARED_PARAMS = tuple(f.name for f in dataclasses.fields(GenerationParams)
                        if f.name not in ("max_tokens", "min_tokens") and f.name in {g.name for g in dataclasses.fields(Sampling)})
 
 
-def generation_params(sampling: Sampling, max_tokens: int) -> GenerationParams:
+def generation_params(sampling: Sampling, max_tokens: int, reasoning: ReasoningMarkers | None = None) -> GenerationParams:
     """The lane parameters: every sampling field the request carries, by name (Sampling uses
     GenerationParams' names), with the resolved token budget; the rest keep their defaults."""
     shared = {name: getattr(sampling, name) for name in _SHARED_PARAMS}
-    return GenerationParams(max_tokens=max_tokens, min_tokens=min(sampling.min_tokens, max_tokens), **shared)
+    return GenerationParams(max_tokens=max_tokens, min_tokens=min(sampling.min_tokens, max_tokens),
+                            reasoning=reasoning, **shared)
 
 
 __all__ = [
     "LANE_STATES", "SERVING_STATES", "ChoiceDone", "Chunk", "Framing", "GenerationParams", "LaneBusy", "LaneError", "LaneModelSpec", "LanePool",
-    "LaneStartupError", "LaneStatus", "RequestStream", "create_pool", "generation_params", "is_synthetic",
+    "LaneStartupError", "LaneStatus", "REASONING", "ReasoningMarkers", "RequestStream", "create_pool", "generation_params", "is_synthetic",
     "lane_specs", "resolve_model_paths", "text_model_path",
 ]

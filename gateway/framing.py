@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -68,6 +68,14 @@ class StreamFrames:
         prefix, suffix = _split(self._chunk([choice]))
         return b"data: " + prefix, suffix + b"\n\n"
 
+    def reasoning_framing(self, index: int) -> tuple[bytes, bytes, bytes]:
+        """Chat only: (prefix, middle, suffix) — the relay inserts the escaped reasoning twice,
+        as `reasoning_content` (vLLM, llama-server, DeepSeek) and `reasoning` (OpenRouter, vLLM)."""
+        choice = {"index": index, "delta": {"reasoning_content": _MARK, "reasoning": _MARK}, "logprobs": None,
+                  "finish_reason": None}
+        prefix, middle, suffix = orjson.dumps(self._chunk([choice])).split(orjson.dumps(_MARK)[1:-1])
+        return b"data: " + prefix, middle, suffix + b"\n\n"
+
     def role_event(self, index: int) -> bytes:
         """Chat only: the first delta of a choice carries the role (openai: 'missing role')."""
         choice = {"index": index, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
@@ -112,6 +120,7 @@ class ChoiceResult:
 
     escaped: list
     finish_reason: str | None = None
+    reasoning: list = field(default_factory=list)  # escaped reasoning pieces (chat); omitted when empty
 
 
 def non_stream_body(
@@ -123,8 +132,10 @@ def non_stream_body(
     rendered = []
     for i, choice in enumerate(choices):
         if chat:
-            rendered.append({"index": i, "message": {"role": "assistant", "content": _MARK}, "logprobs": None,
-                             "finish_reason": choice.finish_reason})
+            message = {"role": "assistant", "content": _MARK}
+            if any(choice.reasoning):
+                message.update(reasoning_content=_MARK, reasoning=_MARK)
+            rendered.append({"index": i, "message": message, "logprobs": None, "finish_reason": choice.finish_reason})
         else:
             rendered.append({"index": i, "text": _MARK, "logprobs": None, "finish_reason": choice.finish_reason})
     skeleton = orjson.dumps({
@@ -139,8 +150,13 @@ def non_stream_body(
     })
     # Split the skeleton once and interleave: generated text is never searched for markers.
     parts = skeleton.split(orjson.dumps(_MARK)[1:-1])
+    inserts = []
+    for choice in choices:
+        inserts.append(choice.escaped)
+        if chat and any(choice.reasoning):
+            inserts += [choice.reasoning, choice.reasoning]
     out = [parts[0]]
-    for choice, tail in zip(choices, parts[1:]):
-        out.extend(choice.escaped)
+    for pieces, tail in zip(inserts, parts[1:]):
+        out.extend(pieces)
         out.append(tail)
     return b"".join(out)

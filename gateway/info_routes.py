@@ -14,6 +14,8 @@ def _json(value, status: int = 200, headers: dict | None = None) -> HTTPResponse
 def _model_card(state, served, statuses) -> dict:
     lanes = [s for s in statuses if s.model == served.name]
     capabilities = ["completion", "chat"] if served.text.supports_chat else ["completion"]
+    if served.text.supports_chat and served.text.supports_thinking:
+        capabilities.append("thinking")
     return {
         "id": served.name,
         "object": "model",

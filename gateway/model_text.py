@@ -6,6 +6,7 @@ from __future__ import annotations
 from gateway.chat_template import ChatTemplate, template_source
 from gateway.errors import invalid
 from gateway.gguf_meta import read_model_meta
+from gateway.reasoning import thinking_markers
 
 
 class ModelText:
@@ -21,20 +22,31 @@ class ModelText:
         self.chat_template = (
             ChatTemplate(source, bos_token=meta.bos_token, eos_token=meta.eos_token) if source else None
         )
+        # (open, close) reasoning markers of the template, or None: the model does not think.
+        self.thinking_markers: tuple[str, str] | None = thinking_markers(source)
 
     @property
     def supports_chat(self) -> bool:
         return self.chat_template is not None
+
+    @property
+    def supports_thinking(self) -> bool:
+        return self.thinking_markers is not None
 
     def encode_prompt(self, text: str, *, add_special: bool = True) -> list[int]:
         # User text never gets special-token parsing: "<|im_end|>" typed by a user stays text.
         return list(self.tokenizer.encode(text, add_special, False))
 
     def encode_chat(self, messages: list[dict], template_kwargs: dict | None = None) -> list[int]:
+        return self.encode_rendered(self.render_chat(messages, template_kwargs))
+
+    def render_chat(self, messages: list[dict], template_kwargs: dict | None = None) -> str:
         if self.chat_template is None:
             raise invalid("this model has no chat template; use /v1/completions", param="messages",
                           code="chat_not_supported")
-        rendered = self.chat_template.render(messages, template_kwargs)
+        return self.chat_template.render(messages, template_kwargs)
+
+    def encode_rendered(self, rendered: str) -> list[int]:
         ids = list(self.tokenizer.encode(rendered, True, True))
         bos = self.tokenizer.bos_id
         # A template that writes BOS itself plus a tokenizer that adds one would double it.

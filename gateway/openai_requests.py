@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from gateway.errors import invalid, safe_repr
 from gateway.fields import get_bool, get_float, get_int, get_object, get_str, require_default
+from gateway.reasoning import think_from_openai
 
 MAX_STOP_STRINGS = 4
 MAX_STOP_CHARS = 256
@@ -33,7 +34,9 @@ CHAT_FIELDS = frozenset(_COMMON | {
     "parallel_tool_calls", "response_format", "chat_template_kwargs", "enable_thinking",
     "reasoning_effort",
 })
-_MESSAGE_FIELDS = frozenset({"role", "content", "name", "reasoning_content", "thinking", "tool_calls"})
+# reasoning_content (vLLM, llama-server, DeepSeek), reasoning (OpenRouter, vLLM), thinking (Ollama):
+# accepted on assistant messages and never rendered into the prompt again.
+_MESSAGE_FIELDS = frozenset({"role", "content", "name", "reasoning_content", "reasoning", "thinking", "tool_calls"})
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ class ChatRequest:
     messages: tuple[dict, ...]  # normalised: {"role": str, "content": str}
     template_kwargs: dict = field(default_factory=dict)
     ignored_fields: tuple[str, ...] = ()
+    think: bool | None = None  # enable_thinking / reasoning_effort; None: the model's default
+    think_param: str = "enable_thinking"  # the field that asked (named by a 400)
 
 
 def _check_fields(body: dict, known: frozenset, lenient: bool) -> tuple[str, ...]:
@@ -249,7 +254,7 @@ def parse_messages(body: dict, lenient: bool) -> tuple[dict, ...]:
         if message.get("name") is not None and type(message["name"]) is not str:
             raise invalid("message name must be a string", param=f"messages[{i}].name", code="invalid_type")
         # "developer" is OpenAI's newer name for the system turn; templates know only "system".
-        # reasoning_content / thinking are output-only and are not fed back into the prompt.
+        # reasoning_content / reasoning / thinking are dropped: never fed back into the prompt.
         out.append({"role": "system" if role == "developer" else role, "content": _message_content(message, i)})
     return tuple(out)
 
@@ -280,10 +285,12 @@ def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
     if response_format is not None and response_format != {"type": "text"}:
         raise invalid("only response_format {\"type\": \"text\"} is supported", param="response_format",
                       code="unsupported_parameter")
-    require_default(body, "reasoning_effort", ("none",), "reasoning control")
+    kwargs = template_kwargs(body)
     return ChatRequest(
         sampling=sampling,
         messages=parse_messages(body, lenient),
-        template_kwargs=template_kwargs(body),
+        template_kwargs=kwargs,
         ignored_fields=ignored,
+        think=think_from_openai(kwargs.get("enable_thinking"), body.get("reasoning_effort")),
+        think_param="enable_thinking" if kwargs.get("enable_thinking") is not None else "reasoning_effort",
     )

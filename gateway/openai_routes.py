@@ -10,7 +10,7 @@ import asyncio
 from sanic.response import HTTPResponse
 
 from gateway.admission import QueueFull, QueueTimeout
-from gateway.backend import CONTENT, SERVING_STATES, generation_params
+from gateway.backend import CONTENT, REASONING, SERVING_STATES, generation_params
 from gateway.body import parse_json_object
 from gateway.control import cancelled_error, outcome_for
 from gateway.cors import cors_headers
@@ -18,6 +18,7 @@ from gateway.errors import APIError, invalid, server_busy, unavailable
 from gateway.framing import StreamFrames, new_completion_id, now_s
 from gateway.generation import Generation, GenerationCancelled, Submission
 from gateway.openai_requests import parse_chat, parse_completion
+from gateway.reasoning import render_for_thinking
 from gateway.relay import WriteStalled, collect, non_stream_response_body, relay_stream
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.tracking import RequestTracker
@@ -35,9 +36,12 @@ def _max_tokens(requested: int | None, prompt_len: int, n_ctx: int, prompt_param
     return room if requested is None else min(requested, room)  # capped by the context: ends "length"
 
 
-def _prompt_ids(state, served, parsed, chat: bool) -> list[list[int]]:
+def _prompt_ids(state, served, parsed, chat: bool):
+    """(token ids per prompt, reasoning markers for the lane or None)."""
+    markers = None
     if chat:
-        ids = served.text.encode_chat(list(parsed.messages), parsed.template_kwargs)
+        ids, markers = render_for_thinking(served.text, list(parsed.messages), parsed.template_kwargs, parsed.think,
+                                           param=parsed.think_param, model=served.name)
         all_ids = [ids]
     else:
         all_ids = []
@@ -53,7 +57,7 @@ def _prompt_ids(state, served, parsed, chat: bool) -> list[list[int]]:
     for token, _ in parsed.sampling.logit_bias:
         if token >= served.n_vocab:
             raise invalid(f"logit_bias token id {token} is outside the vocabulary", param="logit_bias")
-    return all_ids
+    return all_ids, markers
 
 
 def _admission_error(state, model: str, detail: str) -> APIError:
@@ -91,18 +95,20 @@ async def _generate(request, chat: bool):
         if len(request.body) > LARGE_BODY_BYTES:
             # Tokenizing megabytes takes a while; the tokenizer releases the GIL, so a worker
             # thread keeps the event loop (and every other stream) moving meanwhile.
-            prompts = await asyncio.to_thread(_prompt_ids, state, served, parsed, chat)
+            prompts, markers = await asyncio.to_thread(_prompt_ids, state, served, parsed, chat)
         else:
-            prompts = _prompt_ids(state, served, parsed, chat)
+            prompts, markers = _prompt_ids(state, served, parsed, chat)
         num_choices = len(prompts) * sampling.n
         frames = StreamFrames(new_completion_id(chat), now_s(), served.name, chat, sampling.include_usage)
         submissions = []
         for p, ids in enumerate(prompts):
             params = generation_params(sampling, _max_tokens(sampling.max_tokens, len(ids), served.n_ctx,
-                                                               "messages" if chat else "prompt"))
+                                                               "messages" if chat else "prompt"), markers)
             first = p * sampling.n
             framings = [(j, CONTENT, *frames.content_framing(first + j)) for j in range(sampling.n)] \
                 if sampling.stream else []  # non-stream: the relay collects each choice's escaped text
+            if markers is not None and sampling.stream:
+                framings += [(j, REASONING, *frames.reasoning_framing(first + j)) for j in range(sampling.n)]
             submissions.append(Submission(ids, params, sampling.n, framings, first))
 
         generation = Generation(state.pool, state.admission, served.name, submissions)

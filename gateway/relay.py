@@ -233,6 +233,7 @@ async def collect(generation: Generation, num_choices: int, tracker, *, n_per_pr
                     tracker.choice_done(choice // n_per_prompt, item)
                     results[choice].finish_reason = item.finish_reason
                     results[choice].escaped.append(item.text)  # collected natively, already escaped
+                    results[choice].reasoning.append(item.reasoning)
     except (GenerationFailed, LaneError) as exc:
         failure = Generation.failed(exc)
         raise _failure_error(failure.code, failure.message, retry_after_s) from None

@@ -44,6 +44,20 @@ class Framing:
 
 
 @dataclass(frozen=True)
+class ReasoningMarkers:
+    """How the lane splits a model's reasoning out of its text (csrc/engine/reasoning_splitter.h):
+    text between `open` and `close` goes to the reasoning channel; starts_inside: the prompt already
+    opened the block."""
+    open: str
+    close: str
+    starts_inside: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.close:
+            raise ValueError("the reasoning close marker must be non-empty")
+
+
+@dataclass(frozen=True)
 class GenerationParams:
     """The ONE Python definition of a generation's parameters (the C++ one is
     csrc/sampler/params.h; the wire layout between them is tested). The gateway fills it from
@@ -62,6 +76,7 @@ class GenerationParams:
     logit_bias: tuple[tuple[int, float], ...] = ()
     min_tokens: int = 0
     ignore_eos: bool = False
+    reasoning: ReasoningMarkers | None = None  # None: all text is content
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_tokens < 2**31:
@@ -87,7 +102,8 @@ class ChoiceDone:
     prefill_ns: int
     decode_ns: int
     cached_tokens: int = 0
-    text: bytes = b""    # collect mode (non-stream): the choice's JSON-escaped text
+    text: bytes = b""    # collect mode (non-stream): the choice's JSON-escaped content
+    reasoning: bytes = b""  # collect mode: its JSON-escaped reasoning (channel "reasoning")
 
 
 class LaneBusy(Exception):

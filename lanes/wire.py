@@ -43,8 +43,12 @@ ERROR_NAMES = {v: k for k, v in ERROR_CODES.items()}
 
 REQUEST_HAS_SEED = 1
 REQUEST_IGNORE_EOS = 2
+REQUEST_SPLIT_REASONING = 1 << 4          # open/close reasoning markers follow the stop strings
+REQUEST_REASONING_STARTS_INSIDE = 1 << 5  # the prompt already opened the reasoning block
 DONE_LAST_CHOICE = 1
 FLAGS = {"REQUEST_HAS_SEED": REQUEST_HAS_SEED, "REQUEST_IGNORE_EOS": REQUEST_IGNORE_EOS,
+         "REQUEST_SPLIT_REASONING": REQUEST_SPLIT_REASONING,
+         "REQUEST_REASONING_STARTS_INSIDE": REQUEST_REASONING_STARTS_INSIDE,
          "DONE_LAST_CHOICE": DONE_LAST_CHOICE}
 
 
@@ -129,6 +133,9 @@ def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> byt
     becomes its own sequence in the lane (choice i seeded with seed + i)."""
     seed = params.seed
     flags = (REQUEST_HAS_SEED if seed is not None else 0) | (REQUEST_IGNORE_EOS if params.ignore_eos else 0)
+    reasoning = params.reasoning
+    if reasoning is not None:
+        flags |= REQUEST_SPLIT_REASONING | (REQUEST_REASONING_STARTS_INSIDE if reasoning.starts_inside else 0)
     stops = [s.encode("utf-8") for s in params.stop]
     parts = [
         _REQUEST.pack(
@@ -139,7 +146,8 @@ def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> byt
     ]
     for token_id, bias in params.logit_bias:
         parts.append(struct.pack("<if", token_id, bias))
-    for s in stops:
+    markers = [reasoning.open.encode("utf-8"), reasoning.close.encode("utf-8")] if reasoning is not None else []
+    for s in stops + markers:
         parts.append(_U32.pack(len(s)))
         parts.append(s)
     return b"".join(parts)

@@ -137,6 +137,25 @@ void bind_engine(py::module_& m) {
       .def("cancel", &Engine::cancel)
       .def_property_readonly("active", &Engine::active)
       .def("stats", [](Engine& e) { return stats_dict(e.stats()); });
+
+  // The lane's reasoning splitter on its own (unit tests): push/flush return (content, reasoning).
+  py::class_<ReasoningSplitter>(m, "ReasoningSplitter")
+      .def(py::init([](const std::string& open, const std::string& close, bool starts_inside) {
+             auto* s = new ReasoningSplitter();
+             s->reset(ReasoningFormat{open, close, starts_inside});
+             return s;
+           }), py::arg("open"), py::arg("close"), py::arg("starts_inside") = false)
+      .def("push", [](ReasoningSplitter& s, const std::string& text) {
+             std::string content, reasoning;
+             s.push(text, content, reasoning);
+             return py::make_tuple(utf8_to_py(content), utf8_to_py(reasoning));
+           })
+      .def("flush", [](ReasoningSplitter& s) {
+             std::string content, reasoning;
+             s.flush(content, reasoning);
+             return py::make_tuple(utf8_to_py(content), utf8_to_py(reasoning));
+           })
+      .def_property_readonly("inside", &ReasoningSplitter::inside);
 }
 
 }  // namespace ls

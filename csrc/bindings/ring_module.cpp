@@ -93,12 +93,22 @@ class RingReader {
     const bool more = r.full || r.control || consumer_.arm();
     return py::make_tuple(std::move(queued), std::move(partial), std::move(control), more);
   }
-  void add_route(uint64_t rid, uint32_t num_choices, const std::vector<std::tuple<uint32_t, uint32_t, py::bytes, py::bytes>>& framings,
-                 bool collect, bool keep_text) {
+  // framings: (choice, channel, prefix, suffix) or (choice, channel, prefix, middle, suffix): the
+  // 5-tuple inserts the escaped text twice (prefix + text + middle + text + suffix).
+  void add_route(uint64_t rid, uint32_t num_choices, const std::vector<py::tuple>& framings, bool collect,
+                 bool keep_text) {
     std::vector<DeltaRelay::Framing> fs;
     fs.reserve(framings.size());
-    for (const auto& [choice, channel, prefix, suffix] : framings)
-      fs.push_back(DeltaRelay::Framing{choice, channel, std::string(prefix), std::string(suffix)});
+    for (const py::tuple& t : framings) {
+      if (t.size() != 4 && t.size() != 5) throw py::value_error("a framing is (choice, channel, prefix[, middle], suffix)");
+      DeltaRelay::Framing f{t[0].cast<uint32_t>(), t[1].cast<uint32_t>(), std::string(t[2].cast<py::bytes>()),
+                            std::string(t[t.size() - 1].cast<py::bytes>())};
+      if (t.size() == 5) {
+        f.middle = std::string(t[3].cast<py::bytes>());
+        f.twice = true;
+      }
+      fs.push_back(std::move(f));
+    }
     relay_.add_route(rid, num_choices, fs, collect, keep_text);
   }
   DeltaRelay& relay() { return relay_; }
@@ -139,6 +149,8 @@ py::dict wire_layout() {
   errors["protocol_error"] = uint32_t(wire::ErrorCode::ProtocolError);
   flags["REQUEST_HAS_SEED"] = wire::kRequestHasSeed;
   flags["REQUEST_IGNORE_EOS"] = wire::kRequestIgnoreEos;
+  flags["REQUEST_SPLIT_REASONING"] = wire::kRequestSplitReasoning;
+  flags["REQUEST_REASONING_STARTS_INSIDE"] = wire::kRequestReasoningStartsInside;
   flags["DONE_LAST_CHOICE"] = wire::kDoneLastChoice;
   {
     py::dict d;
@@ -251,6 +263,10 @@ py::dict decode_request_py(py::bytes payload) {
   py::list stop;
   for (auto& s : r.stop) stop.append(py::bytes(s));
   d["stop"] = stop;
+  d["reasoning"] = r.reasoning.enabled()
+                       ? py::object(py::make_tuple(py::bytes(r.reasoning.open), py::bytes(r.reasoning.close),
+                                                   r.reasoning.starts_inside))
+                       : py::object(py::none());
   d["num_choices"] = r.num_choices;
   return d;
 }
@@ -321,12 +337,15 @@ PYBIND11_MODULE(_ring, m) {
            "Returns (queued, partial, control, more).")
       .def("add_route", &RingReader::add_route, py::arg("request_id"), py::arg("num_choices"), py::arg("framings"),
            py::arg("collect") = false, py::arg("keep_text") = false,
-           "Register a request: framings = [(choice, channel, prefix, suffix)]; collect: non-stream text; "
-           "keep_text: a stream also keeps its escaped content text for take_text().")
+           "Register a request: framings = [(choice, channel, prefix, suffix)] or [(choice, channel, prefix, "
+           "middle, suffix)] (text inserted twice); collect: non-stream text per (choice, channel); keep_text: "
+           "a stream also keeps its escaped text for take_text().")
       .def("remove_route", [](RingReader& r, uint64_t rid) { return r.relay().remove_route(rid); })
       .def("set_socket", [](RingReader& r, uint64_t rid, int fd) { r.relay().set_socket(rid, fd); })
       .def("set_direct", [](RingReader& r, uint64_t rid, bool on) { r.relay().set_direct(rid, on); })
-      .def("take_text", [](RingReader& r, uint64_t rid, uint32_t choice) { return py::bytes(r.relay().take_text(rid, choice)); })
+      .def("take_text", [](RingReader& r, uint64_t rid, uint32_t choice, uint32_t channel) {
+             return py::bytes(r.relay().take_text(rid, choice, channel));
+           }, py::arg("request_id"), py::arg("choice"), py::arg("channel") = 0)
       .def("route_stats", [](RingReader& r, uint64_t rid) { return r.relay().route_stats(rid); },
            "(direct deltas sent, CLOCK_MONOTONIC ns of the first direct send or 0)")
       .def_property_readonly("num_routes", [](RingReader& r) { return r.relay().num_routes(); })

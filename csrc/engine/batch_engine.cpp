@@ -278,7 +278,8 @@ const std::vector<SeqEvent>& BatchEngine::step() {
     Slot& slot = s.slots[s.out_slots[k]];
     const StepResult r = slot.seq->sample(s.logits.data() + k * size_t(n_vocab), slot.pos, s.model.ctx_size(),
                                           *s.tokenizer, now);
-    s.events.push_back(SeqEvent{slot.request_id, slot.choice, r.text, r.finished, r.reason, slot.seq->stats()});
+    s.events.push_back(SeqEvent{slot.request_id, slot.choice, r.text, r.finished, r.reason, slot.seq->stats(),
+                                r.reasoning});
     if (r.finished) {
       slot.busy = false;
       slot.last_used = ++s.counter;

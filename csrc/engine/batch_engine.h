@@ -38,6 +38,7 @@ struct SeqEvent {
   bool finished;
   FinishReason reason;
   GenerationStats stats;  // final when finished
+  std::string_view reasoning{};  // reasoning text of this step (channel Reasoning)
 };
 
 struct BatchEngineOptions {

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/reasoning_splitter.h"
 #include "sampler/params.h"
 
 namespace ls {
@@ -30,7 +31,8 @@ struct GenerationRequest {
   std::vector<int32_t> prompt_ids;   // non-empty
   SamplingParams sampling;
   int32_t max_tokens = 16;           // ≥ 1; also capped by the context
-  std::vector<std::string> stop;     // stop strings (matched on emitted text)
+  std::vector<std::string> stop;     // stop strings (matched on emitted content, not reasoning)
+  ReasoningFormat reasoning;         // markers to split reasoning out of the text (none: all content)
 };
 
 struct StepResult {
@@ -38,6 +40,7 @@ struct StepResult {
   int32_t token = -1;      // sampled token id (-1 if none)
   bool finished = false;
   FinishReason reason = FinishReason::None;
+  std::string_view reasoning;  // reasoning UTF-8 delta (split by GenerationRequest::reasoning)
 };
 
 struct GenerationStats {

@@ -17,7 +17,11 @@ void validate_request(const GenerationRequest& req, int32_t n_vocab, int32_t ctx
       throw std::invalid_argument("logit_bias token id " + std::to_string(id) + " is out of range");
 }
 
-Sequence::Sequence(int32_t n_vocab) : sampler_(n_vocab) { out_.reserve(4096); }
+Sequence::Sequence(int32_t n_vocab) : sampler_(n_vocab) {
+  out_.reserve(4096);
+  reasoning_.reserve(4096);
+  split_buf_.reserve(4096);
+}
 
 void Sequence::begin(const GenerationRequest& req, const Tokenizer& tok, int32_t cached_tokens, int64_t now_ns) {
   sampler_.reset(req.sampling, req.prompt_ids, tok.eog_ids());  // throws on bad params: state untouched
@@ -27,6 +31,7 @@ void Sequence::begin(const GenerationRequest& req, const Tokenizer& tok, int32_t
   stats_.cached_tokens = cached_tokens;
   stop_.reset(req.stop);
   utf8_.reset();
+  split_.reset(req.reasoning);
   last_token_ = -1;
   begin_ns_ = now_ns;
   first_token_ns_ = 0;
@@ -35,19 +40,35 @@ void Sequence::begin(const GenerationRequest& req, const Tokenizer& tok, int32_t
 
 // Releases held-back text at the end of a generation (dangling UTF-8, stop-string prefix).
 void Sequence::flush_text() {
-  std::string_view tail = utf8_.finish();
-  if (!tail.empty()) out_.append(stop_.push(tail));
+  push_text(utf8_.finish());
+  if (split_.enabled()) {
+    split_buf_.clear();
+    split_.flush(split_buf_, reasoning_);
+    if (!split_buf_.empty()) out_.append(stop_.push(split_buf_));
+  }
   if (!stop_.stopped()) out_.append(stop_.flush());
+}
+
+void Sequence::push_text(std::string_view text) {
+  if (text.empty()) return;
+  if (!split_.enabled()) {
+    out_.append(stop_.push(text));
+    return;
+  }
+  split_buf_.clear();
+  split_.push(text, split_buf_, reasoning_);
+  if (!split_buf_.empty()) out_.append(stop_.push(split_buf_));
 }
 
 StepResult Sequence::finish(FinishReason reason, int32_t token) {
   if (reason != FinishReason::Stop) flush_text();
   active_ = false;
-  return StepResult{out_, token, true, reason};
+  return StepResult{out_, token, true, reason, reasoning_};
 }
 
 StepResult Sequence::sample(float* logits, int32_t pos, int32_t ctx_size, const Tokenizer& tok, int64_t now_ns) {
   out_.clear();
+  reasoning_.clear();
   // 1. Sample with this sequence's own RNG and penalty history.
   const int32_t token = sampler_.sample(logits, stats_.completion_tokens);
   sampler_.accept(token);
@@ -61,18 +82,17 @@ StepResult Sequence::sample(float* logits, int32_t pos, int32_t ctx_size, const 
   if (tok.is_eog(token)) {
     flush_text();
     active_ = false;
-    return StepResult{out_, token, true, FinishReason::Stop};
+    return StepResult{out_, token, true, FinishReason::Stop, reasoning_};
   }
   stats_.completion_tokens += 1;
   last_token_ = token;
-  std::string_view text = utf8_.push(tok.piece(token, false));
-  if (!text.empty()) out_.append(stop_.push(text));
+  push_text(utf8_.push(tok.piece(token, false)));
   if (stop_.stopped()) {
     active_ = false;
-    return StepResult{out_, token, true, FinishReason::Stop};
+    return StepResult{out_, token, true, FinishReason::Stop, reasoning_};
   }
   if (stats_.completion_tokens >= req_.max_tokens || pos >= ctx_size) return finish(FinishReason::Length, token);
-  return StepResult{out_, token, false, FinishReason::None};
+  return StepResult{out_, token, false, FinishReason::None, reasoning_};
 }
 
 }  // namespace ls

@@ -5,7 +5,8 @@
 // Life: begin() → [the caller feeds the prompt through the model] → sample() per forward pass that
 // produced this sequence's logits → … → finished. sample() returns at most one token's worth of
 // emittable text: complete UTF-8 only, with any suffix that could begin a stop string held back
-// (and dropped if the stop completes).
+// (and dropped if the stop completes). With GenerationRequest::reasoning the text is split first
+// (ReasoningSplitter); stop strings then match the content only, max_tokens counts every token.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,7 @@ class Sequence {
 
  private:
   void flush_text();
+  void push_text(std::string_view text);  // → reasoning_ / stop matcher → out_
   StepResult finish(FinishReason reason, int32_t token);
 
   GenerationRequest req_;
@@ -48,7 +50,10 @@ class Sequence {
   Sampler sampler_;
   StopMatcher stop_;
   Utf8Stream utf8_;
-  std::string out_;  // this step's emitted text; capacity kept across steps
+  ReasoningSplitter split_;
+  std::string out_;        // this step's emitted content; capacity kept across steps
+  std::string reasoning_;  // this step's reasoning text
+  std::string split_buf_;  // content the splitter released, before the stop matcher
   int32_t last_token_ = -1;
   int64_t begin_ns_ = 0, first_token_ns_ = 0;
   bool active_ = false;

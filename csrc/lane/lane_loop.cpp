@@ -102,6 +102,7 @@ void LaneLoop::begin_request(const uint8_t* payload, size_t size_bytes) {
     if (gen_.sampling.has_seed) gen_.sampling.seed += choice;  // each choice its own stream
     gen_.max_tokens = req_.max_tokens;
     gen_.stop = req_.stop;
+    gen_.reasoning = req_.reasoning;
     try {
       backend_->add(req_.request_id, choice, gen_);
     } catch (const std::exception& e) {
@@ -153,7 +154,9 @@ void LaneLoop::step_backend(uint64_t now_ns) {
   }
   for (const SeqEvent& ev : *events) {
     if (!in_flight_.count(ev.request_id)) continue;  // failed meanwhile (output overflow)
-    if (!ev.text.empty()) emit_delta(ev.request_id, ev.choice, wire::Channel::Content, ev.text, end_ns);
+    if (!ev.reasoning.empty()) emit_delta(ev.request_id, ev.choice, wire::Channel::Reasoning, ev.reasoning, end_ns);
+    if (!ev.text.empty() && in_flight_.count(ev.request_id))
+      emit_delta(ev.request_id, ev.choice, wire::Channel::Content, ev.text, end_ns);
     if (ev.finished && in_flight_.count(ev.request_id)) finish_choice(ev);
   }
 }

@@ -22,12 +22,17 @@ void DeltaRelay::add_route(uint64_t request_id, uint32_t num_choices, const std:
   r.keep_text = keep_text && !collect;
   r.prefix.assign(size_t(num_choices) * kNumChannels, std::string());
   r.suffix.assign(size_t(num_choices) * kNumChannels, std::string());
+  r.middle.assign(size_t(num_choices) * kNumChannels, std::string());
+  r.twice.assign(size_t(num_choices) * kNumChannels, 0);
   for (const Framing& f : framings) {
     if (f.choice >= num_choices || f.channel >= kNumChannels) continue;
-    r.prefix[f.choice * kNumChannels + f.channel] = f.prefix;
-    r.suffix[f.choice * kNumChannels + f.channel] = f.suffix;
+    const size_t k = f.choice * kNumChannels + f.channel;
+    r.prefix[k] = f.prefix;
+    r.suffix[k] = f.suffix;
+    r.middle[k] = f.middle;
+    r.twice[k] = f.twice;
   }
-  if (collect || keep_text) r.collected.assign(num_choices, std::string());
+  if (collect || keep_text) r.collected.assign(size_t(num_choices) * kNumChannels, std::string());
   if (!collect) r.out.reserve(16 * 1024);
 }
 
@@ -46,11 +51,12 @@ void DeltaRelay::set_direct(uint64_t request_id, bool direct) {
   it->second.direct = direct && it->second.fd >= 0 && !it->second.collect;
 }
 
-std::string DeltaRelay::take_text(uint64_t request_id, uint32_t choice) {
+std::string DeltaRelay::take_text(uint64_t request_id, uint32_t choice, uint32_t channel) {
   auto it = routes_.find(request_id);
-  if (it == routes_.end() || choice >= it->second.collected.size()) return {};
+  const size_t k = size_t(choice) * kNumChannels + channel;
+  if (it == routes_.end() || channel >= kNumChannels || k >= it->second.collected.size()) return {};
   std::string out;
-  out.swap(it->second.collected[choice]);
+  out.swap(it->second.collected[k]);
   return out;
 }
 
@@ -67,20 +73,24 @@ void DeltaRelay::frame(Route& r, uint64_t request_id, uint32_t choice, uint32_t 
   scratch_.clear();
   wire::json_escape_append(scratch_, text);
   if (r.collect) {
-    r.collected[choice] += scratch_;
+    r.collected[choice * kNumChannels + channel] += scratch_;
     return;
   }
-  if (r.keep_text && channel == 0) r.collected[choice] += scratch_;
+  if (r.keep_text) r.collected[choice * kNumChannels + channel] += scratch_;
   size_t k = choice * kNumChannels + channel;
-  if (r.prefix[k].empty() && r.suffix[k].empty()) k = choice * kNumChannels;  // unframed channel: content's
+  if (r.prefix[k].empty() && r.suffix[k].empty() && !r.twice[k]) k = choice * kNumChannels;  // unframed: content's
   const std::string& prefix = r.prefix[k];
   const std::string& suffix = r.suffix[k];
-  const size_t event_bytes = prefix.size() + scratch_.size() + suffix.size();
+  const bool twice = r.twice[k];
+  const std::string_view middle = twice ? std::string_view(r.middle[k]) : std::string_view();
+  const std::string_view second = twice ? std::string_view(scratch_) : std::string_view();
+  const size_t event_bytes = prefix.size() + scratch_.size() + middle.size() + second.size() + suffix.size();
   if (event_bytes == 0) return;  // nothing to say (and a 0-size chunk would end the HTTP body)
   if (r.direct) {
     char head[24];
     const int n = std::snprintf(head, sizeof head, "%zx\r\n", event_bytes);
-    r.out.append(head, size_t(n)).append(prefix).append(scratch_).append(suffix).append("\r\n", 2);
+    r.out.append(head, size_t(n)).append(prefix).append(scratch_).append(middle).append(second).append(suffix);
+    r.out.append("\r\n", 2);
     r.num_direct_deltas += 1;
     if (!r.touched) {
       r.touched = true;
@@ -93,7 +103,7 @@ void DeltaRelay::frame(Route& r, uint64_t request_id, uint32_t choice, uint32_t 
   } else {
     queued_.push_back(Queued{request_id, choice, queued_bytes_.size(), event_bytes});
   }
-  queued_bytes_.append(prefix).append(scratch_).append(suffix);
+  queued_bytes_.append(prefix).append(scratch_).append(middle).append(second).append(suffix);
 }
 
 void DeltaRelay::send(uint64_t request_id, Route& r) {

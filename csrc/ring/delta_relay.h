@@ -3,12 +3,14 @@
 //
 // The gateway registers a *route* per request: per (choice, channel) a framing prefix and suffix
 // (an OpenAI SSE event around a JSON string, an Ollama NDJSON line, …; empty for collect mode).
-// A DELTA's text is JSON-escaped here and becomes prefix + escaped + suffix. Per route mode:
+// A DELTA's text is JSON-escaped here and becomes prefix + escaped + suffix, or with `twice`
+// prefix + escaped + middle + escaped + suffix (one delta filling two JSON fields, e.g. OpenAI's
+// "reasoning_content" and "reasoning"). A channel without framing uses channel 0's. Per route mode:
 //   direct  — a socket is attached and nothing of the gateway's own is pending on it: events go
 //             out as HTTP/1.1 chunks (`<hex>\r\n` event `\r\n`), one non-blocking send per
 //             route per pump; a partial send turns direct off and hands the tail back;
 //   queued  — events are handed to Python (merged per request/choice) for the request's stream;
-//   collect — escaped text accumulates per choice until take_text() (non-stream responses).
+//   collect — escaped text accumulates per (choice, channel) until take_text() (non-stream).
 // Records of unknown requests (cancelled or finished) are dropped by request id.
 //
 // Phases of pump(): 1 drain the doorbell eventfd; 2 walk records up to the first non-DELTA record
@@ -36,6 +38,8 @@ class DeltaRelay {
   struct Framing {
     uint32_t choice, channel;
     std::string prefix, suffix;
+    std::string middle;  // with twice: between the two copies of the text
+    bool twice = false;
   };
   struct Queued {  // framed events for a queued route: queued_bytes()[offset, offset + size)
     uint64_t request_id;
@@ -61,8 +65,8 @@ class DeltaRelay {
   bool remove_route(uint64_t request_id);
   void set_socket(uint64_t request_id, int fd);     // -1: detach (direct off)
   void set_direct(uint64_t request_id, bool direct);  // only with a socket attached
-  // Collect mode: escaped text of `choice` so far; clears it.
-  std::string take_text(uint64_t request_id, uint32_t choice);
+  // Collect mode: escaped text of (choice, channel) so far; clears it.
+  std::string take_text(uint64_t request_id, uint32_t choice, uint32_t channel = 0);
   // Direct deltas sent for the route and the CLOCK_MONOTONIC time of the first (0: none).
   std::pair<uint64_t, uint64_t> route_stats(uint64_t request_id) const;
 
@@ -84,7 +88,9 @@ class DeltaRelay {
     int fd = -1;
     bool touched = false;
     std::vector<std::string> prefix, suffix;  // [num_choices * kNumChannels]
-    std::vector<std::string> collected;       // collect / keep_text, [num_choices]
+    std::vector<std::string> middle;          // [num_choices * kNumChannels], used where twice
+    std::vector<char> twice;                  // [num_choices * kNumChannels]
+    std::vector<std::string> collected;       // collect / keep_text, [num_choices * kNumChannels]
     std::string out;                          // direct mode: chunks of this pump
     uint64_t num_direct_deltas = 0, first_send_ns = 0;
   };

@@ -61,6 +61,13 @@ void decode_request(const uint8_t* payload, size_t size_bytes, DecodedRequest& o
     const auto n = c.take<uint32_t>("stop length");
     out.stop.push_back(c.str(n, "stop string"));
   }
+  out.reasoning = ReasoningFormat{};
+  if (h.flags & kRequestSplitReasoning) {
+    out.reasoning.open = c.str(c.take<uint32_t>("reasoning open length"), "reasoning open marker");
+    out.reasoning.close = c.str(c.take<uint32_t>("reasoning close length"), "reasoning close marker");
+    out.reasoning.starts_inside = (h.flags & kRequestReasoningStartsInside) != 0;
+    if (out.reasoning.close.empty()) throw WireError("REQUEST reasoning close marker is empty");
+  }
   out.num_choices = h.num_choices;
   if (c.left != 0) throw WireError("REQUEST record has " + std::to_string(c.left) + " trailing bytes");
 }

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/reasoning_splitter.h"
 #include "ring/ring.h"
 #include "sampler/params.h"
 
@@ -41,6 +42,7 @@ enum class RecordType : uint32_t {
 //   int32 prompt_ids[num_prompt_ids]
 //   LogitBiasEntry[num_logit_bias]
 //   num_stop × { u32 size_bytes; utf8 bytes }
+//   only with kRequestSplitReasoning: 2 × { u32 size_bytes; utf8 bytes } (open, close marker)
 struct RequestHeader {
   uint64_t request_id;
   uint64_t seed;
@@ -57,6 +59,8 @@ struct RequestHeader {
 };
 constexpr uint32_t kRequestHasSeed = 1u;
 constexpr uint32_t kRequestIgnoreEos = 2u;
+constexpr uint32_t kRequestSplitReasoning = 1u << 4;         // reasoning markers follow the stops
+constexpr uint32_t kRequestReasoningStartsInside = 1u << 5;  // the prompt opened the block
 
 struct LogitBiasEntry {
   int32_t token_id;
@@ -154,6 +158,7 @@ struct DecodedRequest {
   int32_t max_tokens = 0;
   std::vector<int32_t> prompt_ids;
   std::vector<std::string> stop;
+  ReasoningFormat reasoning;
   uint32_t num_choices = 1;
 };
 

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from lanes import _ring, wire
-from lanes.api import GenerationParams
+from lanes.api import GenerationParams, ReasoningMarkers
 
 LAYOUT = _ring.wire_layout()
 
@@ -68,7 +68,16 @@ def test_request_encoded_in_python_decodes_in_cpp():
     assert d["stop"] == [b"\n\n", "é stop".encode()]
     assert d["num_choices"] == 2
     unseeded = _ring.decode_request(wire.encode_request(1, [3], GenerationParams(max_tokens=1), 1))
-    assert unseeded["seed"] is None and unseeded["ignore_eos"] is False
+    assert unseeded["seed"] is None and unseeded["ignore_eos"] is False and unseeded["reasoning"] is None
+
+
+@pytest.mark.parametrize("starts_inside", [False, True])
+def test_reasoning_markers_follow_the_stop_strings(starts_inside):
+    params = GenerationParams(max_tokens=3, stop=("x",), reasoning=ReasoningMarkers("<think>", "</think>", starts_inside))
+    d = _ring.decode_request(wire.encode_request(2, [1], params, 1))
+    assert d["stop"] == [b"x"] and d["reasoning"] == (b"<think>", b"</think>", starts_inside)
+    no_open = GenerationParams(max_tokens=3, reasoning=ReasoningMarkers("", "</think>", True))
+    assert _ring.decode_request(wire.encode_request(3, [1], no_open, 1))["reasoning"] == (b"", b"</think>", True)
 
 
 def test_truncated_request_is_rejected():
