@@ -33,19 +33,30 @@ class OllamaFrames:
         self.chat = chat
         self.created_at = rfc3339_now()
 
-    def _partial(self, text: str) -> dict:
+    def _partial(self, text: str, thinking: str | None = None) -> dict:
         out = {"model": self.model, "created_at": self.created_at}
         if self.chat:
             out["message"] = {"role": "assistant", "content": text}
+            if thinking:
+                out["message"]["thinking"] = thinking
         else:
             out["response"] = text
+            if thinking:
+                out["thinking"] = thinking
         out["done"] = False
         return out
 
-    def content_framing(self) -> tuple[bytes, bytes]:
-        encoded = line(self._partial(_MARK))
-        prefix, suffix = encoded.split(orjson.dumps(_MARK)[1:-1], 1)
+    @staticmethod
+    def _split(obj: dict) -> tuple[bytes, bytes]:
+        prefix, suffix = line(obj).split(orjson.dumps(_MARK)[1:-1], 1)
         return prefix, suffix
+
+    def content_framing(self) -> tuple[bytes, bytes]:
+        return self._split(self._partial(_MARK))
+
+    def thinking_framing(self) -> tuple[bytes, bytes]:
+        """A reasoning delta: `message.thinking` (chat) / `thinking` (generate), empty content."""
+        return self._split(self._partial("", _MARK))
 
     def keepalive(self) -> bytes:
         """A valid progress line with no text (NDJSON has no comments)."""
@@ -54,8 +65,9 @@ class OllamaFrames:
     def final(self, text: str, done_reason: str, stats: dict, context: list[int] | None = None) -> bytes:
         return line(self.final_object(text, done_reason, stats, context))
 
-    def final_object(self, text: str, done_reason: str, stats: dict, context: list[int] | None = None) -> dict:
-        out = self._partial(text)
+    def final_object(self, text: str, done_reason: str, stats: dict, context: list[int] | None = None,
+                     thinking: str | None = None) -> dict:
+        out = self._partial(text, thinking)
         out["done"] = True
         out["done_reason"] = done_reason
         if context is not None:

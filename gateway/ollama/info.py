@@ -58,7 +58,7 @@ async def ps(request):
 
 
 def capabilities(served) -> list[str]:
-    return ["completion"]
+    return ["completion", "thinking"] if served.text.supports_thinking else ["completion"]
 
 
 @ollama_errors

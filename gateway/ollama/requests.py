@@ -9,10 +9,11 @@ Errors are APIErrors whose message becomes Ollama's `{"error": "..."}`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gateway.backend import GenerationParams
 from gateway.errors import APIError, invalid
+from gateway.reasoning import think_from_ollama
 
 MAX_MESSAGES = 1024
 MAX_STOP_STRINGS = 16
@@ -57,7 +58,7 @@ class OllamaRequest:
     raw: bool = False
     context: tuple[int, ...] = ()       # generate: token ids of an earlier exchange (deprecated)
     keep_alive_zero: bool = False       # keep_alive 0: an empty request "unloads"
-    template_kwargs: dict = field(default_factory=dict)
+    think: bool | None = None           # None: the template's default
 
 
 def unknown_fields(body: dict, known: frozenset) -> tuple[str, ...]:
@@ -145,18 +146,6 @@ def _keep_alive_zero(body: dict) -> bool:
     raise bad("keep_alive must be a duration string or a number of seconds")
 
 
-def _think(body: dict, supports_thinking: bool) -> dict:
-    value = body.get("think")
-    if value is None or value is False:
-        return {"enable_thinking": False} if value is False and supports_thinking else {}
-    if value is True or value in ("low", "medium", "high"):
-        if not supports_thinking:
-            raise bad(f"{body.get('model')!r} does not support thinking" if isinstance(body.get("model"), str)
-                      and len(body["model"]) <= 64 else "this model does not support thinking")
-        return {"enable_thinking": True}
-    raise bad("think must be true, false, \"low\", \"medium\" or \"high\"")
-
-
 def _unsupported(body: dict, name: str, what: str) -> None:
     value = body.get(name)
     if value not in (None, "", [], {}):
@@ -190,7 +179,7 @@ def _messages(body: dict) -> tuple[dict, ...]:
     return tuple(out)
 
 
-def parse_chat(body: dict, *, supports_thinking: bool = False) -> OllamaRequest:
+def parse_chat(body: dict) -> OllamaRequest:
     model = _model(body)
     params, num_predict = _options(body)
     _unsupported(body, "tools", "tool calling")
@@ -200,10 +189,10 @@ def parse_chat(body: dict, *, supports_thinking: bool = False) -> OllamaRequest:
         raise bad("stream must be true or false")
     return OllamaRequest(model=model, stream=stream, params=params, num_predict=num_predict,
                          messages=_messages(body), keep_alive_zero=_keep_alive_zero(body),
-                         template_kwargs=_think(body, supports_thinking))
+                         think=think_from_ollama(body.get("think")))
 
 
-def parse_generate(body: dict, *, supports_thinking: bool = False) -> OllamaRequest:
+def parse_generate(body: dict) -> OllamaRequest:
     model = _model(body)
     params, num_predict = _options(body)
     _unsupported(body, "format", "structured output")
@@ -226,4 +215,4 @@ def parse_generate(body: dict, *, supports_thinking: bool = False) -> OllamaRequ
         raise bad("context must be a list of token ids")
     return OllamaRequest(model=model, stream=stream, params=params, num_predict=num_predict, prompt=prompt,
                          system=system, raw=raw, context=tuple(context), keep_alive_zero=_keep_alive_zero(body),
-                         template_kwargs=_think(body, supports_thinking))
+                         think=think_from_ollama(body.get("think")))

@@ -16,7 +16,7 @@ import orjson
 from sanic.response import HTTPResponse
 
 from gateway.admission import NoServingLane, QueueFull, QueueTimeout
-from gateway.backend import CONTENT, ChoiceDone, LaneError
+from gateway.backend import CONTENT, REASONING, ChoiceDone, LaneError, ReasoningMarkers
 from gateway.body import parse_json_object
 from gateway.control import CANCELLED_CODE, CANCELLED_STATUS, outcome_for
 from gateway.errors import APIError
@@ -24,6 +24,7 @@ from gateway.generation import Generation, GenerationCancelled, GenerationFailed
 from gateway.ollama.frames import NDJSON, OllamaFrames, error_line
 from gateway.ollama.requests import (CHAT_FIELDS, GENERATE_FIELDS, OllamaError, OllamaRequest, parse_chat,
                                      parse_generate, unknown_fields)
+from gateway.reasoning import check_thinking, render_for_thinking
 from gateway.relay import SseSender, WriteStalled
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.stream_stats import RequestStats
@@ -58,18 +59,22 @@ def unescape(escaped: bytes) -> str:
     return orjson.loads(b'"' + escaped + b'"')
 
 
-def _prompt_ids(served, parsed: OllamaRequest, chat: bool) -> list[int]:
+def _prompt_ids(served, parsed: OllamaRequest, chat: bool) -> tuple[list[int], ReasoningMarkers | None]:
+    """The prompt's token ids, and the markers the lane splits thinking at (None: all content)."""
     text = served.text
     if chat:
-        return text.encode_chat(list(parsed.messages), parsed.template_kwargs)
+        return render_for_thinking(text, list(parsed.messages), {}, parsed.think, param="think", model=served.name)
     if parsed.raw or not text.supports_chat:
         ids = list(parsed.context) + text.encode_prompt(parsed.prompt or "", add_special=not parsed.context)
+        markers = check_thinking(text, parsed.think, param="think", model=served.name)
+        reasoning = ReasoningMarkers(*markers, False) if markers is not None and parsed.think else None
     else:
         messages = ([{"role": "system", "content": parsed.system}] if parsed.system else []) + \
             [{"role": "user", "content": parsed.prompt or ""}]
-        ids = list(parsed.context) + text.encode_chat(messages, parsed.template_kwargs)
+        ids, reasoning = render_for_thinking(text, messages, {}, parsed.think, param="think", model=served.name)
+        ids = list(parsed.context) + ids
     text.check_token_ids(ids, "context")
-    return ids
+    return ids, reasoning
 
 
 def _max_tokens(num_predict: int | None, prompt_len: int, n_ctx: int) -> int:
@@ -101,8 +106,7 @@ async def _run(request, chat: bool):
         if type(model) is not str or not model:
             raise OllamaError(400, "model is required")
         served = served_model(state, model)
-        parse = parse_chat if chat else parse_generate
-        parsed = parse(body, supports_thinking=False)
+        parsed = (parse_chat if chat else parse_generate)(body)
         ignored = unknown_fields(body, CHAT_FIELDS if chat else GENERATE_FIELDS)
         if ignored:
             state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(ignored)[:16])
@@ -120,13 +124,18 @@ async def _run(request, chat: bool):
         state.in_flight.claim(request_id)
         claimed = True
         if len(request.body) > LARGE_BODY_BYTES:
-            ids = await asyncio.to_thread(_prompt_ids, served, parsed, chat)
+            ids, reasoning = await asyncio.to_thread(_prompt_ids, served, parsed, chat)
         else:
-            ids = _prompt_ids(served, parsed, chat)
+            ids, reasoning = _prompt_ids(served, parsed, chat)
         if not ids:
             raise OllamaError(400, "the prompt is empty after tokenization")
-        params = dataclasses.replace(parsed.params, max_tokens=_max_tokens(parsed.num_predict, len(ids), served.n_ctx))
-        framings = [(0, CONTENT, *frames.content_framing())] if parsed.stream else []
+        params = dataclasses.replace(parsed.params, reasoning=reasoning,
+                                     max_tokens=_max_tokens(parsed.num_predict, len(ids), served.n_ctx))
+        framings = []
+        if parsed.stream:
+            framings.append((0, CONTENT, *frames.content_framing()))
+            if reasoning is not None:  # every split channel needs a framing (else it falls back to content's)
+                framings.append((0, REASONING, *frames.thinking_framing()))
         submission = Submission(ids, params, 1, framings, 0, keep_text=parsed.stream and not chat)
         generation = Generation(state.pool, state.admission, served.name, [submission])
         state.control.register(request_id, served.name, generation.abort)
@@ -240,7 +249,8 @@ async def _collect(state, generation, frames, tracker, ids, chat) -> dict:
                     tracker.choice_done(0, item)
                     text = unescape(item.text)
                     context = None if chat else _context(state, frames.model, ids, text)
-                    return frames.final_object(text, item.finish_reason, _stats(tracker), context)
+                    return frames.final_object(text, item.finish_reason, _stats(tracker), context,
+                                               unescape(item.reasoning) or None)
     except (GenerationFailed, LaneError) as exc:
         code = Generation.failed(exc).code
         status = CANCELLED_STATUS if code == CANCELLED_CODE else \
