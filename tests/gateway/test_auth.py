@@ -3,6 +3,8 @@ openai and ollama clients, and that the key never reaches logs, records, bodies 
 from __future__ import annotations
 
 import importlib.util
+import sys
+import time
 
 import httpx
 import pytest
@@ -293,6 +295,20 @@ def test_key_from_file_and_flag(own_server, tmp_path, form):
         assert http.get("/v1/models", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
     assert srv.terminate() == 0
     assert KEY not in srv.log_text()
+
+
+def test_key_file_through_the_sanic_cli(own_server, tmp_path):
+    key_file = tmp_path / "api-key"
+    key_file.write_text(KEY)
+    sanic = [sys.executable, "-m", "sanic", "gateway.app:create_app", "--factory", "--host", "127.0.0.1",
+             "--port", "{port}", "--model", SYNTHETIC, "--api-key-file", str(key_file)]
+    srv = own_server(command=sanic, records=False, real_model=False)
+    srv.wait_ready()
+    with httpx.Client(base_url=srv.base_url, timeout=10) as http:
+        assert http.get("/v1/models").status_code == 401
+        assert http.get("/v1/models", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+    time.sleep(1.0)  # Sanic's manager may still be collecting startup acks (see test_launch.py)
+    assert srv.terminate() == 0
 
 
 def test_unreadable_key_file_stops_the_start(own_server, tmp_path):
