@@ -11,7 +11,9 @@ leaves it open, llama-server does not. CORS preflights (OPTIONS, never authentic
 registered by gateway/cors.py outside this wrapper, so a configured origin still gets its preflight.
 
 The check runs before the handler, hence before the body is parsed or a model looked up: an
-unauthenticated request costs a header lookup and one digest. Keys are compared as SHA-256 digests
+unauthenticated request costs a header lookup and one digest. (Sanic has received the body by then,
+bounded by --max-body-bytes and --request-deadline-s; refusing earlier, in its `http.routing.after`
+signal, would save little: Sanic drains an unread body anyway to keep the connection.) Keys are compared as SHA-256 digests
 with `hmac.compare_digest` (constant time, and the length of the key does not show either). A
 failure answers 401 with `WWW-Authenticate: Bearer` (RFC 6750; `error="invalid_token"` for a wrong
 key) in the route's protocol: the OpenAI envelope (`authentication_error` / `invalid_api_key`, which
@@ -29,7 +31,7 @@ from sanic.response import HTTPResponse
 
 from gateway.errors import APIError
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
-from gateway.request_ids import new_request_id, resolve_request_id
+from gateway.request_ids import new_request_id
 
 PUBLIC_PATHS = frozenset({"/health/live", "/health/ready", "/"})
 OLLAMA_PREFIX = "/api/"
@@ -76,15 +78,6 @@ def _rejection(path: str, reason: str) -> tuple[bytes, dict[str, str]]:
     return body, {"WWW-Authenticate": _CHALLENGES[reason]}
 
 
-def _client_request_id(request) -> str:
-    """Echo the client's X-Request-ID on the 401 if it is a valid one (a bad one is not worth a 400
-    to a client that is not allowed in)."""
-    try:
-        return resolve_request_id(request.headers.getall(REQUEST_ID_HEADER, []))
-    except APIError:
-        return new_request_id()
-
-
 def protect(handler, path: str, check: KeyCheck | None):
     """`handler` unchanged when no key is configured or `path` is public, else wrapped so that
     it runs only for requests that carry the key."""
@@ -97,7 +90,8 @@ def protect(handler, path: str, check: KeyCheck | None):
         reason = check.failure(request.headers.getall("authorization", []))
         if reason is None:
             return await handler(request, *args, **kwargs)
-        request.ctx.request_id = request_id = _client_request_id(request)
+        # A fresh id, not the client's X-Request-ID: nothing an unauthenticated client sends is logged.
+        request.ctx.request_id = request_id = new_request_id()
         request.app.ctx.state.log.info("unauthorized", request_id=request_id, route=path, reason=reason)
         body, headers = rejections[reason]
         return HTTPResponse(body, status=401, headers={**headers, REQUEST_ID_HEADER: request_id},
