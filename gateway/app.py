@@ -17,7 +17,7 @@ import signal
 
 from sanic import Sanic
 
-from gateway import control_routes, errors_http, info_routes, openai_routes, tokenize_routes
+from gateway import auth, control_routes, errors_http, info_routes, openai_routes, tokenize_routes
 from gateway.ollama import info as ollama_info
 from gateway.ollama import routes as ollama_routes
 from gateway.config import ConfigError, GatewayConfig, config_from_strings, field_names
@@ -75,8 +75,11 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     app.ctx.state = state
     app.ctx.backend = backend
 
+    key_check = auth.key_check(config)  # None: no API key configured, every route open
+
     def route(handler, path: str, method: str) -> None:
-        app.add_route(errors_http.with_request_id(handler), path, methods=[method], name=handler.__name__)
+        wrapped = auth.protect(errors_http.with_request_id(handler), path, key_check)
+        app.add_route(wrapped, path, methods=[method], name=handler.__name__)
 
     route(openai_routes.completions, "/v1/completions", "POST")
     route(openai_routes.chat_completions, "/v1/chat/completions", "POST")
@@ -93,7 +96,8 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(ollama_info.show, "/api/show", "POST")
     route(ollama_info.ps, "/api/ps", "GET")
     route(ollama_info.version, "/api/version", "GET")
-    app.add_route(errors_http.with_request_id(ollama_info.root), "/", methods=["GET", "HEAD"], name="ollama_root")
+    app.add_route(auth.protect(errors_http.with_request_id(ollama_info.root), "/", key_check), "/",
+                  methods=["GET", "HEAD"], name="ollama_root")
     route(control_routes.stop, "/stop", "POST")
     route(control_routes.cancel_request, "/v1/requests/<request_id:str>", "DELETE")
     errors_http.install(app)
@@ -127,7 +131,8 @@ async def _before_start(app: Sanic) -> None:
     open_observers(state)
     backend.attach(state, asyncio.get_running_loop())
     freeze_startup_heap()
-    state.log.info("serving", models=list(state.models), replicas=state.config.replicas, pid=os.getpid())
+    state.log.info("serving", models=list(state.models), replicas=state.config.replicas, pid=os.getpid(),
+                   api_key=state.config.api_key is not None or state.config.api_key_file is not None)
 
 
 def _exit_startup_failure(app: Sanic, message: str) -> None:

@@ -25,6 +25,9 @@ _HELP = {
     "records": "append one JSON line per finished request to FILE (never prompt or output text)",
     "lenient": "ignore unknown request fields (logged) instead of answering 400",
     "cors_origins": "origins allowed by CORS ('*' for any); off when not given",
+    "api_key": "require 'Authorization: Bearer KEY' on every route but /health/* and / (visible in ps: "
+               "prefer --api-key-file or LANESERVE_API_KEY)",
+    "api_key_file": "read the API key from FILE (surrounding whitespace dropped); see --api-key",
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from lanes.config import PoolConfig  # pure Python: the lanes' defaults, not the native runtime
@@ -51,6 +51,17 @@ def parse_model_arg(text: str) -> ModelEntry:
     return ModelEntry(text, text)
 
 
+API_KEY_MAX_CHARS = 4096
+
+
+def check_api_key(key: str, source: str) -> str:
+    """A key must fit an HTTP header as sent: 1-4096 printable ASCII characters, no spaces."""
+    if not 1 <= len(key) <= API_KEY_MAX_CHARS or not all("!" <= c <= "~" for c in key):
+        raise ConfigError(f"{source}: the key must be 1-{API_KEY_MAX_CHARS} printable ASCII characters "
+                          "without spaces (an empty value does not turn authentication off: unset it)")
+    return key
+
+
 def available_cores() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
@@ -77,6 +88,10 @@ class GatewayConfig:
     records: str | None = None
     lenient: bool = False
     cors_origins: tuple[str, ...] = ()
+    # Optional API key (clients send `Authorization: Bearer KEY`); unset = no authentication.
+    # Never in repr, logs or messages; the file form keeps it out of `ps` (see gateway/auth.py).
+    api_key: str | None = field(default=None, repr=False)
+    api_key_file: str | None = None
     max_body_bytes: int = 8 * 1024 * 1024
     max_json_depth: int = 32
     max_n: int = 8
@@ -126,9 +141,31 @@ class GatewayConfig:
                               f"response_timeout_s ({self.response_timeout_s})")
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise ConfigError(f"log_level must be debug, info, warning or error (got {self.log_level!r})")
+        if self.api_key is not None and self.api_key_file is not None:
+            raise ConfigError("api_key and api_key_file: give only one of them")
+        self.resolved_api_key()  # a bad key or an unreadable file fails at start, not per request
         for origin in self.cors_origins:
             if origin != "*" and not re.match(r"^https?://[^\s/]+$", origin):
                 raise ConfigError(f"cors_origins: {origin!r} is not '*' or a scheme://host[:port] origin")
+
+    def resolved_api_key(self) -> str | None:
+        """The API key from `api_key` or from the file `api_key_file` (surrounding whitespace, e.g.
+        the newline of `echo KEY > file`, is dropped); None when neither is set. Error messages
+        name the setting or the file, never the key."""
+        if self.api_key is not None:
+            return check_api_key(self.api_key, "api_key")
+        if self.api_key_file is None:
+            return None
+        try:
+            with open(self.api_key_file, "rb") as f:
+                raw = f.read(API_KEY_MAX_CHARS + 64)
+        except OSError as exc:
+            raise ConfigError(f"api_key_file: cannot read {self.api_key_file!r} ({exc.strerror})") from None
+        try:
+            text = raw.decode("ascii").strip()
+        except UnicodeDecodeError:
+            raise ConfigError(f"api_key_file {self.api_key_file!r}: the key must be printable ASCII") from None
+        return check_api_key(text, f"api_key_file {self.api_key_file!r}")
 
     def lane_threads(self) -> int:
         """Compute threads per lane: as configured, or the cores shared evenly among all lanes

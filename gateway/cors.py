@@ -1,5 +1,7 @@
-"""Optional CORS (`--cors-origins`): off by default, since the server binds loopback and has no
-auth; browsers on other origins get in only when an operator names them (or `*`)."""
+"""Optional CORS (`--cors-origins`): off by default, since the server binds loopback and its API
+key is optional; browsers on other origins get in only when an operator names them (or `*`).
+Preflights are registered here, outside gateway/auth.py's check: browsers send no credentials on
+OPTIONS."""
 from __future__ import annotations
 
 from sanic.response import HTTPResponse

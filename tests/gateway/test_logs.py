@@ -1,0 +1,31 @@
+"""The log renderer keeps any value on its own line (CWE-117): one log call → one line of JSON
+that parses back to the same value, whatever control or line-break characters it holds."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gateway.logs import configure_logging, get_logger
+
+# Every C0 control (CR, LF, NUL, ESC, the \x1c-\x1e separators str.splitlines breaks at), DEL, C1
+# NEL, and the Unicode line/paragraph separators (line breaks for JavaScript and splitlines).
+HOSTILE = ["".join(map(chr, range(0x20))), "\x7f", "\x85", "\u2028", "\u2029",
+           'x\r\n{"forged": 1}\x1b[31m', "\ud800"]
+
+
+@pytest.fixture
+def restore_logging():
+    yield
+    configure_logging("info")
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_hostile_values_stay_on_one_line(capsys, restore_logging, value):
+    configure_logging("debug")  # binds to the sys.stderr pytest installs for this test's call
+    get_logger().info("probe", model=value, fields=[value], headers={value: value})
+    lines = capsys.readouterr().err.splitlines()  # splitlines also breaks at \x1c-\x1e, NEL, U+2028/9
+    assert len(lines) == 1
+    entry = json.loads(lines[0])
+    assert entry["model"] == value and entry["fields"] == [value] and entry["headers"] == {value: value}
+    assert all(" " <= ch <= "~" for ch in lines[0])  # plain printable ASCII: no ANSI, no breaks
