@@ -90,6 +90,14 @@ class ChoiceDone:
     text: bytes = b""    # collect mode (non-stream): the choice's JSON-escaped text
 
 
+@dataclass(frozen=True)
+class Embedding:
+    """One input's embedding (an embedding request's choice); its ChoiceDone follows."""
+    choice: int
+    vector: bytes        # float32 little-endian [n_embd], L2 norm 1
+    prompt_tokens: int
+
+
 class LaneBusy(Exception):
     """Every lane of that model is busy (or the pool is draining) → the gateway answers 429."""
 
