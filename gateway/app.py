@@ -17,7 +17,7 @@ import signal
 
 from sanic import Sanic
 
-from gateway import errors_http, info_routes, openai_routes, tokenize_routes
+from gateway import embedding_routes, errors_http, info_routes, openai_routes, tokenize_routes
 from gateway.config import ConfigError, GatewayConfig, config_from_strings, field_names
 from gateway.cors import add_cors
 from gateway.env import settings_from_env
@@ -85,6 +85,9 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(info_routes.metrics, "/metrics", "GET")
     route(tokenize_routes.tokenize, "/tokenize", "POST")
     route(tokenize_routes.detokenize, "/detokenize", "POST")
+    route(embedding_routes.openai_embeddings, "/v1/embeddings", "POST")
+    route(embedding_routes.ollama_embed, "/api/embed", "POST")
+    route(embedding_routes.ollama_embeddings, "/api/embeddings", "POST")
     errors_http.install(app)
     add_cors(app, config.cors_origins)
 

@@ -10,11 +10,13 @@ import os
 
 from lanes.model_files import find_model_file
 from lanes.wire import BATCH_TOKEN_BOUNDS, CONTENT, STEP_TIME_BOUNDS_NS  # noqa: F401  (re-exported)
+from lanes.wire import MAX_CHOICES as MAX_LANE_CHOICES  # noqa: F401  (re-exported)
 from lanes.pool import (  # noqa: F401  (re-exported)
     LANE_STATES,
     SERVING_STATES,
     ChoiceDone,
     Chunk,
+    Embedding,
     Framing,
     GenerationParams,
     LaneBusy,
@@ -102,7 +104,7 @@ def generation_params(sampling: Sampling, max_tokens: int) -> GenerationParams:
 
 
 __all__ = [
-    "LANE_STATES", "SERVING_STATES", "ChoiceDone", "Chunk", "Framing", "GenerationParams", "LaneBusy", "LaneError", "LaneModelSpec", "LanePool",
+    "LANE_STATES", "SERVING_STATES", "ChoiceDone", "Chunk", "Embedding", "Framing", "GenerationParams", "LaneBusy", "LaneError", "LaneModelSpec", "LanePool",
     "LaneStartupError", "LaneStatus", "RequestStream", "create_pool", "generation_params", "is_synthetic",
     "lane_specs", "resolve_model_paths", "text_model_path",
 ]
