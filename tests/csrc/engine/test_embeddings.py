@@ -127,3 +127,15 @@ def test_paraphrase_nearer_than_unrelated(path, ref):
     assert cosine(v["c"], v["c2"]) > cosine(v["c"], v["b"])
     assert cosine(v["c"], v["c2"]) > cosine(v["c"], v["a"])
     assert len({x.tobytes() for x in v.values()}) == len(v)
+
+
+def test_gemma3_matches_its_reference_too():
+    """Gemma 3 (embedding scale, sandwich norms, sliding-window layers, BOS): same reference check."""
+    path = str(lanes.gemma3_path())
+    ref = _runtime.Engine(path, threads=2, ctx_size=512, max_batch=64)
+    ids = list(ref.tokenize(TEXT * 4, True, False))
+    engine = _runtime.BatchEngine(path, threads=2, ctx_size=512, num_slots=2, max_batch_tokens=32)
+    vectors, _ = run(engine, embeds=[(1, ids)], generations=[(2, ids[:10], 8)])
+    vec = vectors[1][0]
+    assert vec.shape == (640,)
+    np.testing.assert_allclose(vec, reference(ref, ids), rtol=0, atol=2e-6)
