@@ -88,7 +88,9 @@ async def _serve(request, route: str, parse, respond, *, ollama: bool):
     try:
         if state.draining:
             raise unavailable("the server is shutting down", state.config.retry_after_s, code="server_shutting_down")
-        body = parse_json_object(request.body, request.headers.get("content-type"), state.config.max_json_depth)
+        # Ollama reads the body as JSON whatever its Content-Type (its docs' curl examples send none).
+        content_type = None if ollama else request.headers.get("content-type")
+        body = parse_json_object(request.body, content_type, state.config.max_json_depth)
         req: EmbedRequest = parse(body)
         if req.ignored_fields:
             state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(req.ignored_fields)[:16])

@@ -179,6 +179,11 @@ def test_synthetic_errors(fake):
     assert err("/api/embed", {"model": "fake", "input": "x", "dimensions": 9}, 400).startswith("'dimensions'")
     assert err("/api/embeddings", {"prompt": "x"}, 400) == "model is required"
     assert fake.post("/v1/embeddings", content=b"{", headers={"content-type": "application/json"}).status_code == 400
+    form = {"content-type": "application/x-www-form-urlencoded"}  # what `curl -d` sends
+    assert fake.post("/v1/embeddings", content=b'{"model":"fake","input":"x"}', headers=form).status_code == 415
+    ollama_form = fake.post("/api/embed", content=b'{"model":"fake","input":"x"}', headers=form)
+    assert ollama_form.status_code == 200 and len(ollama_form.json()["embeddings"][0]) == 8
+    assert fake.post("/api/embed", content=b"{", headers=form).json()["error"].startswith("request body is not valid")
 
 
 def test_synthetic_concurrent_requests(fake, synthetic_server):
