@@ -17,7 +17,7 @@ import signal
 
 from sanic import Sanic
 
-from gateway import auth, control_routes, errors_http, info_routes, openai_routes, tokenize_routes
+from gateway import auth, control_routes, embedding_routes, errors_http, info_routes, openai_routes, tokenize_routes
 from gateway.ollama import info as ollama_info
 from gateway.ollama import routes as ollama_routes
 from gateway.config import ConfigError, GatewayConfig, config_from_strings, field_names
@@ -100,6 +100,9 @@ def _build(config: GatewayConfig, backend) -> Sanic:
                   methods=["GET", "HEAD"], name="ollama_root")
     route(control_routes.stop, "/stop", "POST")
     route(control_routes.cancel_request, "/v1/requests/<request_id:str>", "DELETE")
+    route(embedding_routes.openai_embeddings, "/v1/embeddings", "POST")
+    route(embedding_routes.ollama_embed, "/api/embed", "POST")
+    route(embedding_routes.ollama_embeddings, "/api/embeddings", "POST")
     errors_http.install(app)
     add_cors(app, config.cors_origins)
 

@@ -11,11 +11,13 @@ import os
 from lanes.api import ReasoningMarkers  # noqa: F401  (re-exported)
 from lanes.model_files import find_model_file
 from lanes.wire import BATCH_TOKEN_BOUNDS, CHANNELS, CONTENT, STEP_TIME_BOUNDS_NS  # noqa: F401  (re-exported)
+from lanes.wire import MAX_CHOICES as MAX_LANE_CHOICES  # noqa: F401  (re-exported)
 from lanes.pool import (  # noqa: F401  (re-exported)
     LANE_STATES,
     SERVING_STATES,
     ChoiceDone,
     Chunk,
+    Embedding,
     Framing,
     GenerationParams,
     LaneBusy,
@@ -106,7 +108,8 @@ def generation_params(sampling: Sampling, max_tokens: int, reasoning: ReasoningM
 
 
 __all__ = [
-    "LANE_STATES", "SERVING_STATES", "ChoiceDone", "Chunk", "Framing", "GenerationParams", "LaneBusy", "LaneError", "LaneModelSpec", "LanePool",
-    "LaneStartupError", "LaneStatus", "REASONING", "ReasoningMarkers", "RequestStream", "create_pool", "generation_params", "is_synthetic",
+    "LANE_STATES", "SERVING_STATES", "ChoiceDone", "Chunk", "Embedding", "Framing", "GenerationParams", "LaneBusy",
+    "LaneError", "LaneModelSpec", "LanePool", "LaneStartupError", "LaneStatus", "REASONING", "ReasoningMarkers",
+    "RequestStream", "create_pool", "generation_params", "is_synthetic",
     "lane_specs", "resolve_model_paths", "text_model_path",
 ]

@@ -55,7 +55,8 @@ class Backend:
             state.models[name] = ServedModel(name=name, path=path, text=text, n_ctx=int(info["n_ctx"]),
                                              n_vocab=int(info.get("n_vocab", text.n_vocab)), created_s=created_s,
                                              num_slots=int(info.get("num_slots", 1)),
-                                             kv_cache_bytes=int(info.get("kv_cache_bytes", 0)))
+                                             kv_cache_bytes=int(info.get("kv_cache_bytes", 0)),
+                                             n_embd=int(info.get("n_embd", 0)))
             state.log.info("model_ready", model=name, replicas=state.config.replicas,
                            slots_per_lane=info.get("num_slots"), ctx_per_slot=info.get("n_ctx"),
                            kv_cache_mib_per_lane=round(info.get("kv_cache_bytes", 0) / 2**20, 1),

@@ -23,6 +23,7 @@ class ServedModel:
     created_s: int
     num_slots: int = 1        # sequence slots per lane
     kv_cache_bytes: int = 0   # K/V cache reserved per lane
+    n_embd: int = 0           # width of its embeddings (lane handshake)
 
 
 @dataclass

@@ -106,6 +106,14 @@ class ChoiceDone:
     reasoning: bytes = b""  # collect mode: its JSON-escaped reasoning (channel "reasoning")
 
 
+@dataclass(frozen=True)
+class Embedding:
+    """One input's embedding (an embedding request's choice); its ChoiceDone follows."""
+    choice: int
+    vector: bytes        # float32 little-endian [n_embd], L2 norm 1
+    prompt_tokens: int
+
+
 class LaneBusy(Exception):
     """Every lane of that model is busy (or the pool is draining) → the gateway answers 429."""
 

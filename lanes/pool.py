@@ -14,15 +14,15 @@ import logging
 import time
 
 from lanes import wire
-from lanes.api import (LANE_STATES, SERVING_STATES, ChoiceDone, Chunk, Framing, GenerationParams, LaneBusy,
-                       LaneError, LaneModelSpec, LaneStartupError, LaneStatus)
+from lanes.api import (LANE_STATES, SERVING_STATES, ChoiceDone, Chunk, Embedding, Framing, GenerationParams,
+                       LaneBusy, LaneError, LaneModelSpec, LaneStartupError, LaneStatus)
 from lanes.channels import request_ring_capacity, total_bytes
 from lanes.config import PoolConfig, config_from_env
 from lanes.names import ShmSpaceError, check_free_space, new_run_id, sweep_stale, unlink_run
 from lanes.replica import LaneReplica
 from lanes.stream import RequestStream
 
-__all__ = ["LanePool", "LaneModelSpec", "Framing", "GenerationParams", "Chunk", "ChoiceDone", "LaneBusy",
+__all__ = ["LanePool", "LaneModelSpec", "Framing", "GenerationParams", "Chunk", "ChoiceDone", "Embedding", "LaneBusy",
            "LaneError", "LaneStartupError", "LaneStatus", "RequestStream", "PoolConfig", "LANE_STATES",
            "SERVING_STATES"]
 
@@ -139,7 +139,8 @@ class LanePool:
             if replica.hello is not None:
                 h = replica.hello
                 return {"n_ctx": h.n_ctx, "n_vocab": h.n_vocab, "num_slots": h.num_slots,
-                        "kv_cache_bytes": h.kv_cache_bytes, "max_batch_tokens": h.max_batch_tokens}
+                        "kv_cache_bytes": h.kv_cache_bytes, "max_batch_tokens": h.max_batch_tokens,
+                        "n_embd": h.n_embd}
         raise LaneError("no_lane", f"no lane of model {model!r} has completed its handshake")
 
     def statuses(self) -> list[LaneStatus]:
@@ -168,15 +169,33 @@ class LanePool:
         slot of the model is taken (the caller queues or answers 429). framings: per (choice,
         channel) (choice, channel, prefix, suffix) for streamed output; collect: non-stream;
         keep_text: a stream's content text also arrives (escaped) with each ChoiceDone."""
-        replicas = self._replicas[model]  # KeyError for an unknown model
+        self._check_open(model)
+        if not 1 <= num_choices <= wire.MAX_CHOICES:
+            raise ValueError(f"num_choices must be in [1, {wire.MAX_CHOICES}]")
+        if not prompt_ids:
+            raise ValueError("prompt_ids must be non-empty")
+        best = self._pick_replica(model, request_id)
+        payload = wire.encode_request(request_id, prompt_ids, params, num_choices)
+        return self._send(model, best, request_id, payload, num_choices, list(framings), collect, keep_text)
+
+    def submit_embeddings(self, model: str, inputs: list[list[int]], request_id: int) -> RequestStream:
+        """Start an embedding request (each input, ≤ the lane's n_ctx tokens, its own prefill-only
+        sequence; 1..wire.MAX_CHOICES inputs): the stream yields Embedding + ChoiceDone per input.
+        Same replica choice and LaneBusy as submit()."""
+        self._check_open(model)
+        best = self._pick_replica(model, request_id)
+        payload = wire.encode_embed_request(request_id, inputs)
+        return self._send(model, best, request_id, payload, len(inputs), [], True)
+
+    def _check_open(self, model: str) -> None:
+        self._replicas[model]  # KeyError for an unknown model
         if self._loop is None:
             raise RuntimeError("submit() before attach()")
         if self._draining or self.closing:
             raise LaneBusy("the server is shutting down")
-        if not 1 <= num_choices <= 128:
-            raise ValueError("num_choices must be in [1, 128]")
-        if not prompt_ids:
-            raise ValueError("prompt_ids must be non-empty")
+
+    def _pick_replica(self, model: str, request_id: int) -> LaneReplica:
+        replicas = self._replicas[model]
         if not 0 < request_id < 2**64:
             raise ValueError("request_id must be in [1, 2^64)")
         if any(request_id in r.streams for r in replicas):
@@ -189,12 +208,16 @@ class LanePool:
                 best = r
         if best is None:
             raise LaneBusy(f"every sequence slot of model {model!r} is taken (or its lanes are down)")
-        payload = wire.encode_request(request_id, prompt_ids, params, num_choices)
+        return best
+
+    def _send(self, model: str, best: LaneReplica, request_id: int, payload: bytes, num_choices: int,
+              framings: list, collect: bool, keep_text: bool = False) -> RequestStream:
         if len(payload) > best.channels.writer.max_payload_bytes:
             raise ValueError(f"request of {len(payload)} bytes exceeds the lane ring's maximum of "
                              f"{best.channels.writer.max_payload_bytes} (prompt longer than ctx_size?)")
+        replicas = self._replicas[model]
         self._next[model] = (replicas.index(best) + 1) % len(replicas)
-        return best.submit(request_id, payload, num_choices, list(framings), collect, keep_text)
+        return best.submit(request_id, payload, num_choices, framings, collect, keep_text)
 
     # --- shutdown -----------------------------------------------------------------------------
     async def drain(self, grace_s: float) -> None:

@@ -1,7 +1,8 @@
 """RequestStream: what `LanePool.submit` returns; the pump pushes into it, a handler iterates it.
 
 Items are `Chunk`s (framed events of one choice, merged while the consumer lags, so one HTTP send
-can carry many tokens) and `ChoiceDone`s; a lane failure raises LaneError from the iteration.
+can carry many tokens), `Embedding`s (embedding requests, before their choice's ChoiceDone) and
+`ChoiceDone`s; a lane failure raises LaneError from the iteration.
 
 A consumer that owns a socket attaches a *sink* (`attach_sink(fd)`) and tells the stream when
 the socket is free for the pump (`set_direct(True)`: nothing of its own is pending on it). While
@@ -114,6 +115,10 @@ class RequestStream:
     def push_partial(self, unsent: bytes | None, send_errno: int) -> None:
         if self.on_partial is not None and not self._cancelled:
             self.on_partial(unsent, send_errno)
+
+    def push_embedding(self, embedding) -> None:
+        if not self._cancelled:
+            self._items.append(embedding)  # its ChoiceDone follows and wakes the consumer
 
     def push_done(self, done: ChoiceDone, last: bool) -> None:
         if not self._cancelled:

@@ -25,8 +25,10 @@ DELTA = 17
 DONE = 18
 ERROR = 19
 STATS = 20
+EMBEDDING = 21
 RECORD_TYPES = {"PAD": PAD, "REQUEST": REQUEST, "CANCEL": CANCEL, "SHUTDOWN": SHUTDOWN,
-                "HELLO": HELLO, "DELTA": DELTA, "DONE": DONE, "ERROR": ERROR, "STATS": STATS}
+                "HELLO": HELLO, "DELTA": DELTA, "DONE": DONE, "ERROR": ERROR, "STATS": STATS,
+                "EMBEDDING": EMBEDDING}
 CHANNELS = {"content": 0, "reasoning": 1, "tool_arguments": 2}
 CONTENT = CHANNELS["content"]
 # STATS histograms: bucket i counts steps whose value is <= bound i; the last bucket is +Inf.
@@ -43,13 +45,15 @@ ERROR_NAMES = {v: k for k, v in ERROR_CODES.items()}
 
 REQUEST_HAS_SEED = 1
 REQUEST_IGNORE_EOS = 2
+REQUEST_EMBED = 4
 REQUEST_SPLIT_REASONING = 1 << 4          # open/close reasoning markers follow the stop strings
 REQUEST_REASONING_STARTS_INSIDE = 1 << 5  # the prompt already opened the reasoning block
 DONE_LAST_CHOICE = 1
 FLAGS = {"REQUEST_HAS_SEED": REQUEST_HAS_SEED, "REQUEST_IGNORE_EOS": REQUEST_IGNORE_EOS,
-         "REQUEST_SPLIT_REASONING": REQUEST_SPLIT_REASONING,
+         "REQUEST_EMBED": REQUEST_EMBED, "REQUEST_SPLIT_REASONING": REQUEST_SPLIT_REASONING,
          "REQUEST_REASONING_STARTS_INSIDE": REQUEST_REASONING_STARTS_INSIDE,
          "DONE_LAST_CHOICE": DONE_LAST_CHOICE}
+MAX_CHOICES = 128  # per REQUEST: n choices, or the inputs of an embedding request
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,7 @@ LOGIT_BIAS_ENTRY = StructSpec("LogitBiasEntry", (("token_id", "i"), ("bias", "f"
 CANCEL_RECORD = StructSpec("CancelRecord", (("request_id", "Q"),))
 HELLO_RECORD = StructSpec("HelloRecord", (
     ("pid", "I"), ("n_ctx", "i"), ("n_vocab", "i"), ("wire_version", "I"), ("load_ns", "Q"),
-    ("kv_cache_bytes", "Q"), ("num_slots", "i"), ("max_batch_tokens", "i"),
+    ("kv_cache_bytes", "Q"), ("num_slots", "i"), ("max_batch_tokens", "i"), ("n_embd", "i"), ("reserved", "I"),
 ))
 DELTA_HEADER = StructSpec("DeltaHeader", (
     ("request_id", "Q"), ("choice", "I"), ("channel", "I"), ("num_tokens", "I"), ("reserved", "I"),
@@ -106,6 +110,9 @@ STATS_RECORD = StructSpec("StatsRecord", (
     ("step_ns_buckets", f"{STEP_BUCKETS}Q"), ("batch_tokens_buckets", f"{STEP_BUCKETS}Q"),
     ("active_sequences", "I"), ("waiting_sequences", "I"),
 ))
+EMBEDDING_HEADER = StructSpec("EmbeddingHeader", (
+    ("request_id", "Q"), ("choice", "I"), ("n_embd", "I"), ("prompt_tokens", "I"), ("reserved", "I"),
+))
 ERROR_HEADER = StructSpec("ErrorHeader", (("request_id", "Q"), ("code", "I"), ("reserved", "I")))
 # Only sizes/offsets are mirrored for the segment header: Python never reads or writes it.
 SEGMENT_HEADER_OFFSETS = {
@@ -114,7 +121,7 @@ SEGMENT_HEADER_OFFSETS = {
     "quiet_until_ns": 400, "writer_pid": 408, "reader_pid": 412,
 }
 STRUCTS = (REQUEST_HEADER, LOGIT_BIAS_ENTRY, CANCEL_RECORD, HELLO_RECORD, DELTA_HEADER,
-           DONE_RECORD, STATS_RECORD, ERROR_HEADER)
+           DONE_RECORD, STATS_RECORD, EMBEDDING_HEADER, ERROR_HEADER)
 
 _REQUEST = struct.Struct(REQUEST_HEADER.format)
 _CANCEL = struct.Struct(CANCEL_RECORD.format)
@@ -123,7 +130,9 @@ _DELTA = struct.Struct(DELTA_HEADER.format)
 _DONE = struct.Struct(DONE_RECORD.format)
 _ERROR = struct.Struct(ERROR_HEADER.format)
 _STATS = struct.Struct(STATS_RECORD.format)
+_EMBEDDING = struct.Struct(EMBEDDING_HEADER.format)
 _U32 = struct.Struct("<I")
+_FLAGS_OFFSET = REQUEST_HEADER.offsets()["flags"]
 DELTA_HEADER_BYTES = _DELTA.size
 ERROR_HEADER_BYTES = _ERROR.size
 
@@ -153,6 +162,30 @@ def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> byt
     return b"".join(parts)
 
 
+def encode_embed_request(request_id: int, inputs: list[list[int]]) -> bytes:
+    """REQUEST payload of an embedding request: input i (non-empty token ids) becomes choice i,
+    a prefill-only sequence answered by EMBEDDING + DONE. Sampling fields are unused (defaults)."""
+    if not 1 <= len(inputs) <= MAX_CHOICES:
+        raise ValueError(f"an embedding request carries 1..{MAX_CHOICES} inputs, got {len(inputs)}")
+    if any(not ids for ids in inputs):
+        raise ValueError("embedding inputs must be non-empty")
+    from lanes.api import GenerationParams
+
+    flat = [t for ids in inputs for t in ids]
+    payload = bytearray(encode_request(request_id, flat, GenerationParams(max_tokens=1), len(inputs)))
+    _U32.pack_into(payload, _FLAGS_OFFSET, REQUEST_EMBED)
+    return bytes(payload) + struct.pack(f"<{len(inputs)}I", *(len(ids) for ids in inputs))
+
+
+def decode_embedding(payload: bytes) -> tuple[int, int, int, bytes]:
+    """EMBEDDING → (request_id, choice, prompt_tokens, float32 little-endian vector bytes)."""
+    request_id, choice, n_embd, prompt_tokens, _ = _EMBEDDING.unpack_from(payload)
+    vector = bytes(payload[_EMBEDDING.size:_EMBEDDING.size + 4 * n_embd])
+    if len(vector) != 4 * n_embd:
+        raise ValueError("EMBEDDING record truncated")
+    return request_id, choice, prompt_tokens, vector
+
+
 def encode_cancel(request_id: int) -> bytes:
     return _CANCEL.pack(request_id)
 
@@ -167,10 +200,11 @@ class Hello:
     kv_cache_bytes: int   # reserved for all slots
     num_slots: int
     max_batch_tokens: int
+    n_embd: int = 0       # width of EMBEDDING vectors
 
 
 def decode_hello(payload: bytes) -> Hello:
-    return Hello(*_HELLO.unpack_from(payload))
+    return Hello(*_HELLO.unpack_from(payload)[:-1])  # without the padding field
 
 
 # DELTA: (request_id, choice, channel, num_tokens, reserved, emit_ns); text = payload[DELTA_HEADER_BYTES:]

@@ -1,4 +1,6 @@
 // lanes._runtime.Engine: the in-process generation API (wrapped by lanes.Model).
+#include <algorithm>
+
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -69,19 +71,35 @@ void bind_batch_engine(py::module_& m) {
              e.add(rid, choice, make_request(prompt_ids, max_tokens, stop, kw));
            }, py::arg("request_id"), py::arg("choice"), py::arg("prompt_ids"), py::arg("max_tokens"),
            py::arg("stop") = std::vector<std::string>{})
+      .def("add_embedding", &BatchEngine::add_embedding, py::arg("request_id"), py::arg("choice"),
+           py::arg("prompt_ids"))
+      .def_property_readonly("n_embd", &BatchEngine::n_embd)
       .def("cancel", &BatchEngine::cancel)
-      .def("step", [](BatchEngine& e) {
+      .def("step", [](BatchEngine& e, bool with_embeddings) {
              const std::vector<SeqEvent>* events;
              {
                py::gil_scoped_release nogil;
                events = &e.step();
              }
              py::list out;
-             for (const SeqEvent& ev : *events)
-               out.append(py::make_tuple(ev.request_id, ev.choice, py::bytes(ev.text.data(), ev.text.size()),
-                                         ev.finished, finish_reason_name(ev.reason), stats_dict(ev.stats)));
+             for (const SeqEvent& ev : *events) {
+               py::tuple t = py::make_tuple(ev.request_id, ev.choice, py::bytes(ev.text.data(), ev.text.size()),
+                                            ev.finished, finish_reason_name(ev.reason), stats_dict(ev.stats));
+               if (with_embeddings) {
+                 py::object v = py::none();
+                 if (ev.embedding) {
+                   py::array_t<float> a(e.n_embd());
+                   std::copy(ev.embedding, ev.embedding + e.n_embd(), a.mutable_data());
+                   v = std::move(a);
+                 }
+                 t = py::make_tuple(t[0], t[1], t[2], t[3], t[4], t[5], v);
+               }
+               out.append(std::move(t));
+             }
              return out;
-           }, "One step; returns [(request_id, choice, text bytes, finished, finish_reason, stats)].");
+           }, py::arg("with_embeddings") = false,
+           "One step; returns [(request_id, choice, text bytes, finished, finish_reason, stats)] (with_embeddings: "
+           "+ the float32 [n_embd] embedding of a finished embedding sequence, else None).");
 }
 
 void bind_engine(py::module_& m) {
@@ -122,6 +140,16 @@ void bind_engine(py::module_& m) {
              }
              return out;
            }, py::arg("ids"))
+      .def("hidden_states", [](Engine& e, const std::vector<int32_t>& ids) {
+             py::array_t<float> out({int64_t(ids.size()), int64_t(e.model().config().n_embd)});
+             float* dst = out.mutable_data();
+             {
+               py::gil_scoped_release nogil;
+               e.hidden_states(ids, dst);
+             }
+             return out;
+           }, py::arg("ids"), "Final hidden states (after the output norm) [len(ids), n_embd], teacher-forced.")
+      .def_property_readonly("n_embd", [](Engine& e) { return e.model().config().n_embd; })
       .def("start", [](Engine& e, const std::vector<int32_t>& prompt_ids, int32_t max_tokens,
                        const std::vector<std::string>& stop, py::kwargs kw) {
              e.start(make_request(prompt_ids, max_tokens, stop, kw));

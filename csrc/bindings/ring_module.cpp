@@ -137,6 +137,7 @@ py::dict wire_layout() {
   types["DONE"] = uint32_t(wire::RecordType::Done);
   types["ERROR"] = uint32_t(wire::RecordType::Error);
   types["STATS"] = uint32_t(wire::RecordType::Stats);
+  types["EMBEDDING"] = uint32_t(wire::RecordType::Embedding);
   finish["none"] = uint32_t(wire::FinishCode::None);
   finish["stop"] = uint32_t(wire::FinishCode::Stop);
   finish["length"] = uint32_t(wire::FinishCode::Length);
@@ -151,6 +152,7 @@ py::dict wire_layout() {
   flags["REQUEST_IGNORE_EOS"] = wire::kRequestIgnoreEos;
   flags["REQUEST_SPLIT_REASONING"] = wire::kRequestSplitReasoning;
   flags["REQUEST_REASONING_STARTS_INSIDE"] = wire::kRequestReasoningStartsInside;
+  flags["REQUEST_EMBED"] = wire::kRequestEmbed;
   flags["DONE_LAST_CHOICE"] = wire::kDoneLastChoice;
   {
     py::dict d;
@@ -179,7 +181,7 @@ py::dict wire_layout() {
     FIELD(wire::HelloRecord, pid); FIELD(wire::HelloRecord, n_ctx); FIELD(wire::HelloRecord, n_vocab);
     FIELD(wire::HelloRecord, wire_version); FIELD(wire::HelloRecord, load_ns);
     FIELD(wire::HelloRecord, kv_cache_bytes); FIELD(wire::HelloRecord, num_slots);
-    FIELD(wire::HelloRecord, max_batch_tokens);
+    FIELD(wire::HelloRecord, max_batch_tokens); FIELD(wire::HelloRecord, n_embd); FIELD(wire::HelloRecord, reserved);
     structs["HelloRecord"] = py::dict(py::arg("size") = sizeof(wire::HelloRecord), py::arg("offsets") = d);
   }
   {
@@ -203,6 +205,13 @@ py::dict wire_layout() {
     FIELD(wire::StatsRecord, batch_tokens_buckets); FIELD(wire::StatsRecord, active_sequences);
     FIELD(wire::StatsRecord, waiting_sequences);
     structs["StatsRecord"] = py::dict(py::arg("size") = sizeof(wire::StatsRecord), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::EmbeddingHeader, request_id); FIELD(wire::EmbeddingHeader, choice);
+    FIELD(wire::EmbeddingHeader, n_embd); FIELD(wire::EmbeddingHeader, prompt_tokens);
+    FIELD(wire::EmbeddingHeader, reserved);
+    structs["EmbeddingHeader"] = py::dict(py::arg("size") = sizeof(wire::EmbeddingHeader), py::arg("offsets") = d);
   }
   {
     py::dict d;
@@ -268,6 +277,8 @@ py::dict decode_request_py(py::bytes payload) {
                                                    r.reasoning.starts_inside))
                        : py::object(py::none());
   d["num_choices"] = r.num_choices;
+  d["embed"] = r.embed;
+  d["prompt_lengths"] = r.prompt_lengths;
   return d;
 }
 
@@ -297,8 +308,16 @@ PYBIND11_MODULE(_ring, m) {
     return py::bytes(out);
   });
   m.def("encode_hello", [](uint32_t pid, int32_t n_ctx, int32_t n_vocab, uint64_t load_ns, uint64_t kv_bytes,
-                           int32_t num_slots, int32_t max_batch_tokens) {
-    return struct_bytes(wire::HelloRecord{pid, n_ctx, n_vocab, kVersion, load_ns, kv_bytes, num_slots, max_batch_tokens});
+                           int32_t num_slots, int32_t max_batch_tokens, int32_t n_embd) {
+    return struct_bytes(wire::HelloRecord{pid, n_ctx, n_vocab, kVersion, load_ns, kv_bytes, num_slots, max_batch_tokens,
+                                          n_embd, 0});
+  }, py::arg("pid"), py::arg("n_ctx"), py::arg("n_vocab"), py::arg("load_ns"), py::arg("kv_bytes"),
+     py::arg("num_slots"), py::arg("max_batch_tokens"), py::arg("n_embd") = 0);
+  m.def("encode_embedding", [](uint64_t rid, uint32_t choice, uint32_t prompt_tokens, const std::vector<float>& v) {
+    const wire::EmbeddingHeader h{rid, choice, uint32_t(v.size()), prompt_tokens, 0};
+    std::string out(reinterpret_cast<const char*>(&h), sizeof h);
+    out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    return py::bytes(out);
   });
   m.def("encode_done", [](uint64_t rid, uint32_t choice, uint32_t reason, uint32_t pt, uint32_t ct, uint32_t cached,
                           uint32_t flags, uint64_t pre, uint64_t dec) {

@@ -1,6 +1,7 @@
 #include "engine/batch_engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "engine/sequence.h"
@@ -24,15 +25,22 @@ struct Slot {
   int32_t chunk = 0;        // prompt tokens fed in the current step
   uint64_t admit_order = 0; // FIFO order of prefills
   uint64_t last_used = 0;   // LRU among free slots with equal prefixes
+  bool embed = false;       // prefill-only embedding sequence
+  bool finished_embed = false;  // its embedding went out this step: free after advance()
+  int32_t row0 = 0;         // batch row of its first token in the current step
+  int64_t begin_ns = 0;     // admission into the slot
+  std::vector<double> embd_sum;  // [n_embd] sum of its tokens' final hidden rows, position order
+  std::vector<float> embd_out;   // [n_embd] the finished embedding
 
   int32_t prompt_size() const { return int32_t(seq->request().prompt_ids.size()); }
-  bool decoding() const { return busy && prefilled == prompt_size(); }
+  bool decoding() const { return busy && !embed && prefilled == prompt_size(); }
 };
 
 struct Waiting {
   uint64_t request_id;
   uint32_t choice;
   GenerationRequest req;
+  bool embed = false;
 };
 
 // Length of the common prefix, capped so the last prompt token is always recomputed (its
@@ -63,6 +71,7 @@ struct BatchEngine::Impl {
   std::vector<int32_t> prefilling;   // [num_slots] slots still prefilling, in admission order
   std::vector<float> logits;         // [num_slots][n_vocab]
   std::vector<SeqEvent> events;      // [num_slots]
+  std::vector<float> hidden;         // [max_batch_tokens][n_embd] final hidden rows of embedding chunks
 
   Impl(const std::string& path, const BatchEngineOptions& o)
       : file(path),
@@ -75,6 +84,8 @@ struct BatchEngine::Impl {
     for (Slot& s : slots) {
       s.seq = std::make_unique<Sequence>(n_vocab);
       s.kv_tokens.reserve(model.ctx_size());
+      s.embd_sum.resize(model.config().n_embd);
+      s.embd_out.resize(model.config().n_embd);
     }
     batch.resize(max_batch_tokens);
     out_rows.reserve(o.num_slots);
@@ -82,6 +93,7 @@ struct BatchEngine::Impl {
     prefilling.reserve(o.num_slots);
     logits.resize(size_t(o.num_slots) * n_vocab);
     events.reserve(o.num_slots);
+    hidden.resize(size_t(max_batch_tokens) * model.config().n_embd);
   }
 
   bool sibling_prefilling(uint64_t request_id) const {
@@ -96,7 +108,7 @@ struct BatchEngine::Impl {
     for (auto it = waiting.begin(); it != waiting.end();) {
       const int dst = pick_free_slot(it->req.prompt_ids);
       if (dst < 0) return;
-      if (sibling_prefilling(it->request_id)) {
+      if (!it->embed && sibling_prefilling(it->request_id)) {
         ++it;
         continue;
       }
@@ -125,11 +137,12 @@ struct BatchEngine::Impl {
   void start(int dst, const Waiting& w) {
     Slot& d = slots[dst];
     const auto& prompt = w.req.prompt_ids;
-    int32_t cached = reusable_prefix(d.kv_tokens, prompt);
+    // An embedding needs every token's hidden state: it starts at position 0.
+    int32_t cached = w.embed ? 0 : reusable_prefix(d.kv_tokens, prompt);
     // A longer prefix in another slot (busy or not: positions below its fill never change) is
     // copied over: shared system prompts and sibling choices skip that part of the prefill.
     int src = -1;
-    for (int i = 0; i < int(slots.size()); ++i) {
+    for (int i = 0; i < int(slots.size()) && !w.embed; ++i) {
       if (i == dst) continue;
       const int32_t len = reusable_prefix(slots[i].kv_tokens, prompt);
       if (len > cached) {
@@ -146,6 +159,9 @@ struct BatchEngine::Impl {
     d.prefilled = cached;
     d.pos = cached;
     d.admit_order = ++counter;
+    d.embed = w.embed;
+    d.begin_ns = steady_now_ns();
+    if (w.embed) std::fill(d.embd_sum.begin(), d.embd_sum.end(), 0.0);
   }
 
   // Phase 2: the batch. Returns its size.
@@ -175,7 +191,8 @@ struct BatchEngine::Impl {
       const int32_t* ids = s.seq->request().prompt_ids.data();
       for (int32_t j = 0; j < m; ++j) batch[n++] = BatchToken{ids[s.prefilled + j], s.prefilled + j, i};
       s.chunk = m;
-      if (s.prefilled + m == s.prompt_size()) {
+      s.row0 = n - m;
+      if (!s.embed && s.prefilled + m == s.prompt_size()) {
         out_rows.push_back(n - 1);
         out_slots.push_back(i);
       }
@@ -196,6 +213,33 @@ struct BatchEngine::Impl {
         s.kv_tokens.push_back(s.seq->last_token());
         s.pos += 1;
       }
+    }
+  }
+
+  // After the forward pass (before advance()): adds the final hidden rows of each embedding
+  // chunk to its slot's sum, one token at a time in position order — the same additions in the
+  // same order however the prompt was chunked, so the result does not depend on batchmates. At
+  // the last chunk: mean, L2-normalise, event, slot free.
+  void embed_chunks(int64_t now_ns) {
+    const int64_t E = model.config().n_embd;
+    for (Slot& s : slots) {
+      if (!s.busy || !s.embed || s.chunk == 0) continue;
+      model.final_hidden(s.row0, s.chunk, hidden.data());
+      double* sum = s.embd_sum.data();
+      for (int32_t r = 0; r < s.chunk; ++r) {
+        const float* h = hidden.data() + r * E;
+        for (int64_t j = 0; j < E; ++j) sum[j] += double(h[j]);
+      }
+      if (s.prefilled + s.chunk < s.prompt_size()) continue;
+      double norm2 = 0.0;
+      for (int64_t j = 0; j < E; ++j) norm2 += sum[j] * sum[j];  // mean's 1/n cancels in the norm
+      const double inv = norm2 > 0.0 ? 1.0 / std::sqrt(norm2) : 0.0;
+      for (int64_t j = 0; j < E; ++j) s.embd_out[j] = float(sum[j] * inv);
+      GenerationStats st = s.seq->stats();
+      st.prefill_ns = now_ns - s.begin_ns;
+      events.push_back(SeqEvent{s.request_id, s.choice, {}, true, FinishReason::Stop, st, {}, s.embd_out.data()});
+      s.seq->end();
+      s.finished_embed = true;
     }
   }
 };
@@ -234,8 +278,24 @@ bool BatchEngine::has_work() const { return !impl_->waiting.empty() || num_activ
 
 void BatchEngine::add(uint64_t request_id, uint32_t choice, const GenerationRequest& req) {
   validate_request(req, impl_->model.config().n_vocab, impl_->model.ctx_size());
-  impl_->waiting.push_back(Waiting{request_id, choice, req});
+  impl_->waiting.push_back(Waiting{request_id, choice, req, false});
 }
+
+void BatchEngine::add_embedding(uint64_t request_id, uint32_t choice, const std::vector<int32_t>& prompt_ids) {
+  const int32_t n_vocab = impl_->model.config().n_vocab, ctx = impl_->model.ctx_size();
+  if (prompt_ids.empty()) throw std::invalid_argument("the input is empty");
+  if (int64_t(prompt_ids.size()) > ctx)
+    throw std::invalid_argument("the input has " + std::to_string(prompt_ids.size()) +
+                                " tokens; the context holds " + std::to_string(ctx));
+  for (int32_t id : prompt_ids)
+    if (id < 0 || id >= n_vocab) throw std::invalid_argument("token id " + std::to_string(id) + " is out of range");
+  Waiting w{request_id, choice, GenerationRequest{}, true};
+  w.req.prompt_ids = prompt_ids;
+  w.req.max_tokens = 1;
+  impl_->waiting.push_back(std::move(w));
+}
+
+int32_t BatchEngine::n_embd() const { return impl_->model.config().n_embd; }
 
 int BatchEngine::cancel(uint64_t request_id) {
   Impl& s = *impl_;
@@ -270,9 +330,16 @@ const std::vector<SeqEvent>& BatchEngine::step() {
   if (n == 0) return s.events;
   // 3. One forward pass over every sequence's tokens.
   s.model.forward_batch(s.batch.data(), n, s.out_rows.data(), int(s.out_rows.size()), s.logits.data());
-  s.advance();
-  // 4. Sample each sequence that produced logits.
   const int64_t now = steady_now_ns();
+  s.embed_chunks(now);  // embedding sequences: pool their rows (and finish at the last chunk)
+  s.advance();
+  for (Slot& slot : s.slots) {
+    if (!slot.finished_embed) continue;
+    slot.finished_embed = false;
+    slot.busy = false;  // its K/V stay valid for prefix reuse
+    slot.last_used = ++s.counter;
+  }
+  // 4. Sample each sequence that produced logits.
   const int32_t n_vocab = s.model.config().n_vocab;
   for (size_t k = 0; k < s.out_slots.size(); ++k) {
     Slot& slot = s.slots[s.out_slots[k]];

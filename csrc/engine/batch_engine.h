@@ -10,6 +10,11 @@
 //   3 one forward pass (every weight matrix read once for the whole batch); the LM head only for
 //     rows whose logits are needed;
 //   4 sample each of those sequences with its own state → events.
+// Embedding sequences (add_embedding) are prefill-only: their chunks ride in the same batches,
+// need no LM head, and after the forward pass the engine adds each of their tokens' final hidden
+// states (after the output norm) to the slot's sum; at the last chunk the mean, L2-normalised,
+// is the event's `embedding`. They always start at position 0 (every token's hidden state is
+// needed, so no cached prefix is reused) but leave their K/V for later prefix reuse.
 // Determinism: a row's result does not depend on its batchmates or the thread count (kernels
 // and attention are row-independent), and sampling state is per sequence, so a seeded request
 // gives the same tokens alone or amid others.
@@ -39,6 +44,8 @@ struct SeqEvent {
   FinishReason reason;
   GenerationStats stats;  // final when finished
   std::string_view reasoning{};  // reasoning text of this step (channel Reasoning)
+  const float* embedding = nullptr;  // embedding sequences, when finished: [n_embd], L2 norm 1;
+                                     // engine memory valid until the next step()
 };
 
 struct BatchEngineOptions {
@@ -61,6 +68,10 @@ class BatchEngine {
 
   // Queues one choice of a request. Throws std::invalid_argument (prompt/params) before queuing.
   void add(uint64_t request_id, uint32_t choice, const GenerationRequest& req);
+  // Queues one embedding sequence (1 ≤ size ≤ n_ctx, ids in the vocabulary; else throws
+  // std::invalid_argument before queuing). It ends with one event carrying `embedding`.
+  void add_embedding(uint64_t request_id, uint32_t choice, const std::vector<int32_t>& prompt_ids);
+  int32_t n_embd() const;
   // Drops every choice of request_id, waiting or running (its slot is free at the next step);
   // returns how many were dropped.
   int cancel(uint64_t request_id);

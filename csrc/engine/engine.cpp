@@ -125,4 +125,25 @@ void Engine::logits(const std::vector<int32_t>& ids, float* out) {
   s.kv_tokens.assign(ids.begin(), ids.end());
 }
 
+void Engine::hidden_states(const std::vector<int32_t>& ids, float* out) {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  const int32_t n_vocab = s.model.config().n_vocab;
+  const int64_t E = s.model.config().n_embd;
+  if (ids.empty()) throw std::invalid_argument("no tokens");
+  if (int64_t(ids.size()) > s.model.ctx_size())
+    throw std::invalid_argument("more tokens than the context holds");
+  for (int32_t id : ids)
+    if (id < 0 || id >= n_vocab) throw std::invalid_argument("token id " + std::to_string(id) + " is out of range");
+  s.seq.end();
+  s.kv_tokens.clear();
+  const int n = int(ids.size()), B = s.model.max_batch();
+  for (int off = 0; off < n; off += B) {
+    const int m = std::min(B, n - off);
+    s.model.forward(ids.data() + off, m, off, nullptr, false);
+    s.model.final_hidden(0, m, out + off * E);
+  }
+  s.kv_tokens.assign(ids.begin(), ids.end());
+}
+
 }  // namespace ls

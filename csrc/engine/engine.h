@@ -82,6 +82,9 @@ class Engine {
   // Teacher-forced logits of every position of ids (one batch per max_batch tokens), written
   // to out [ids.size()][n_vocab]. Resets the KV cache. Long-running: call without the GIL.
   void logits(const std::vector<int32_t>& ids, float* out);
+  // Same pass, but writes each position's final hidden state (after the output norm, what the
+  // LM head reads) to out [ids.size()][n_embd]: the reference for BatchEngine embeddings.
+  void hidden_states(const std::vector<int32_t>& ids, float* out);
 
  private:
   struct Impl;

@@ -29,6 +29,9 @@ class Backend {
   virtual size_t kv_cache_bytes() const = 0;
   // Queue one choice; throws std::invalid_argument for a request the model cannot take.
   virtual void add(uint64_t request_id, uint32_t choice, const GenerationRequest& req) = 0;
+  // Queue one embedding input (prefill-only; its final event carries `embedding` [n_embd()]).
+  virtual void add_embedding(uint64_t request_id, uint32_t choice, const std::vector<int32_t>& prompt_ids) = 0;
+  virtual int32_t n_embd() const = 0;
   virtual int cancel(uint64_t request_id) = 0;  // choices dropped
   virtual bool has_work() const = 0;
   virtual size_t num_active() const = 0;

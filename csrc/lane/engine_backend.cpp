@@ -14,6 +14,10 @@ class EngineBackend final : public Backend {
   int32_t max_batch_tokens() const override { return engine_.max_batch_tokens(); }
   size_t kv_cache_bytes() const override { return engine_.kv_cache_bytes(); }
   void add(uint64_t rid, uint32_t choice, const GenerationRequest& req) override { engine_.add(rid, choice, req); }
+  void add_embedding(uint64_t rid, uint32_t choice, const std::vector<int32_t>& ids) override {
+    engine_.add_embedding(rid, choice, ids);
+  }
+  int32_t n_embd() const override { return engine_.n_embd(); }
   int cancel(uint64_t rid) override { return engine_.cancel(rid); }
   bool has_work() const override { return engine_.has_work(); }
   size_t num_active() const override { return engine_.num_active(); }

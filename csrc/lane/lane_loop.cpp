@@ -44,7 +44,8 @@ std::string LaneLoop::load_and_run(const std::string& path, const BackendOptions
   }
   const wire::HelloRecord hello{uint32_t(getpid()),       backend_->n_ctx(),          backend_->n_vocab(),
                                 ring::kVersion,           ring::monotonic_ns() - t0,  backend_->kv_cache_bytes(),
-                                backend_->num_slots(),    backend_->max_batch_tokens()};
+                                backend_->num_slots(),    backend_->max_batch_tokens(), backend_->n_embd(),
+                                0};
   const ring::Piece piece{&hello, sizeof hello};
   emit(RecordType::Hello, &piece, 1, false);
   while (!stop_.load(std::memory_order_relaxed)) {
@@ -96,7 +97,19 @@ void LaneLoop::begin_request(const uint8_t* payload, size_t size_bytes) {
     return;
   }
   in_flight_[req_.request_id] = RequestState{req_.num_choices, 0, 0};
-  for (uint32_t choice = 0; choice < req_.num_choices; ++choice) {
+  size_t offset = 0;  // embedding requests: choice i is the next prompt_lengths[i] ids
+  for (uint32_t choice = 0; choice < req_.num_choices && req_.embed; ++choice) {
+    const auto first = req_.prompt_ids.begin() + ptrdiff_t(offset);
+    gen_.prompt_ids.assign(first, first + req_.prompt_lengths[choice]);
+    offset += req_.prompt_lengths[choice];
+    try {
+      backend_->add_embedding(req_.request_id, choice, gen_.prompt_ids);
+    } catch (const std::exception& e) {
+      fail_request(req_.request_id, wire::ErrorCode::BadRequest, e.what());
+      return;
+    }
+  }
+  for (uint32_t choice = 0; choice < req_.num_choices && !req_.embed; ++choice) {
     gen_.prompt_ids = req_.prompt_ids;  // copied into the backend's queue
     gen_.sampling = req_.sampling;
     if (gen_.sampling.has_seed) gen_.sampling.seed += choice;  // each choice its own stream
@@ -157,6 +170,12 @@ void LaneLoop::step_backend(uint64_t now_ns) {
     if (!ev.reasoning.empty()) emit_delta(ev.request_id, ev.choice, wire::Channel::Reasoning, ev.reasoning, end_ns);
     if (!ev.text.empty() && in_flight_.count(ev.request_id))
       emit_delta(ev.request_id, ev.choice, wire::Channel::Content, ev.text, end_ns);
+    if (ev.embedding != nullptr && in_flight_.count(ev.request_id)) {  // an embedding's vector, before its DONE
+      const wire::EmbeddingHeader h{ev.request_id, ev.choice, uint32_t(backend_->n_embd()),
+                                    uint32_t(ev.stats.prompt_tokens), 0};
+      const ring::Piece pieces[2] = {{&h, sizeof h}, {ev.embedding, sizeof(float) * h.n_embd}};
+      emit(RecordType::Embedding, pieces, 2, false);
+    }
     if (ev.finished && in_flight_.count(ev.request_id)) finish_choice(ev);
   }
 }

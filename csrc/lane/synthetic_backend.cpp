@@ -3,7 +3,11 @@
 // `slots` sequences run at once (one step_us sleep per step for all of them; prefill_us_per_token
 // for each prompt token admitted in the step), the rest wait FIFO. Token i of a sequence is
 // text_i = "<i> " with, every 7th token, characters that need JSON escaping ("\"\\\n\u2028é ");
-// tests/lanes/synthetic.py reproduces the text.
+// tests/lanes/synthetic.py reproduces the text. Embedding inputs finish in the step that admits
+// them with an 8-dimensional vector derived from the ids: raw_j = Σ_i ((id_i + 1)·(j + 1) mod 13 + 1),
+// divided (in double) by its L2 norm, then rounded to float (tests/gateway/test_embeddings.py too).
+#include <cmath>
+#include <array>
 #include <chrono>
 #include <deque>
 #include <stdexcept>
@@ -57,6 +61,19 @@ class SyntheticBackend final : public Backend {
     if (req.max_tokens < 1) throw std::invalid_argument("max_tokens must be at least 1");
     waiting_.push_back(Waiting{rid, choice, int32_t(req.prompt_ids.size()), req.max_tokens});
   }
+  void add_embedding(uint64_t rid, uint32_t choice, const std::vector<int32_t>& ids) override {
+    if (ids.empty()) throw std::invalid_argument("the input is empty");
+    if (int64_t(ids.size()) > n_ctx_) throw std::invalid_argument("the input does not fit the context");
+    Waiting w{rid, choice, int32_t(ids.size()), 1, true, {}};
+    double raw[kSyntheticEmbd] = {}, norm2 = 0.0;
+    for (int j = 0; j < kSyntheticEmbd; ++j) {
+      for (int32_t id : ids) raw[j] += double((int64_t(id) + 1) * (j + 1) % 13 + 1);
+      norm2 += raw[j] * raw[j];
+    }
+    for (int j = 0; j < kSyntheticEmbd; ++j) w.embd[j] = float(raw[j] / std::sqrt(norm2));
+    waiting_.push_back(w);
+  }
+  int32_t n_embd() const override { return kSyntheticEmbd; }
   int cancel(uint64_t rid) override {
     int n = 0;
     for (auto it = waiting_.begin(); it != waiting_.end();) {
@@ -102,7 +119,7 @@ class SyntheticBackend final : public Backend {
       } else if (!waiting_.empty()) {
         const Waiting w = waiting_.front();
         waiting_.pop_front();
-        s = Seq{true, w.rid, w.choice, w.max_tokens, GenerationStats{}, t0, 0, std::move(s.text)};
+        s = Seq{true, w.rid, w.choice, w.max_tokens, GenerationStats{}, t0, 0, std::move(s.text), w.embed, w.embd};
         s.stats.prompt_tokens = w.prompt_tokens;
         wait_us += prefill_us_per_token_ * w.prompt_tokens;
         tokens += w.prompt_tokens;
@@ -114,6 +131,12 @@ class SyntheticBackend final : public Backend {
     const int64_t now = steady_now_ns();
     for (Seq& s : seqs_) {
       if (!s.busy) continue;
+      if (s.embed) {  // prefill-only: done in the step that admitted it
+        s.stats.prefill_ns = now - s.begin_ns;
+        events_.push_back(SeqEvent{s.rid, s.choice, {}, true, FinishReason::Stop, s.stats, {}, s.embd.data()});
+        s.busy = false;
+        continue;
+      }
       const int32_t i = s.stats.completion_tokens++;
       if (i == 0) {
         s.first_ns = now;
@@ -136,6 +159,8 @@ class SyntheticBackend final : public Backend {
     uint64_t rid;
     uint32_t choice;
     int32_t prompt_tokens, max_tokens;
+    bool embed = false;
+    std::array<float, 8> embd{};
   };
   struct Seq {
     bool busy = false;
@@ -145,7 +170,10 @@ class SyntheticBackend final : public Backend {
     GenerationStats stats;
     int64_t begin_ns = 0, first_ns = 0;
     std::string text;
+    bool embed = false;
+    std::array<float, 8> embd{};  // the finished embedding (stable until the next step)
   };
+  static constexpr int kSyntheticEmbd = 8;
   int64_t step_us_ = 0, prefill_us_per_token_ = 0;
   int32_t n_ctx_ = 4096, n_vocab_ = 1000, num_slots_ = 8, max_batch_tokens_ = 256, last_batch_tokens_ = 0;
   std::deque<Waiting> waiting_;

@@ -239,6 +239,7 @@ void ModelRuntime::check_batch(const BatchToken* tokens, int n, const int32_t* o
 void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out, float* logits) {
   if (logits == nullptr) n_out = 0;
   check_batch(tokens, n, out_rows, n_out);
+  last_batch_ = n;
   if (n == 0) return;
   const ModelConfig& c = cfg_;
   const int64_t E = c.n_embd, hd = c.head_dim;
@@ -308,6 +309,14 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
   for (int r = 0; r < n_out; ++r)
     rmsnorm(x_.data() + int64_t(out_rows[r]) * E, output_norm_.data(), h_.data() + r * E, E, c.rms_eps);
   project(output_, h_.data(), n_out, logits);
+}
+
+void ModelRuntime::final_hidden(int first_row, int n_rows, float* out) const {
+  if (first_row < 0 || n_rows < 0 || first_row + n_rows > last_batch_)
+    throw std::invalid_argument("final_hidden: rows outside the last batch");
+  const int64_t E = cfg_.n_embd;
+  for (int r = 0; r < n_rows; ++r)
+    rmsnorm(x_.data() + int64_t(first_row + r) * E, output_norm_.data(), out + r * E, E, cfg_.rms_eps);
 }
 
 }  // namespace ls

@@ -81,6 +81,12 @@ class ModelRuntime {
   // with any thread count. Throws std::invalid_argument on out-of-range input.
   void forward_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out, float* logits);
 
+  // Final hidden states of the most recent forward_batch(): rows [first_row, first_row + n_rows)
+  // of its batch after the output RMSNorm (what the LM head would read), written to out
+  // [n_rows][n_embd]. Reads the residual stream the pass left behind, so generation results are
+  // untouched. Valid until the next forward call. Throws std::invalid_argument on a bad range.
+  void final_hidden(int first_row, int n_rows, float* out) const;
+
   // Sequence 0 only: tokens[0..n) at positions pos0.. (n ≤ max_batch, pos0 + n ≤ ctx_size).
   // If all_logits, writes n rows of n_vocab to logits; else only the last token's row;
   // logits == nullptr skips the output head.
@@ -116,6 +122,7 @@ class ModelRuntime {
   std::vector<float> rope_cos_l_, rope_sin_l_;    // local (SWA) base
   std::vector<BatchToken> fwd_tokens_;            // [max_batch] forward()'s batch, seq 0
   std::vector<int32_t> fwd_rows_;                 // [max_batch] forward()'s out_rows
+  int32_t last_batch_ = 0;                        // rows of x_ the last forward_batch() left
 };
 
 }  // namespace ls

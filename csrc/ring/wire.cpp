@@ -35,7 +35,7 @@ struct Cursor {
 void decode_request(const uint8_t* payload, size_t size_bytes, DecodedRequest& out) {
   Cursor c{payload, size_bytes};
   const auto h = c.take<RequestHeader>("header");
-  if (h.num_choices == 0 || h.num_choices > 128) throw WireError("REQUEST num_choices out of range");
+  if (h.num_choices == 0 || h.num_choices > kMaxChoices) throw WireError("REQUEST num_choices out of range");
   // Each count must be coverable by the remaining bytes: rejects absurd counts before allocating.
   if (uint64_t(h.num_prompt_ids) * 4 + uint64_t(h.num_logit_bias) * 8 + uint64_t(h.num_stop) * 4 > c.left)
     throw WireError("REQUEST counts exceed the record size");
@@ -51,6 +51,18 @@ void decode_request(const uint8_t* payload, size_t size_bytes, DecodedRequest& o
   out.max_tokens = h.max_tokens;
   out.prompt_ids.resize(h.num_prompt_ids);
   c.bytes(out.prompt_ids.data(), size_t(h.num_prompt_ids) * 4, "prompt ids");
+  out.embed = (h.flags & kRequestEmbed) != 0;
+  out.prompt_lengths.clear();
+  if (out.embed) {
+    out.prompt_lengths.resize(h.num_choices);
+    c.bytes(out.prompt_lengths.data(), size_t(h.num_choices) * 4, "prompt lengths");
+    uint64_t total = 0;
+    for (uint32_t n : out.prompt_lengths) {
+      if (n == 0) throw WireError("REQUEST embedding input of 0 tokens");
+      total += n;
+    }
+    if (total != h.num_prompt_ids) throw WireError("REQUEST prompt lengths do not sum to num_prompt_ids");
+  }
   s.logit_bias.clear();
   for (uint32_t i = 0; i < h.num_logit_bias; ++i) {
     const auto e = c.take<LogitBiasEntry>("logit_bias");

@@ -6,7 +6,7 @@
 // variable sections are unaligned). Version bumps go in ring.h kVersion.
 //
 // Request ring (gateway → lane):  REQUEST, CANCEL, SHUTDOWN
-// Output ring  (lane → gateway):  HELLO, DELTA, DONE, ERROR, STATS
+// Output ring  (lane → gateway):  HELLO, DELTA, DONE, ERROR, STATS, EMBEDDING
 //
 // Output is protocol-neutral: a DELTA carries raw UTF-8 text of one (request, choice, channel);
 // the gateway's native relay (ring/delta_relay.h) escapes and frames it per protocol. Records of
@@ -36,10 +36,13 @@ enum class RecordType : uint32_t {
   Done = 18,
   Error = 19,
   Stats = 20,
+  Embedding = 21,
 };
 
 // REQUEST payload: RequestHeader, then in order
 //   int32 prompt_ids[num_prompt_ids]
+//   u32 prompt_lengths[num_choices]   (kRequestEmbed only: choice i embeds the next
+//                                      prompt_lengths[i] ids; each ≥ 1, summing to num_prompt_ids)
 //   LogitBiasEntry[num_logit_bias]
 //   num_stop × { u32 size_bytes; utf8 bytes }
 //   only with kRequestSplitReasoning: 2 × { u32 size_bytes; utf8 bytes } (open, close marker)
@@ -47,7 +50,7 @@ struct RequestHeader {
   uint64_t request_id;
   uint64_t seed;
   uint32_t num_choices;
-  uint32_t flags;  // kRequestHasSeed | kRequestIgnoreEos
+  uint32_t flags;  // kRequestHasSeed | kRequestIgnoreEos | kRequestEmbed
   int32_t max_tokens;
 #define LS_WIRE_SAMPLING_FIELD(type, name, dflt) type name;
   LS_SAMPLING_SCALARS(LS_WIRE_SAMPLING_FIELD)  // sampler/params.h, in that order
@@ -59,8 +62,12 @@ struct RequestHeader {
 };
 constexpr uint32_t kRequestHasSeed = 1u;
 constexpr uint32_t kRequestIgnoreEos = 2u;
+// An embedding request: each choice is its own input (prompt_lengths), run prefill-only; the lane
+// answers EMBEDDING then DONE per choice (sampling fields and stops are ignored).
+constexpr uint32_t kRequestEmbed = 4u;
 constexpr uint32_t kRequestSplitReasoning = 1u << 4;         // reasoning markers follow the stops
 constexpr uint32_t kRequestReasoningStartsInside = 1u << 5;  // the prompt opened the block
+constexpr uint32_t kMaxChoices = 128;  // per REQUEST (n, or inputs of an embedding request)
 
 struct LogitBiasEntry {
   int32_t token_id;
@@ -81,6 +88,8 @@ struct HelloRecord {
   uint64_t kv_cache_bytes;  // K/V cache reserved for all slots (pages commit as they fill)
   int32_t num_slots;        // sequences one forward pass serves at once
   int32_t max_batch_tokens;  // per-step token budget (decode tokens + prefill chunk)
+  int32_t n_embd;            // width of EMBEDDING vectors
+  uint32_t reserved;         // explicit padding to the 8-byte size
 };
 
 // Output channels of a choice: what part of the message a delta's text belongs to.
@@ -109,6 +118,16 @@ struct DoneRecord {
   uint32_t flags;          // kDoneLastChoice
   uint64_t prefill_ns;     // admission into a slot → first token
   uint64_t decode_ns;      // first token → end
+};
+
+// EMBEDDING payload: EmbeddingHeader + float32 vector[n_embd] (little-endian, L2 norm 1: the
+// mean of the input's final hidden states). Precedes the choice's DONE.
+struct EmbeddingHeader {
+  uint64_t request_id;
+  uint32_t choice;         // input index within the REQUEST
+  uint32_t n_embd;
+  uint32_t prompt_tokens;
+  uint32_t reserved;
 };
 
 // STATS payload: cumulative engine counters, written about every kStatsIntervalNs while the lane
@@ -160,6 +179,8 @@ struct DecodedRequest {
   std::vector<std::string> stop;
   ReasoningFormat reasoning;
   uint32_t num_choices = 1;
+  bool embed = false;                   // kRequestEmbed
+  std::vector<uint32_t> prompt_lengths;  // embed: [num_choices] ids per input
 };
 
 // Throws WireError naming the problem if the payload is truncated or inconsistent.

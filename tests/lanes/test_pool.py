@@ -51,7 +51,7 @@ async def test_start_handshake_stream_and_clean_shutdown(make_pool):
     assert all(pids) and len(set(pids)) == 2
     assert pool.model_names() == ["syn"]
     assert pool.lane_info("syn") == {"n_ctx": 2048, "n_vocab": 321, "num_slots": 4, "kv_cache_bytes": 0,
-                                     "max_batch_tokens": 64}
+                                     "max_batch_tokens": 64, "n_embd": 8}
     assert pool.capacity("syn") == (0, 8)
     pool.attach(asyncio.get_running_loop())
     stream = pool.submit("syn", [1, 2, 3], GenerationParams(max_tokens=20, seed=5), 42, num_choices=2,

@@ -3,6 +3,7 @@ records encoded on one side decode identically on the other."""
 import dataclasses
 import json
 import random
+import struct
 
 import pytest
 
@@ -80,6 +81,32 @@ def test_reasoning_markers_follow_the_stop_strings(starts_inside):
     assert _ring.decode_request(wire.encode_request(3, [1], no_open, 1))["reasoning"] == (b"", b"</think>", True)
 
 
+def test_embed_request_encoded_in_python_decodes_in_cpp():
+    payload = wire.encode_embed_request(42, [[1, 2, 3], [49151], [7, 7]])
+    d = _ring.decode_request(payload)
+    assert d["request_id"] == 42 and d["embed"] is True and d["num_choices"] == 3
+    assert d["prompt_ids"] == [1, 2, 3, 49151, 7, 7] and d["prompt_lengths"] == [3, 1, 2]
+    assert d["stop"] == [] and d["logit_bias"] == [] and d["seed"] is None
+    plain = _ring.decode_request(wire.encode_request(1, [3], GenerationParams(max_tokens=1), 1))
+    assert plain["embed"] is False and plain["prompt_lengths"] == []
+
+
+def test_bad_embed_requests_are_rejected():
+    payload = wire.encode_embed_request(5, [[1, 2], [3]])
+    with pytest.raises(ValueError, match="truncated"):
+        _ring.decode_request(payload[:-4])  # the lengths section cut off
+    lengths_at = len(payload) - 8
+    zero = payload[:lengths_at] + struct.pack("<II", 3, 0)
+    with pytest.raises(ValueError, match="0 tokens"):
+        _ring.decode_request(zero)
+    wrong_sum = payload[:lengths_at] + struct.pack("<II", 1, 1)
+    with pytest.raises(ValueError, match="sum"):
+        _ring.decode_request(wrong_sum)
+    for bad in ([], [[]], [[1]] * (wire.MAX_CHOICES + 1)):
+        with pytest.raises(ValueError):
+            wire.encode_embed_request(1, bad)
+
+
 def test_truncated_request_is_rejected():
     payload = wire.encode_request(5, [1, 2, 3], GenerationParams(max_tokens=4), 1)
     for cut in (0, 10, len(payload) - 1):
@@ -90,8 +117,14 @@ def test_truncated_request_is_rejected():
 
 
 def test_output_records_encoded_in_cpp_decode_in_python():
-    hello = wire.decode_hello(_ring.encode_hello(1234, 4096, 49152, 777, 2**33, 8, 256))
-    assert hello == wire.Hello(1234, 4096, 49152, wire.VERSION, 777, 2**33, 8, 256)
+    hello = wire.decode_hello(_ring.encode_hello(1234, 4096, 49152, 777, 2**33, 8, 256, 576))
+    assert hello == wire.Hello(1234, 4096, 49152, wire.VERSION, 777, 2**33, 8, 256, 576)
+    vector = [0.5, -0.25, 2.0**-100, -3.0]  # exact in float32
+    rid, choice, prompt_tokens, data = wire.decode_embedding(_ring.encode_embedding(2**50, 7, 13, vector))
+    assert (rid, choice, prompt_tokens) == (2**50, 7, 13)
+    assert struct.unpack("<4f", data) == tuple(vector)
+    with pytest.raises(ValueError, match="truncated"):
+        wire.decode_embedding(_ring.encode_embedding(1, 0, 1, vector)[:-1])
     done = wire.decode_done(_ring.encode_done(2**40, 3, 2, 11, 22, 5, wire.DONE_LAST_CHOICE, 333, 444))
     assert done == (2**40, 3, 2, 11, 22, 5, 1, 333, 444)
     assert wire.decode_delta_header(_ring.encode_delta_header(9, 1, 2, 4, 55)) == (9, 1, 2, 4, 0, 55)
