@@ -98,6 +98,9 @@ class RequestStats:
             "prompt_eval_duration": self.prefill_ns,
             "eval_count": self.generated_tokens,
             "eval_duration": self.decode_ns,
+            # the seed server's stream statistics; Ollama clients ignore unknown keys
+            "ttft": round(self.ttft_ns / _NS_PER_S, 6) if self.ttft_ns is not None else None,
+            "tps": round(self.tps, 3),
         }
 
 

@@ -26,6 +26,7 @@ def check_final(obj: dict, max_tokens: int) -> None:
         assert type(obj[key]) is int and obj[key] >= 0, key
     assert 1 <= obj["eval_count"] <= max_tokens and obj["prompt_eval_count"] > 5
     assert obj["total_duration"] >= obj["eval_duration"] > 0
+    assert obj["tps"] > 0 and (obj["ttft"] is None or obj["ttft"] > 0)
     assert obj["created_at"].endswith("Z") and "T" in obj["created_at"]
 
 
