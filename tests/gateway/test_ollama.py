@@ -26,7 +26,8 @@ def check_final(obj: dict, max_tokens: int) -> None:
         assert type(obj[key]) is int and obj[key] >= 0, key
     assert 1 <= obj["eval_count"] <= max_tokens and obj["prompt_eval_count"] > 5
     assert obj["total_duration"] >= obj["eval_duration"] > 0
-    assert obj["tps"] > 0 and (obj["ttft"] is None or obj["ttft"] > 0)
+    if "tps" in obj:  # raw lines; the ollama client's models drop keys they do not know
+        assert obj["tps"] > 0 and obj["ttft"] > 0
     assert obj["created_at"].endswith("Z") and "T" in obj["created_at"]
 
 
@@ -119,6 +120,7 @@ def test_ndjson_bytes_and_load_unload(http):
     assert all(o["model"] == "smollm2" and o["message"]["role"] == "assistant" for o in objs)
     assert [o["done"] for o in objs][-1] is True and objs[-1]["message"]["content"] == ""
     check_final(objs[-1], 8)
+    assert "tps" in objs[-1] and "ttft" in objs[-1]
     load = http.post("/api/generate", json={"model": "smollm2"}).json()
     assert load["done"] is True and load["done_reason"] == "load" and load["response"] == ""
     unload = http.post("/api/chat", json={"model": "smollm2", "messages": [], "keep_alive": 0}).json()
