@@ -1,9 +1,9 @@
-"""Gateway CPU per relayed token: Ollama NDJSON (/api/generate) against OpenAI SSE (/v1/completions).
+"""Gateway CPU per relayed token: Ollama NDJSON (/api/chat) against OpenAI SSE (/v1/chat/completions).
 
 Starts laneserve on the lanes' synthetic backend (no model competing for the CPU; one token per
 stream every `--step-us`), runs the same concurrent streaming load through each protocol in
-alternating rounds, and divides the gateway process's CPU time (utime + stime of the server
-process, which excludes the lane process) by the tokens relayed. Prints one summary line with
+alternating rounds, and divides the gateway process's CPU time (the sum of its threads' schedstat
+run time, in ns; the lane is another process) by the tokens relayed. Prints one summary line with
 the NDJSON/SSE ratio measured in the same run.
 
     python benchmarks/ndjson_bench.py [--streams 4] [--tokens 5000] [--rounds 3] [--step-us 1000]
@@ -22,13 +22,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_bench import free_port, stop  # noqa: E402  (same helpers as the serving benchmark)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TICKS_S = os.sysconf("SC_CLK_TCK")
-
-
 def cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS_S
+    total_ns = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total_ns += int(f.read().split()[0])
+        except FileNotFoundError:  # a thread that just ended
+            pass
+    return total_ns / 1e9
 
 
 def start(step_us: int, streams: int):
@@ -54,10 +56,11 @@ def start(step_us: int, streams: int):
 
 
 async def one(client: httpx.AsyncClient, protocol: str, tokens: int) -> int:
+    messages = [{"role": "user", "content": "x"}]
     if protocol == "sse":
-        req = ("/v1/completions", {"model": "fake", "prompt": "x", "max_tokens": tokens, "stream": True})
+        req = ("/v1/chat/completions", {"model": "fake", "messages": messages, "max_tokens": tokens, "stream": True})
     else:
-        req = ("/api/generate", {"model": "fake", "prompt": "x", "raw": True, "options": {"num_predict": tokens}})
+        req = ("/api/chat", {"model": "fake", "messages": messages, "options": {"num_predict": tokens}})
     received = 0
     async with client.stream("POST", req[0], json=req[1]) as r:
         async for chunk in r.aiter_raw():
