@@ -179,3 +179,32 @@ def test_restarting_model_answers_503_at_once_instead_of_queueing(own_server):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert client.post("/v1/completions", json=SHORT).status_code == 200
+
+
+def test_overload_burst_beyond_slots_and_queue_is_rejected_at_once(own_server):
+    """R15: a burst of 10 × (slots + queue) requests: the excess gets 429 server_busy + Retry-After
+    without waiting (measured per rejected request), every admitted request completes, and the
+    rejections are counted."""
+    import concurrent.futures
+
+    srv = own_server("--model", "fake=synthetic:step_us=5000,n_ctx=1024", "--ctx-size", "1024",
+                     "--parallel", "2", "--max-queue", "2", real_model=False)
+    srv.wait_ready()
+    body = {"model": "fake", "prompt": "x", "max_tokens": 40}
+
+    def one(_):
+        with httpx.Client(base_url=srv.base_url, timeout=60) as c:
+            t0 = time.monotonic()
+            r = c.post("/v1/completions", json=body)
+            return r.status_code, time.monotonic() - t0, r.headers.get("retry-after")
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=40) as pool:
+        results = list(pool.map(one, range(40)))
+    ok = [r for r in results if r[0] == 200]
+    busy = [r for r in results if r[0] == 429]
+    assert len(ok) + len(busy) == 40 and len(ok) >= 4 and len(busy) >= 20
+    assert all(retry for _, _, retry in busy)
+    # a rejection costs no wait: far below one generation (40 steps × 5 ms)
+    assert sorted(t for _, t, _ in busy)[len(busy) // 2] < 0.1
+    with httpx.Client(base_url=srv.base_url) as c:
+        assert metric(c, "laneserve_rejected_total", model="fake", reason="server_busy") == len(busy)
