@@ -27,6 +27,8 @@ _HELP = {
     "cors_origins": "origins allowed by CORS ('*' for any); off when not given",
     "api_key": "require 'Authorization: Bearer KEY' on every route but /health/* and / (visible in ps: "
                "prefer --api-key-file or LANESERVE_API_KEY)",
+    "log_format": "auto (default): human-readable coloured lines when stderr is a terminal, JSON lines "
+                  "otherwise; json; console",
     "api_key_file": "read the API key from FILE (surrounding whitespace dropped); see --api-key",
 }
 
