@@ -1,4 +1,4 @@
-"""The `laneserve` command line: serve, pull, models, tokenizer export.
+"""The `laneserve` command line: serve, pull, models, tokenizer export, ps.
 
 `serve` flags map 1:1 to GatewayConfig fields (generated from the dataclass, so none can be
 forgotten); LANESERVE_* environment variables fill in what the flags leave unset.
@@ -9,6 +9,8 @@ import argparse
 import sys
 
 from gateway.config import FIELDS, ConfigError, GatewayConfig, config_from_strings, flag_name
+
+DEFAULT_URL = "http://127.0.0.1:8000"
 
 _HELP = {
     "models": "model to serve as NAME=PATH_OR_ALIAS (repeatable; alias: smollm2, gemma3); default smollm2",
@@ -65,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "for benchmark clients and transformers (offline)")
     export.add_argument("model", help="known model name (smollm2, gemma3) or path to a .gguf file")
     export.add_argument("dir", help="output directory (created if missing)")
+    ps = sub.add_parser("ps", help="show what a running server is doing (models, lanes, slots, queue)")
+    ps.add_argument("--url", default=DEFAULT_URL, help=f"server address (default {DEFAULT_URL})")
     return parser
 
 
@@ -106,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "models":
         return _models()
+    if args.command == "ps":
+        from gateway.ps_cli import ps
+
+        return ps(args.url)
     if args.command == "tokenizer":
         return _tokenizer_export(args.model, args.dir)
     if args.command == "pull":
