@@ -1,4 +1,4 @@
-"""The `laneserve` command line: serve, pull, models, tokenizer export, ps.
+"""The `laneserve` command line: serve, pull, models, tokenizer export, ps, run.
 
 `serve` flags map 1:1 to GatewayConfig fields (generated from the dataclass, so none can be
 forgotten); LANESERVE_* environment variables fill in what the flags leave unset.
@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("dir", help="output directory (created if missing)")
     ps = sub.add_parser("ps", help="show what a running server is doing (models, lanes, slots, queue)")
     ps.add_argument("--url", default=DEFAULT_URL, help=f"server address (default {DEFAULT_URL})")
+    run = sub.add_parser("run", help="chat with a model of a running server in the terminal")
+    run.add_argument("model", help="served model name (as in `laneserve ps`)")
+    run.add_argument("--url", default=DEFAULT_URL, help=f"server address (default {DEFAULT_URL})")
     return parser
 
 
@@ -102,6 +105,14 @@ def _tokenizer_export(model: str, out_dir: str) -> int:
     return 0
 
 
+def _run(model: str, url: str) -> int:
+    from gateway.chat_cli import run
+    from gateway.env import settings_from_env
+
+    # the client side of --api-key: only LANESERVE_API_KEY (a flag would be visible in ps)
+    return run(model, url, api_key=settings_from_env().get("api_key") or None)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -114,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         from gateway.ps_cli import ps
 
         return ps(args.url)
+    if args.command == "run":
+        return _run(args.model, args.url)
     if args.command == "tokenizer":
         return _tokenizer_export(args.model, args.dir)
     if args.command == "pull":

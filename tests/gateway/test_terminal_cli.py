@@ -73,3 +73,59 @@ def test_ps_shows_a_busy_slot(own_server, capsys):
     assert row[1:4] == ["ready", "1/1", "1/" + row[3].split("/")[1]] and row[4] == "0"
     lane = next(line.split() for line in lines[5:] if line.startswith("fake"))
     assert lane[1] == "0" and lane[4].startswith("1/")
+
+
+def test_run_streams_stops_and_quits(own_server):
+    pexpect = pytest.importorskip("pexpect")
+    srv = own_server("--model", "fake=synthetic:step_us=20000", real_model=False)
+    srv.wait_ready()
+    env = {**os.environ, "PYTHONPATH": str(Path(gateway.__file__).resolve().parent.parent)}
+    env.pop("LANESERVE_API_KEY", None)
+    child = pexpect.spawn(sys.executable, ["-m", "gateway.cli", "run", "fake", "--url", srv.base_url],
+                          env=env, encoding="utf-8", timeout=30)
+    try:
+        child.expect_exact(">>> ")
+        child.sendline("hello there")
+        child.expect_exact("4 5 ")  # streamed synthetic tokens "i " arrive one by one
+        assert _slots_in_use(srv.base_url) == 1
+        child.sendintr()  # Ctrl-C: stops this answer, not the program
+        child.expect_exact("(stopped)")
+        child.expect_exact(">>> ")
+        assert _wait(lambda: _slots_in_use(srv.base_url) == 0, 5.0)  # the generation was cancelled
+        child.sendline("and again")
+        child.expect_exact("2 3 ")
+        child.sendintr()
+        child.expect_exact(">>> ")
+        child.sendline("/bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    records = [json.loads(line) for line in srv.records_path.read_text().splitlines()]
+    chats = [r for r in records if r.get("model") == "fake"]
+    assert [r["outcome"] for r in chats] == ["disconnect", "disconnect"]  # connection closed by Ctrl-C
+
+
+def test_run_keeps_the_history(monkeypatch, capsys):
+    """Each request carries the conversation so far, a stopped answer as shown; /clear forgets."""
+    from gateway import chat_cli
+
+    sent = []
+    lines = iter(["first", "second", "/clear", "third", "/bye"])
+
+    def fake_stream(url, model, messages, api_key=None):
+        sent.append([dict(m) for m in messages])
+        yield "partial "
+        if len(sent) == 1:
+            raise KeyboardInterrupt  # Ctrl-C in the middle of the first answer
+        yield "answer"
+
+    monkeypatch.setattr(chat_cli, "stream_chat", fake_stream)
+    monkeypatch.setattr("builtins.input", lambda prompt: next(lines))
+    assert chat_cli.run("m", "http://127.0.0.1:1") == 0
+    assert sent[0] == [{"role": "user", "content": "first"}]
+    assert sent[1] == [{"role": "user", "content": "first"}, {"role": "assistant", "content": "partial "},
+                       {"role": "user", "content": "second"}]
+    assert sent[2] == [{"role": "user", "content": "third"}]
+    out = capsys.readouterr().out
+    assert "(stopped)" in out and "partial answer" in out
