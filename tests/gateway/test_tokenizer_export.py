@@ -85,3 +85,15 @@ def test_cli_rejects_unknown_model(tmp_path, capsys):
     assert main(["tokenizer", "export", str(tmp_path / "nope.gguf"), str(tmp_path)]) == 2
     assert "nope.gguf" in capsys.readouterr().err
     assert export_tokenizer is not None
+
+
+def test_transformers_loads_it_offline(exported, monkeypatch):
+    transformers = pytest.importorskip("transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model, out = exported
+    tok = transformers.AutoTokenizer.from_pretrained(str(out))
+    ours = rt.Tokenizer(PATHS[model]())
+    for e in _golden(model):
+        if e["parse_special"]:  # transformers always parses special tokens
+            assert tok(e["text"], add_special_tokens=e["add_special"])["input_ids"] == e["ids"]
+    assert tok.eos_token == ours.piece(ours.eos_id, True).decode()
