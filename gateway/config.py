@@ -107,6 +107,7 @@ class GatewayConfig:
     # is done, so it must outlast the longest generation we allow.
     response_timeout_s: float = 600.0
     log_level: str = "info"
+    log_format: str = "auto"  # auto: coloured console lines on a terminal, JSON lines otherwise
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -141,6 +142,8 @@ class GatewayConfig:
                               f"response_timeout_s ({self.response_timeout_s})")
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise ConfigError(f"log_level must be debug, info, warning or error (got {self.log_level!r})")
+        if self.log_format not in ("auto", "json", "console"):
+            raise ConfigError(f"log_format must be auto, json or console (got {self.log_format!r})")
         if self.api_key is not None and self.api_key_file is not None:
             raise ConfigError("api_key and api_key_file: give only one of them")
         self.resolved_api_key()  # a bad key or an unreadable file fails at start, not per request

@@ -12,7 +12,7 @@ from gateway.logs import configure_logging, get_logger
 
 
 def serve(config: GatewayConfig) -> int:
-    configure_logging(config.log_level)
+    configure_logging(config.log_level, config.log_format)
     log = get_logger()
     from gateway.serving import Backend, StartupFailed
 

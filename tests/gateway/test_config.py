@@ -37,6 +37,7 @@ def test_config_is_frozen():
     ({"keepalive_interval_s": 0}, "keepalive_interval_s"),
     ({"keepalive_interval_s": 30, "response_timeout_s": 20}, "keepalive_interval_s"),
     ({"log_level": "loud"}, "log_level"),
+    ({"log_format": "pretty"}, "log_format"),
     ({"cors_origins": ("not an origin",)}, "cors_origins"),
     ({"models": ()}, "models"),
     ({"models": (ModelEntry("a", "x"), ModelEntry("a", "y"))}, "duplicate"),

@@ -29,3 +29,48 @@ def test_hostile_values_stay_on_one_line(capsys, restore_logging, value):
     entry = json.loads(lines[0])
     assert entry["model"] == value and entry["fields"] == [value] and entry["headers"] == {value: value}
     assert all(" " <= ch <= "~" for ch in lines[0])  # plain printable ASCII: no ANSI, no breaks
+
+
+class _Tty:
+    """A terminal-like stream for the auto format."""
+
+    def __init__(self):
+        self.parts: list[str] = []
+
+    def write(self, text):
+        self.parts.append(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def test_auto_format_is_json_when_not_a_terminal(capsys, restore_logging):
+    configure_logging("info", "auto")  # pytest's captured stderr is not a terminal
+    get_logger().info("probe", model="m")
+    assert json.loads(capsys.readouterr().err)["model"] == "m"
+
+
+def test_auto_format_is_coloured_console_on_a_terminal(monkeypatch, restore_logging):
+    tty = _Tty()
+    monkeypatch.setattr("sys.stderr", tty)
+    configure_logging("info", "auto")
+    get_logger().info("probe", model="m\r\nforged")
+    out = "".join(tty.parts)
+    assert "probe" in out and "\x1b[" in out  # ANSI colours
+    assert out.count("\n") == 1 and "'m\\r\\nforged'" in out  # values escaped by repr()
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(out)
+
+
+def test_console_and_json_forced(monkeypatch, capsys, restore_logging):
+    configure_logging("info", "console")
+    get_logger().info("probe", n=1)
+    err = capsys.readouterr().err
+    assert "probe" in err and "n=1" in err and "\x1b[" not in err  # no colours off a terminal
+    monkeypatch.setattr("sys.stderr", _Tty())
+    configure_logging("info", "json")
+    get_logger().info("probe", n=2)
+    assert json.loads("".join(__import__("sys").stderr.parts))["n"] == 2

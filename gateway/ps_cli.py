@@ -1,0 +1,70 @@
+"""`laneserve ps`: what a running server is doing — per model: status, ready replicas, slots in
+use, queue depth, context per slot, file size; then one line per lane. Read from /health/ready
+(which answers 503 with the same body while unavailable or draining) and /api/ps."""
+from __future__ import annotations
+
+import json
+import sys
+import urllib.error
+import urllib.request
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def _get_json(url: str, timeout_s: float, allow_503: bool = False) -> dict:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        if allow_503 and exc.code == 503:
+            return json.loads(exc.read())
+        raise
+
+
+def _size(num_bytes) -> str:
+    if not isinstance(num_bytes, (int, float)) or num_bytes <= 0:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if num_bytes < 1024 or unit == "GiB":
+            return f"{num_bytes:.0f} {unit}" if unit == "B" else f"{num_bytes:.1f} {unit}"
+        num_bytes /= 1024
+    return "-"
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def render(ready: dict, ps: dict) -> str:
+    """The table for a /health/ready body and an /api/ps body."""
+    sizes = {m.get("name"): m.get("size") for m in ps.get("models", [])}
+    rows = [["MODEL", "STATUS", "REPLICAS", "SLOTS IN USE", "QUEUED", "CTX/SLOT", "SIZE"]]
+    lane_rows = [["MODEL", "LANE", "STATE", "PID", "SLOTS IN USE", "RESTARTS", "KV CACHE"]]
+    for name, m in ready.get("models", {}).items():
+        lanes = m.get("lanes", [])
+        rows.append([name, m["status"], f"{m['ready_replicas']}/{len(lanes)}", f"{m['slots_in_use']}/{m['slots']}",
+                     str(m["queued"]), str(m["ctx_per_slot"]), _size(sizes.get(name))])
+        for lane in lanes:
+            lane_rows.append([name, str(lane["index"]), lane["state"], str(lane.get("pid") or "-"),
+                              f"{lane['slots_in_use']}/{lane['slots']}", str(lane["restarts"]),
+                              _size(lane.get("kv_cache_bytes"))])
+    lines = [f"server: {ready.get('status', '?')}", ""] + _table(rows)
+    if len(lane_rows) > 1:
+        lines += [""] + _table(lane_rows)
+    return "\n".join(lines)
+
+
+def ps(url: str = DEFAULT_URL, timeout_s: float = 5.0) -> int:
+    base = url.rstrip("/")
+    try:
+        ready = _get_json(base + "/health/ready", timeout_s, allow_503=True)
+        try:
+            ps_body = _get_json(base + "/api/ps", timeout_s)
+        except urllib.error.HTTPError:
+            ps_body = {}  # e.g. 401 behind an API key: the sizes are only a nicety
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        print(f"laneserve ps: cannot reach {base} ({getattr(exc, 'reason', exc)})", file=sys.stderr)
+        return 1
+    print(render(ready, ps_body))
+    return 0
