@@ -1,7 +1,7 @@
 """Strict request-body parsing.
 
 orjson rejects what Sanic's default ujson lets through and would crash us downstream: NaN,
-Infinity, 1e999, lone surrogates, invalid UTF-8 (see ipc.md §5.1). We add a Content-Type check,
+Infinity, 1e999, lone surrogates, invalid UTF-8. We add a Content-Type check,
 an empty-body check, a BOM check with a clear message, and a nesting limit far below orjson's 1024
 so a hostile body cannot make validation walk deep structures. The size limit itself is enforced
 by Sanic (REQUEST_MAX_SIZE → 413) before the body is buffered.

@@ -3,7 +3,7 @@
 Templates come from model files (untrusted), so they run sandboxed with HF's conventions:
 trim_blocks/lstrip_blocks, `raise_exception`, `strftime_now`, a `tojson` that keeps non-ASCII.
 A template's own `raise_exception("...")` (e.g. roles must alternate) becomes a 400.
-Gemma 3's GGUF has no template, so we ship one (runtime.md §9); without a template llama.cpp
+Gemma 3's GGUF has no template, so we ship one; without a template llama.cpp
 falls back to ChatML, which is wrong for Gemma — a model with neither gets no chat route.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """An absolute deadline for receiving a request (headers and body).
 
 Sanic's REQUEST_TIMEOUT restarts on every byte received, so a slowloris client trickling a
-header byte every few seconds keeps its connection forever (ipc.md §5.1: 16 s against a 5 s
+header byte every few seconds keeps its connection forever (measured here: 16 s against a 5 s
 timeout). Here the clock starts when a request's first byte arrives and is not reset by later
 bytes of the same request; keep-alive idle time before it does not count. Used by
 `laneserve serve`; Sanic's CLI cannot take a protocol class, so that path keeps Sanic's rule.

@@ -25,7 +25,7 @@
 namespace ls {
 
 enum class Arch { Llama, Qwen2, Qwen3, Gemma3 };
-enum class RopeStyle { Norm, Neox };  // adjacent pairs vs halves (runtime.md §5)
+enum class RopeStyle { Norm, Neox };  // adjacent pairs (llama GGUFs) vs halves (qwen2/3, gemma3)
 
 struct ModelConfig {
   Arch arch = Arch::Llama;

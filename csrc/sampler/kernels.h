@@ -1,5 +1,5 @@
 // Whole-vocabulary loops of the sampler. Two implementations: portable scalar C++ and AVX2+FMA
-// intrinsics, chosen once at run time from the *verified* CPU features (runtime.md §13).
+// intrinsics, chosen once at run time from the *verified* CPU features.
 // Both are deterministic; they may differ from each other in the last float bits, which only
 // matters across machines, never between runs on one machine.
 #pragma once

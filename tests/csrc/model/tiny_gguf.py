@@ -1,7 +1,7 @@
 """Tiny random-weight GGUF models (llama, qwen2, qwen3, gemma3) and a float64 numpy reference.
 
-The reference dequantizes the very same weights with `gguf.quants` and runs the forward pass of
-runtime.md §5–§7 in float64, so any structural mistake in the runtime (RoPE style, GQA mapping,
+The reference dequantizes the very same weights with `gguf.quants` and runs the llama / qwen2 / qwen3 /
+gemma3 forward passes (as model.cpp documents them) in float64, so any structural mistake in the runtime (RoPE style, GQA mapping,
 norm placement, biases, sliding window) shows as an O(1) difference, while the runtime's int8
 activation quantization only adds noise of about 1%.
 """
