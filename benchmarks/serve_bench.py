@@ -5,7 +5,7 @@ in-process TTFT when it starts laneserve itself.
     python benchmarks/serve_bench.py                      # starts laneserve (1 and 2 replicas)
     python benchmarks/serve_bench.py --url http://127.0.0.1:8080/v1 --model NAME   # any server
 
-Definitions (reliability.md §3): TTFT = request sent → first SSE chunk with content; ITL = every
+Definitions (as vLLM bench and AIPerf use them): TTFT = request sent → first SSE chunk with content; ITL = every
 gap between consecutive content chunks; tok/s = completion tokens (server usage) / wall time of
 the level. Gateway CPU = user+system time of the gateway process only (lanes are separate
 processes) over the run, divided by relayed tokens. Prints detail lines to stderr and ONE

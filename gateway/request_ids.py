@@ -1,4 +1,4 @@
-"""X-Request-ID rules (TRT semantics, protocol.md §6).
+"""X-Request-ID rules (as TensorRT-LLM-style servers handle it).
 
 A valid incoming id (1-128 of [A-Za-z0-9._:-]) is kept and echoed; an absent one is generated;
 an invalid id, the header sent twice, or an id equal to one still in flight is a 400. An id seen
