@@ -33,10 +33,11 @@ def cancelled_error() -> APIError:
 
 
 def outcome_for(status: int, code: str | None) -> str:
-    """Record/metric outcome of a request that ended with an error answer."""
+    """Record/metric outcome of a request that ended with an error answer: `saturated` for a
+    refusal because every slot and the queue were taken (429, or Ollama's 503 `server_busy`)."""
     if code == CANCELLED_CODE:
         return "cancelled"
-    return "saturated" if status == 429 else "error"
+    return "saturated" if status == 429 or code == "server_busy" else "error"
 
 
 @dataclass(frozen=True)

@@ -86,44 +86,38 @@ async def _serve(request, route: str, parse, respond, *, ollama: bool):
     claimed = active_model = None
     start_ns = time.perf_counter_ns()
     try:
-        if state.draining:
-            raise unavailable("the server is shutting down", state.config.retry_after_s, code="server_shutting_down")
-        # Ollama reads the body as JSON whatever its Content-Type (its docs' curl examples send none).
-        content_type = None if ollama else request.headers.get("content-type")
-        body = parse_json_object(request.body, content_type, state.config.max_json_depth)
-        req: EmbedRequest = parse(body)
-        if req.ignored_fields:
-            state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(req.ignored_fields)[:16])
-        served = _ollama_model(state, req.model) if ollama else state.model(req.model)
-        tracker.set_model(served.name, False)
-        check_dimensions(req, served.n_embd)
-        state.in_flight.claim(request_id)
-        claimed = request_id
-        if len(request.body) > LARGE_BODY_BYTES:  # the tokenizer releases the GIL
-            inputs = await asyncio.to_thread(token_inputs, req, served.text, served.n_ctx, ollama=ollama)
-        else:
-            inputs = token_inputs(req, served.text, served.n_ctx, ollama=ollama)
-        vectors = []
-        if inputs:
-            state.metrics.active.labels(served.name).inc()
-            active_model = served.name
-            results = await compute(state, served.name, inputs, tracker)
-            vectors = [shaped(r.vector, req.dimensions) for r in results]
-        answer = respond(req, served, vectors, tracker.record.prompt_tokens, time.perf_counter_ns() - start_ns)
-        tracker.finish("success", 200)
-        headers = {REQUEST_ID_HEADER: request_id,
-                   **cors_headers(state.config.cors_origins, request.headers.get("origin"))}
-        return HTTPResponse(orjson.dumps(answer), status=200, headers=headers, content_type="application/json")
+        with tracker.recorded():
+            if state.draining:
+                raise unavailable("the server is shutting down", state.config.retry_after_s, code="server_shutting_down")
+            # Ollama reads the body as JSON whatever its Content-Type (its docs' curl examples send none).
+            content_type = None if ollama else request.headers.get("content-type")
+            body = parse_json_object(request.body, content_type, state.config.max_json_depth)
+            req: EmbedRequest = parse(body)
+            if req.ignored_fields:
+                state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(req.ignored_fields)[:16])
+            served = _ollama_model(state, req.model) if ollama else state.model(req.model)
+            tracker.set_model(served.name, False)
+            check_dimensions(req, served.n_embd)
+            state.in_flight.claim(request_id)
+            claimed = request_id
+            if len(request.body) > LARGE_BODY_BYTES:  # the tokenizer releases the GIL
+                inputs = await asyncio.to_thread(token_inputs, req, served.text, served.n_ctx, ollama=ollama)
+            else:
+                inputs = token_inputs(req, served.text, served.n_ctx, ollama=ollama)
+            vectors = []
+            if inputs:
+                state.metrics.active.labels(served.name).inc()
+                active_model = served.name
+                results = await compute(state, served.name, inputs, tracker)
+                vectors = [shaped(r.vector, req.dimensions) for r in results]
+            answer = respond(req, served, vectors, tracker.record.prompt_tokens, time.perf_counter_ns() - start_ns)
+            tracker.finish("success", 200)
+            headers = {REQUEST_ID_HEADER: request_id,
+                       **cors_headers(state.config.cors_origins, request.headers.get("origin"))}
+            return HTTPResponse(orjson.dumps(answer), status=200, headers=headers, content_type="application/json")
     except APIError as exc:
-        tracker.finish("saturated" if exc.status == 429 else "error", exc.status, exc.code)
         if ollama:
             return _ollama_error(request, exc)
-        raise
-    except asyncio.CancelledError:
-        tracker.finish("disconnect", 499, "client_disconnected")
-        raise
-    except BaseException:
-        tracker.finish("error", 500, "internal_error")
         raise
     finally:
         if active_model is not None:

@@ -12,7 +12,7 @@ from sanic.response import HTTPResponse
 from gateway.admission import QueueFull, QueueTimeout
 from gateway.backend import CONTENT, REASONING, SERVING_STATES, generation_params
 from gateway.body import parse_json_object
-from gateway.control import cancelled_error, outcome_for
+from gateway.control import cancelled_error
 from gateway.cors import cors_headers
 from gateway.errors import APIError, invalid, server_busy, unavailable
 from gateway.framing import StreamFrames, new_completion_id, now_s
@@ -77,87 +77,79 @@ async def _generate(request, chat: bool):
     claimed = registered = False
     generation = None
     try:
-        if state.draining:
-            raise unavailable("the server is shutting down", state.config.retry_after_s, code="server_shutting_down")
-        body = parse_json_object(request.body, request.headers.get("content-type"), state.config.max_json_depth)
-        parse = parse_chat if chat else parse_completion
-        parsed = parse(body, lenient=state.config.lenient)
-        if parsed.ignored_fields:
-            state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(parsed.ignored_fields)[:16])
-        sampling = parsed.sampling
-        served = state.model(sampling.model)
-        tracker.set_model(served.name, sampling.stream)
-        if sampling.n > state.config.max_n:
-            raise invalid(f"'n' must be between 1 and {state.config.max_n}", param="n")
-        state.in_flight.claim(request_id)
-        claimed = True
+        with tracker.recorded():
+            if state.draining:
+                raise unavailable("the server is shutting down", state.config.retry_after_s, code="server_shutting_down")
+            body = parse_json_object(request.body, request.headers.get("content-type"), state.config.max_json_depth)
+            parse = parse_chat if chat else parse_completion
+            parsed = parse(body, lenient=state.config.lenient)
+            if parsed.ignored_fields:
+                state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(parsed.ignored_fields)[:16])
+            sampling = parsed.sampling
+            served = state.model(sampling.model)
+            tracker.set_model(served.name, sampling.stream)
+            if sampling.n > state.config.max_n:
+                raise invalid(f"'n' must be between 1 and {state.config.max_n}", param="n")
+            state.in_flight.claim(request_id)
+            claimed = True
 
-        if len(request.body) > LARGE_BODY_BYTES:
-            # Tokenizing megabytes takes a while; the tokenizer releases the GIL, so a worker
-            # thread keeps the event loop (and every other stream) moving meanwhile.
-            prompts, markers = await asyncio.to_thread(_prompt_ids, state, served, parsed, chat)
-        else:
-            prompts, markers = _prompt_ids(state, served, parsed, chat)
-        num_choices = len(prompts) * sampling.n
-        frames = StreamFrames(new_completion_id(chat), now_s(), served.name, chat, sampling.include_usage)
-        submissions = []
-        for p, ids in enumerate(prompts):
-            params = generation_params(sampling, _max_tokens(sampling.max_tokens, len(ids), served.n_ctx,
-                                                               "messages" if chat else "prompt"), markers)
-            first = p * sampling.n
-            framings = [(j, CONTENT, *frames.content_framing(first + j)) for j in range(sampling.n)] \
-                if sampling.stream else []  # non-stream: the relay collects each choice's escaped text
-            if markers is not None and sampling.stream:
-                framings += [(j, REASONING, *frames.reasoning_framing(first + j)) for j in range(sampling.n)]
-            submissions.append(Submission(ids, params, sampling.n, framings, first))
+            if len(request.body) > LARGE_BODY_BYTES:
+                # Tokenizing megabytes takes a while; the tokenizer releases the GIL, so a worker
+                # thread keeps the event loop (and every other stream) moving meanwhile.
+                prompts, markers = await asyncio.to_thread(_prompt_ids, state, served, parsed, chat)
+            else:
+                prompts, markers = _prompt_ids(state, served, parsed, chat)
+            num_choices = len(prompts) * sampling.n
+            frames = StreamFrames(new_completion_id(chat), now_s(), served.name, chat, sampling.include_usage)
+            submissions = []
+            for p, ids in enumerate(prompts):
+                params = generation_params(sampling, _max_tokens(sampling.max_tokens, len(ids), served.n_ctx,
+                                                                   "messages" if chat else "prompt"), markers)
+                first = p * sampling.n
+                framings = [(j, CONTENT, *frames.content_framing(first + j)) for j in range(sampling.n)] \
+                    if sampling.stream else []  # non-stream: the relay collects each choice's escaped text
+                if markers is not None and sampling.stream:
+                    framings += [(j, REASONING, *frames.reasoning_framing(first + j)) for j in range(sampling.n)]
+                submissions.append(Submission(ids, params, sampling.n, framings, first))
 
-        generation = Generation(state.pool, state.admission, served.name, submissions)
-        state.control.register(request_id, served.name, generation.abort)
-        registered = True
-        try:
-            await generation.start()
-        except GenerationCancelled:
-            generation = None  # cancelled while queued: it never reached a lane
-            raise cancelled_error() from None
-        except QueueFull:
-            generation = None
-            raise _admission_error(state, served.name, "its queue is full") from None
-        except QueueTimeout:
-            generation = None
-            raise _admission_error(
-                state, served.name, f"no slot freed up within {state.config.queue_timeout_s:g} s in the queue") from None
-        tracker.admitted()
-        state.metrics.active.labels(served.name).inc()
-        try:
-            headers = {REQUEST_ID_HEADER: request_id, "X-Laneserve-Streaming": "incremental",
-                       **cors_headers(state.config.cors_origins, request.headers.get("origin"))}
-            if sampling.stream:
-                headers["Cache-Control"] = "no-cache"
-                await relay_stream(request, generation, frames, tracker, n_per_prompt=sampling.n, headers=headers,
-                                   keepalive_interval_s=state.config.keepalive_interval_s,
-                                   write_stall_timeout_s=state.config.write_stall_timeout_s,
-                                   retry_after_s=state.config.retry_after_s)
+            generation = Generation(state.pool, state.admission, served.name, submissions)
+            state.control.register(request_id, served.name, generation.abort)
+            registered = True
+            try:
+                await generation.start()
+            except GenerationCancelled:
+                generation = None  # cancelled while queued: it never reached a lane
+                raise cancelled_error() from None
+            except QueueFull:
                 generation = None
-                return None
-            results = await collect(generation, num_choices, tracker, n_per_prompt=sampling.n,
-                                    retry_after_s=state.config.retry_after_s)
-            generation = None
-            body_bytes = non_stream_response_body(frames, results, tracker)
-            tracker.finish("success", 200)
-            return HTTPResponse(body_bytes, status=200, headers=headers, content_type="application/json")
-        finally:
-            state.metrics.active.labels(served.name).dec()
-    except APIError as exc:
-        tracker.finish(outcome_for(exc.status, exc.code), exc.status, exc.code)
-        raise
+                raise _admission_error(state, served.name, "its queue is full") from None
+            except QueueTimeout:
+                generation = None
+                raise _admission_error(
+                    state, served.name, f"no slot freed up within {state.config.queue_timeout_s:g} s in the queue") from None
+            tracker.admitted()
+            state.metrics.active.labels(served.name).inc()
+            try:
+                headers = {REQUEST_ID_HEADER: request_id, "X-Laneserve-Streaming": "incremental",
+                           **cors_headers(state.config.cors_origins, request.headers.get("origin"))}
+                if sampling.stream:
+                    headers["Cache-Control"] = "no-cache"
+                    await relay_stream(request, generation, frames, tracker, n_per_prompt=sampling.n, headers=headers,
+                                       keepalive_interval_s=state.config.keepalive_interval_s,
+                                       write_stall_timeout_s=state.config.write_stall_timeout_s,
+                                       retry_after_s=state.config.retry_after_s)
+                    generation = None
+                    return None
+                results = await collect(generation, num_choices, tracker, n_per_prompt=sampling.n,
+                                        retry_after_s=state.config.retry_after_s)
+                generation = None
+                body_bytes = non_stream_response_body(frames, results, tracker)
+                tracker.finish("success", 200)
+                return HTTPResponse(body_bytes, status=200, headers=headers, content_type="application/json")
+            finally:
+                state.metrics.active.labels(served.name).dec()
     except WriteStalled:
         return None  # recorded as "timeout" by the relay; the connection is already aborted
-    except asyncio.CancelledError:
-        tracker.finish("disconnect", 499, "client_disconnected")
-        raise
-    except BaseException:
-        tracker.finish("error", 500, "internal_error")
-        raise
     finally:
         if generation is not None:
             generation.cancel()  # disconnect or failure: free the lane through the lane protocol

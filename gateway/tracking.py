@@ -2,8 +2,12 @@
 the records file, the metrics and the log (ids, numbers and codes only — never text)."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 
+from gateway.control import outcome_for
+from gateway.errors import APIError
 from gateway.records import RequestRecord
 
 
@@ -23,6 +27,23 @@ class RequestTracker:
         self._prompt_tokens_by_prompt: dict[int, int] = {}
         self._cached_tokens_by_prompt: dict[int, int] = {}
         self._prefill_ns_by_prompt: dict[int, int] = {}  # the slowest choice's: its prompt ran once
+
+    @contextlib.contextmanager
+    def recorded(self):
+        """Around a handler's work: whatever ends it is recorded once — an APIError with its status
+        and outcome, a client disconnect (CancelledError) as 499, anything else as a 500. An
+        outcome recorded inside (success, a stream's in-band error, a write stall) stands."""
+        try:
+            yield
+        except APIError as exc:
+            self.finish(outcome_for(exc.status, exc.code), exc.status, exc.code)
+            raise
+        except Exception:
+            self.finish("error", 500, "internal_error")
+            raise
+        except asyncio.CancelledError:
+            self.finish("disconnect", 499, "client_disconnected")
+            raise
 
     def set_model(self, model: str, stream: bool) -> None:
         self.record.model = model

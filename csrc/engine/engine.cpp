@@ -46,6 +46,28 @@ struct Engine::Impl {
       file.fail("tokenizer has more tokens than the output head");
     kv_tokens.reserve(model.ctx_size());
   }
+
+  // Teacher-forced pass over ids (one batch per max_batch tokens) from an empty cache:
+  // per_batch(off, m) runs after each batch's forward. Leaves ids as the cached prefix.
+  template <class PerBatch>
+  void teacher_forced(const std::vector<int32_t>& ids, bool want_logits, float* logits_out, PerBatch&& per_batch) {
+    const int32_t n_vocab = model.config().n_vocab;
+    if (ids.empty()) throw std::invalid_argument("no tokens");
+    if (int64_t(ids.size()) > model.ctx_size())
+      throw std::invalid_argument("more tokens than the context holds");
+    for (int32_t id : ids)
+      if (id < 0 || id >= n_vocab) throw std::invalid_argument("token id " + std::to_string(id) + " is out of range");
+    seq.end();
+    kv_tokens.clear();
+    const int n = int(ids.size()), B = model.max_batch();
+    for (int off = 0; off < n; off += B) {
+      const int m = std::min(B, n - off);
+      model.forward(ids.data() + off, m, off, want_logits ? logits_out + int64_t(off) * n_vocab : nullptr,
+                      want_logits);
+      per_batch(off, m);
+    }
+    kv_tokens.assign(ids.begin(), ids.end());
+  }
 };
 
 Engine::Engine(const std::string& path, int threads, int ctx_size, int max_batch)
@@ -107,43 +129,15 @@ void Engine::cancel() {
 }
 
 void Engine::logits(const std::vector<int32_t>& ids, float* out) {
-  Impl& s = *impl_;
-  std::lock_guard<std::mutex> lock(s.mu);
-  const int32_t n_vocab = s.model.config().n_vocab;
-  if (ids.empty()) throw std::invalid_argument("no tokens");
-  if (int64_t(ids.size()) > s.model.ctx_size())
-    throw std::invalid_argument("more tokens than the context holds");
-  for (int32_t id : ids)
-    if (id < 0 || id >= n_vocab) throw std::invalid_argument("token id " + std::to_string(id) + " is out of range");
-  s.seq.end();
-  s.kv_tokens.clear();
-  const int n = int(ids.size()), B = s.model.max_batch();
-  for (int off = 0; off < n; off += B) {
-    const int m = std::min(B, n - off);
-    s.model.forward(ids.data() + off, m, off, out + int64_t(off) * n_vocab, true);
-  }
-  s.kv_tokens.assign(ids.begin(), ids.end());
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->teacher_forced(ids, true, out, [](int, int) {});
 }
 
 void Engine::hidden_states(const std::vector<int32_t>& ids, float* out) {
   Impl& s = *impl_;
   std::lock_guard<std::mutex> lock(s.mu);
-  const int32_t n_vocab = s.model.config().n_vocab;
   const int64_t E = s.model.config().n_embd;
-  if (ids.empty()) throw std::invalid_argument("no tokens");
-  if (int64_t(ids.size()) > s.model.ctx_size())
-    throw std::invalid_argument("more tokens than the context holds");
-  for (int32_t id : ids)
-    if (id < 0 || id >= n_vocab) throw std::invalid_argument("token id " + std::to_string(id) + " is out of range");
-  s.seq.end();
-  s.kv_tokens.clear();
-  const int n = int(ids.size()), B = s.model.max_batch();
-  for (int off = 0; off < n; off += B) {
-    const int m = std::min(B, n - off);
-    s.model.forward(ids.data() + off, m, off, nullptr, false);
-    s.model.final_hidden(0, m, out + off * E);
-  }
-  s.kv_tokens.assign(ids.begin(), ids.end());
+  s.teacher_forced(ids, false, nullptr, [&](int off, int m) { s.model.final_hidden(0, m, out + off * E); });
 }
 
 }  // namespace ls

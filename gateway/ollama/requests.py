@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from gateway.backend import GenerationParams
-from gateway.errors import APIError, invalid
+from gateway.errors import APIError
 from gateway.reasoning import think_from_ollama
 
 MAX_MESSAGES = 1024

@@ -99,84 +99,75 @@ async def _run(request, chat: bool):
     claimed = registered = False
     generation = None
     try:
-        if state.draining:
-            raise OllamaError(503, "the server is shutting down", headers={"Retry-After": str(state.config.retry_after_s)})
-        body = parse_json_object(request.body, None, state.config.max_json_depth)
-        model = body.get("model")
-        if type(model) is not str or not model:
-            raise OllamaError(400, "model is required")
-        served = served_model(state, model)
-        parsed = (parse_chat if chat else parse_generate)(body)
-        ignored = unknown_fields(body, CHAT_FIELDS if chat else GENERATE_FIELDS)
-        if ignored:
-            state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(ignored)[:16])
-        tracker.set_model(served.name, parsed.stream)
-        frames = OllamaFrames(served.name, chat)
-        if (chat and not parsed.messages) or (not chat and not parsed.prompt and not parsed.context):
-            # Ollama's load/unload call: our models stay loaded, so it is answered at once.
-            tracker.finish("success", 200)
-            reason = "unload" if parsed.keep_alive_zero else "load"
-            obj = {"model": served.name, "created_at": frames.created_at}
-            obj.update({"message": {"role": "assistant", "content": ""}} if chat else {"response": ""})
-            obj.update(done_reason=reason, done=True)
-            return HTTPResponse(orjson.dumps(obj), headers={REQUEST_ID_HEADER: request_id},
-                                content_type="application/json; charset=utf-8")
-        state.in_flight.claim(request_id)
-        claimed = True
-        if len(request.body) > LARGE_BODY_BYTES:
-            ids, reasoning = await asyncio.to_thread(_prompt_ids, served, parsed, chat)
-        else:
-            ids, reasoning = _prompt_ids(served, parsed, chat)
-        if not ids:
-            raise OllamaError(400, "the prompt is empty after tokenization")
-        params = dataclasses.replace(parsed.params, reasoning=reasoning,
-                                     max_tokens=_max_tokens(parsed.num_predict, len(ids), served.n_ctx))
-        framings = []
-        if parsed.stream:
-            framings.append((0, CONTENT, *frames.content_framing()))
-            if reasoning is not None:  # every split channel needs a framing (else it falls back to content's)
-                framings.append((0, REASONING, *frames.thinking_framing()))
-        submission = Submission(ids, params, 1, framings, 0, keep_text=parsed.stream and not chat)
-        generation = Generation(state.pool, state.admission, served.name, [submission])
-        state.control.register(request_id, served.name, generation.abort)
-        registered = True
-        try:
-            await generation.start()
-        except GenerationCancelled:
-            generation = None  # cancelled while queued: it never reached a lane
-            raise OllamaError(CANCELLED_STATUS, CANCELLED_MESSAGE, code=CANCELLED_CODE) from None
-        except (QueueFull, QueueTimeout) as exc:
-            generation = None
-            raise OllamaError(503, "the model's lanes are loading or restarting; retry shortly"
-                              if isinstance(exc, NoServingLane) else
-                              "server busy, please try again: every slot is taken and the queue is full",
-                              headers={"Retry-After": str(state.config.retry_after_s)}) from None
-        tracker.admitted()
-        state.metrics.active.labels(served.name).inc()
-        try:
-            headers = {REQUEST_ID_HEADER: request_id}
+        with tracker.recorded():
+            if state.draining:
+                raise OllamaError(503, "the server is shutting down", headers={"Retry-After": str(state.config.retry_after_s)})
+            body = parse_json_object(request.body, None, state.config.max_json_depth)
+            model = body.get("model")
+            if type(model) is not str or not model:
+                raise OllamaError(400, "model is required")
+            served = served_model(state, model)
+            parsed = (parse_chat if chat else parse_generate)(body)
+            ignored = unknown_fields(body, CHAT_FIELDS if chat else GENERATE_FIELDS)
+            if ignored:
+                state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(ignored)[:16])
+            tracker.set_model(served.name, parsed.stream)
+            frames = OllamaFrames(served.name, chat)
+            if (chat and not parsed.messages) or (not chat and not parsed.prompt and not parsed.context):
+                # Ollama's load/unload call: our models stay loaded, so it is answered at once.
+                tracker.finish("success", 200)
+                reason = "unload" if parsed.keep_alive_zero else "load"
+                obj = {"model": served.name, "created_at": frames.created_at}
+                obj.update({"message": {"role": "assistant", "content": ""}} if chat else {"response": ""})
+                obj.update(done_reason=reason, done=True)
+                return HTTPResponse(orjson.dumps(obj), headers={REQUEST_ID_HEADER: request_id},
+                                    content_type="application/json; charset=utf-8")
+            state.in_flight.claim(request_id)
+            claimed = True
+            if len(request.body) > LARGE_BODY_BYTES:
+                ids, reasoning = await asyncio.to_thread(_prompt_ids, served, parsed, chat)
+            else:
+                ids, reasoning = _prompt_ids(served, parsed, chat)
+            if not ids:
+                raise OllamaError(400, "the prompt is empty after tokenization")
+            params = dataclasses.replace(parsed.params, reasoning=reasoning,
+                                         max_tokens=_max_tokens(parsed.num_predict, len(ids), served.n_ctx))
+            framings = []
             if parsed.stream:
-                await _relay_stream(request, state, generation, frames, tracker, ids, chat, headers)
+                framings.append((0, CONTENT, *frames.content_framing()))
+                if reasoning is not None:  # every split channel needs a framing (else it falls back to content's)
+                    framings.append((0, REASONING, *frames.thinking_framing()))
+            submission = Submission(ids, params, 1, framings, 0, keep_text=parsed.stream and not chat)
+            generation = Generation(state.pool, state.admission, served.name, [submission])
+            state.control.register(request_id, served.name, generation.abort)
+            registered = True
+            try:
+                await generation.start()
+            except GenerationCancelled:
+                generation = None  # cancelled while queued: it never reached a lane
+                raise OllamaError(CANCELLED_STATUS, CANCELLED_MESSAGE, code=CANCELLED_CODE) from None
+            except (QueueFull, QueueTimeout) as exc:
                 generation = None
-                return None
-            obj = await _collect(state, generation, frames, tracker, ids, chat)
-            generation = None
-            tracker.finish("success", 200)
-            return HTTPResponse(orjson.dumps(obj), headers=headers, content_type="application/json; charset=utf-8")
-        finally:
-            state.metrics.active.labels(served.name).dec()
-    except APIError as exc:
-        saturated = exc.status == 503 and "Retry-After" in exc.headers and not state.draining
-        tracker.finish("saturated" if saturated else outcome_for(exc.status, exc.code), exc.status, exc.code)
-        raise
+                raise OllamaError(503, "the model's lanes are loading or restarting; retry shortly"
+                                  if isinstance(exc, NoServingLane) else
+                                  "server busy, please try again: every slot is taken and the queue is full",
+                                  headers={"Retry-After": str(state.config.retry_after_s)}) from None
+            tracker.admitted()
+            state.metrics.active.labels(served.name).inc()
+            try:
+                headers = {REQUEST_ID_HEADER: request_id}
+                if parsed.stream:
+                    await _relay_stream(request, state, generation, frames, tracker, ids, chat, headers)
+                    generation = None
+                    return None
+                obj = await _collect(state, generation, frames, tracker, ids, chat)
+                generation = None
+                tracker.finish("success", 200)
+                return HTTPResponse(orjson.dumps(obj), headers=headers, content_type="application/json; charset=utf-8")
+            finally:
+                state.metrics.active.labels(served.name).dec()
     except WriteStalled:
-        return None
-    except asyncio.CancelledError:
-        tracker.finish("disconnect", 499, "client_disconnected")
-        raise
-    except BaseException:
-        tracker.finish("error", 500, "internal_error")
-        raise
+        return None  # recorded as "timeout" by the relay; the connection is already aborted
     finally:
         if generation is not None:
             generation.cancel()
