@@ -10,15 +10,22 @@ from sanic.response import HTTPResponse
 from gateway.body import parse_json_object
 from gateway.errors import invalid, safe_repr
 from gateway.fields import get_bool, get_str
-from gateway.openai_requests import parse_messages, template_kwargs
+from gateway.openai_requests import CHAT_FIELDS, parse_messages, template_kwargs
 
-TOKENIZE_FIELDS = frozenset({"model", "prompt", "content", "messages", "add_special_tokens", "add_special",
-                             "with_pieces", "add_generation_prompt", "chat_template_kwargs"})
-DETOKENIZE_FIELDS = frozenset({"model", "tokens"})
 MAX_TEXT_CHARS = 4 * 1024 * 1024
+_TEXT = {"type": ["string", "null"], "maxLength": MAX_TEXT_CHARS}
+_FLAG = {"type": ["boolean", "null"]}
+_MODEL = {"type": ["string", "null"], "description": "optional when one model is served"}
+# JSON Schema of what the handlers below read (gateway/openapi.py renders it).
+TOKENIZE_FIELDS = {"model": _MODEL, "prompt": _TEXT, "content": _TEXT, "messages": {"anyOf": [CHAT_FIELDS["messages"].schema(), {"type": "null"}]},
+                   "add_special_tokens": _FLAG, "add_special": _FLAG, "with_pieces": _FLAG,
+                   "add_generation_prompt": {"description": "accepted; the chat template always adds it"},
+                   "chat_template_kwargs": CHAT_FIELDS["chat_template_kwargs"].schema()}
+DETOKENIZE_FIELDS = {"model": _MODEL, "tokens": {"type": "array", "items": {"type": "integer"}}}
+DETOKENIZE_REQUIRED = ("tokens",)
 
 
-def _check_fields(body: dict, known: frozenset, lenient: bool) -> None:
+def _check_fields(body: dict, known: dict, lenient: bool) -> None:
     unknown = sorted(k for k in body if k not in known)
     if unknown and not lenient:
         raise invalid(f"Unrecognized request argument supplied: {safe_repr(unknown[0])}",

@@ -57,6 +57,12 @@ async def ps(request):
     return _json({"models": models})
 
 
+_NAME = {"type": "string", "minLength": 1}
+# What `show` reads: `model`, or the older spelling `name` when `model` is absent.
+SHOW_BODY = {"type": "object", "properties": {"model": _NAME, "name": _NAME},
+             "anyOf": [{"required": ["model"]}, {"required": ["name"]}], "additionalProperties": True}
+
+
 def capabilities(served) -> list[str]:
     return ["completion", "thinking"] if served.text.supports_thinking else ["completion"]
 
