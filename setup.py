@@ -90,6 +90,8 @@ setup(
             "ollama>=0.3",
             "gguf>=0.10",
             "hypothesis>=6.100",
+            "openapi-spec-validator>=0.7",
+            "schemathesis>=4.0",
         ],
     },
     entry_points={"console_scripts": ["laneserve=gateway.cli:main"]},

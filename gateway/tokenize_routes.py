@@ -9,7 +9,7 @@ from sanic.response import HTTPResponse
 
 from gateway.body import parse_json_object
 from gateway.errors import invalid, safe_repr
-from gateway.fields import get_bool, get_str
+from gateway.fields import get_bool, get_object, get_str
 from gateway.openai_requests import CHAT_FIELDS, parse_messages, template_kwargs
 
 MAX_TEXT_CHARS = 4 * 1024 * 1024
@@ -41,19 +41,22 @@ async def tokenize(request):
     state = request.app.ctx.state
     body = _body(request)
     _check_fields(body, TOKENIZE_FIELDS, state.config.lenient)
+    # Every field is checked whatever the branch, so a bad flag is a 400 even when unused.
+    text = get_str(body, "prompt", None, MAX_TEXT_CHARS)
+    text = get_str(body, "content", text, MAX_TEXT_CHARS)
+    add_special = get_bool(body, "add_special_tokens", get_bool(body, "add_special", True))
+    with_pieces = get_bool(body, "with_pieces", False)
+    get_object(body, "chat_template_kwargs")
     served = state.default_model(body.get("model"))
     if body.get("messages") is not None:
         ids = served.text.encode_chat(list(parse_messages(body, state.config.lenient)), template_kwargs(body))
     else:
-        text = get_str(body, "prompt", None, MAX_TEXT_CHARS)
-        text = get_str(body, "content", text, MAX_TEXT_CHARS)
         if text is None:
             raise invalid("one of 'prompt', 'content' or 'messages' is required", param="prompt",
                           code="missing_required_parameter")
-        add_special = get_bool(body, "add_special_tokens", get_bool(body, "add_special", True))
         ids = served.text.encode_prompt(text, add_special=add_special)
     tokens = ids
-    if get_bool(body, "with_pieces", False):
+    if with_pieces:
         tokens = [{"id": t, "piece": served.text.piece(t)} for t in ids]
     out = {"tokens": tokens, "count": len(ids), "max_model_len": served.n_ctx}
     return HTTPResponse(orjson.dumps(out), content_type="application/json")

@@ -92,7 +92,9 @@ def test_oversized_header_is_rejected(base_url):
 
 def test_unknown_route_and_method_are_envelopes(http):
     assert assert_envelope(http.get("/v1/nothing"), (404,))["code"] == "not_found"
-    assert assert_envelope(http.get("/v1/completions"), (405,))["code"] == "method_not_allowed"
+    wrong_method = http.get("/v1/completions")
+    assert assert_envelope(wrong_method, (405,))["code"] == "method_not_allowed"
+    assert "POST" in wrong_method.headers["allow"]  # RFC 9110: a 405 names the allowed methods
 
 
 def test_request_id_rules(http):
