@@ -36,12 +36,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(workdir: str, *extra: str) -> tuple[subprocess.Popen, str, str]:
+def start_server(workdir: str, *extra: str, replicas: int = 1, ctx_size: int = 128) -> tuple[subprocess.Popen, str, str]:
+    """`laneserve serve` (SmolLM2, one thread per lane) on a free loopback port, once ready."""
     port = _free_port()
     log_path = os.path.join(workdir, "server.log")
     env = {**os.environ, "PYTHONPATH": REPO_ROOT}
     cmd = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-           "--replicas", "1", "--threads", "1", "--ctx-size", "128", *extra]
+           "--replicas", str(replicas), "--threads", "1", "--ctx-size", str(ctx_size), *extra]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir,
                                 start_new_session=True)
@@ -72,13 +73,14 @@ def stop_server(proc: subprocess.Popen) -> int:
     return proc.returncode
 
 
-def fuzz(url: str, examples: int, seed: int, workdir: str, timeout_s: float = 3600) -> dict:
+def fuzz(url: str, examples: int, seed: int, workdir: str, timeout_s: float = 3600,
+         phases: str = "examples,coverage,fuzzing") -> dict:
     """Run the schemathesis CLI; returns {"returncode", "output", "cases", "failures", "seconds"}."""
     env = {**os.environ, "SCHEMATHESIS_HOOKS": "schemathesis_hooks", "NO_COLOR": "1",
            "PYTHONPATH": os.path.join(REPO_ROOT, "benchmarks")}
     cmd = [os.path.join(os.path.dirname(sys.executable), "schemathesis"), "run", url + "/openapi.json",
            "--checks", CHECKS, "--mode", "all", "--max-examples", str(examples), "--seed", str(seed),
-           "--workers", "1", "--phases", "examples,coverage,fuzzing", "--no-color",
+           "--workers", "1", "--phases", phases, "--no-color",
            "--generation-database", "none", "--request-timeout", "60", "--suppress-health-check", "all"]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir, timeout=timeout_s)
