@@ -15,8 +15,8 @@ broken connection or a timeout. Induced: a failure of a request that was in flig
 killed or started within the recovery window after it (kill → every lane ready again + 2 s);
 the rest are counted against the server. Gateway RSS is sampled every 5 s; the slope is a least-
 squares fit over the samples after the first 20% of the run (warm-up). fds and threads are the
-gateway process's (/proc), /dev/shm counts the prefixed names the gateway created (lanes.names); each is taken after warm-up and at
-the end, with no traffic in flight.
+gateway process's (/proc), /dev/shm counts the prefixed names the gateway created (lanes.names);
+each is taken idle after the capacity probe (the warm-up) and idle at the end.
 
 Prints ONE line: requests, error rate excluding induced faults, induced, cancels, kills and
 restarts, RSS slope, and start→end fd / thread / /dev/shm counts.
