@@ -75,16 +75,17 @@ def _operations(lenient: bool) -> dict[tuple[str, str], dict]:
     """(method, path) → operation, one per route app.py registers."""
     completion = _openai_body(COMPLETION_FIELDS, COMPLETION_REQUIRED, lenient, chat=False)
     chat = _openai_body(CHAT_FIELDS, CHAT_REQUIRED, lenient, chat=True)
-    stream_or_json = lambda schema: {JSON: {"schema": schema}, "text/event-stream": {"schema": r.SSE}}  # noqa: E731
+    stream_or_json = lambda schema, chunk: {JSON: {"schema": schema},  # noqa: E731
+                                            "text/event-stream": {"schema": r.sse(chunk)}}
     ndjson_or_json = lambda schema: {JSON: {"schema": schema}, "application/x-ndjson": {"schema": r.NDJSON}}  # noqa: E731
     ollama = r.OLLAMA_ERROR
     model_id = [{"name": "model_id", "in": "path", "required": True, "schema": {"type": "string"}}]
     request_id = [{"name": "request_id", "in": "path", "required": True, "schema": {"type": "string"}}]
     return {
         ("post", "/v1/completions"): _op("OpenAI text completion (SSE when stream is true)",
-                                         stream_or_json(r.COMPLETION), body=completion, errors=_GENERATION_ERRORS),
+                                         stream_or_json(r.COMPLETION, r.COMPLETION_CHUNK), body=completion, errors=_GENERATION_ERRORS),
         ("post", "/v1/chat/completions"): _op("OpenAI chat completion (SSE when stream is true)",
-                                              stream_or_json(r.CHAT_COMPLETION), body=chat, errors=_GENERATION_ERRORS),
+                                              stream_or_json(r.CHAT_COMPLETION, r.CHAT_CHUNK), body=chat, errors=_GENERATION_ERRORS),
         ("post", "/v1/embeddings"): _op("OpenAI embeddings", _content(r.EMBEDDINGS), errors=_GENERATION_ERRORS,
                                         body=_closed(embeddings.OPENAI_FIELDS, embeddings.OPENAI_REQUIRED,
                                                      lenient=lenient)),

@@ -40,8 +40,29 @@ CHAT_COMPLETION = obj({
     })},
     "usage": USAGE,
 })
-SSE = {"type": "string", "description": "`data: <chunk JSON>` events, then `data: [DONE]`; `: keep-alive` "
-                                        "comments in silences; an error after the start is `data: {\"error\": …}`"}
+
+
+def sse(chunk: dict) -> dict:
+    """One server-sent event (schemathesis validates a text/event-stream event by event, as
+    OpenAPI 3.2's itemSchema will; 3.1 has only `schema`, which we give the event's shape):
+    `data` is `[DONE]` or a JSON chunk — the route's chunk, or the error envelope after a failure
+    mid-stream. `: keep-alive` comment lines in silences carry no event."""
+    payload = {"type": "string", "if": {"const": "[DONE]"},
+               "else": {"contentMediaType": "application/json", "contentSchema": {"anyOf": [chunk, ERROR]}}}
+    return {"type": "object", "required": ["data"], "properties": {"event": {"const": "message"}, "data": payload}}
+
+
+_CHUNK_HEAD = {"id": _STR, "created": _INT, "model": _STR}
+COMPLETION_CHUNK = obj({**_CHUNK_HEAD, "object": {"const": "text_completion"},
+                        "choices": {"type": "array", "items": obj({"index": _INT, "text": _STR,
+                                                                    "finish_reason": _FINISH})}},
+                       {"usage": {"anyOf": [USAGE, {"type": "null"}]}})
+CHAT_CHUNK = obj({**_CHUNK_HEAD, "object": {"const": "chat.completion.chunk"},
+                  "choices": {"type": "array", "items": obj({
+                      "index": _INT, "finish_reason": _FINISH,
+                      "delta": {"type": "object", "properties": {"role": {"const": "assistant"}, "content": _STR,
+                                                                 "reasoning_content": _STR}}})}},
+                 {"usage": {"anyOf": [USAGE, {"type": "null"}]}})
 NDJSON = {"type": "string", "description": "one JSON object per line; the last has `done: true`, or is "
                                            "`{\"error\": …}` after a failure"}
 _VECTOR = {"type": "array", "items": _NUM}
