@@ -85,8 +85,9 @@ def settled(body: dict) -> bool:
 class Watched:
     """A server whose invariants are checked after each test that used it."""
 
-    def __init__(self, srv, model: str) -> None:
+    def __init__(self, srv, model: str, headers: dict | None = None) -> None:
         self.srv = srv
+        self.headers = headers or {}
         self.model = model
         self.pid = srv.proc.pid
         self.base_url = srv.base_url
@@ -113,7 +114,7 @@ class Watched:
         assert fds <= self.fds + FD_SLACK, f"fds {self.fds} at start, {fds} now"
         assert threads <= self.threads + THREAD_SLACK, f"threads {self.threads} at start, {threads} now"
         assert not zombies_of(self.pid), "zombie children"
-        follow_up = httpx.post(self.base_url + "/v1/completions", timeout=30.0,
+        follow_up = httpx.post(self.base_url + "/v1/completions", timeout=30.0, headers=self.headers,
                                json={"model": self.model, "prompt": "Hello", "max_tokens": 1})
         assert follow_up.status_code == 200, follow_up.text
         assert "unhandled_exception" not in self.log_text(), self.log_text()[-3000:]
@@ -122,8 +123,8 @@ class Watched:
 _watched: list[Watched] = []
 
 
-def watch(srv, model: str = "smollm2") -> Watched:
-    w = Watched(srv, model)
+def watch(srv, model: str = "smollm2", headers: dict | None = None) -> Watched:
+    w = Watched(srv, model, headers)
     _watched.append(w)
     return w
 
@@ -151,11 +152,11 @@ def global_invariants(request):
             w.check()
 
 
-def _start(tmp_path_factory, name: str, *args: str, real_model: bool = True):
+def _start(tmp_path_factory, name: str, *args: str, real_model: bool = True, env: dict | None = None):
     reason = serving_stack_missing(real_model=real_model)
     if reason:
         pytest.skip(reason)
-    srv = start_server(tmp_path_factory.mktemp(name), *args)
+    srv = start_server(tmp_path_factory.mktemp(name), *args, env=env)
     srv.wait_ready()
     return srv
 
@@ -176,11 +177,12 @@ def synthetic_factory(tmp_path_factory):
     """Start synthetic-backend servers (no weights; SmolLM2's tokenizer), stopped at module end."""
     started = []
 
-    def start(*args: str, model: str = "m", watched: bool = True, **spec):
+    def start(*args: str, model: str = "m", watched: bool = True, env: dict | None = None,
+              headers: dict | None = None, **spec):
         source = SYNTHETIC.format(step_us=spec.pop("step_us", 5000), slots=spec.pop("slots", 2))
         source += "".join(f",{k}={v}" for k, v in spec.items())
-        srv = _start(tmp_path_factory, "synthetic", "--model", f"{model}={source}", *args, real_model=False)
-        w = watch(srv, model) if watched else None
+        srv = _start(tmp_path_factory, "synthetic", "--model", f"{model}={source}", *args, real_model=False, env=env)
+        w = watch(srv, model, headers) if watched else None
         started.append((srv, w))
         return w or srv
 
