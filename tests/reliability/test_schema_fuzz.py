@@ -9,7 +9,6 @@ from pathlib import Path
 
 import httpx
 import orjson
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
