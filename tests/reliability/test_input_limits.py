@@ -34,9 +34,10 @@ def _lane_work(base_url: str) -> tuple[float, float]:
     """(prompt tokens processed, admissions) summed over models: moves only when a lane is used."""
     text = httpx.get(base_url + "/metrics").text
     def total(name: str) -> float:
-        values = re.findall(rf"^{name}{{[^}}]*}} ([0-9.e+]+)$", text, re.M)
-        assert values, f"{name} is not in /metrics"  # a renamed metric must not make this pass vacuously
-        return sum(float(v) for v in values)
+        family = name.removesuffix("_total").removesuffix("_count")
+        # A renamed metric must not let this pass vacuously.
+        assert re.search(rf"^# TYPE {family}(_total)? ", text, re.M), f"{family} is not in /metrics"
+        return sum(float(v) for v in re.findall(rf"^{name}{{[^}}]*}} ([0-9.e+]+)$", text, re.M))
     return total("laneserve_prompt_tokens_total"), total("laneserve_admission_seconds_count")
 
 
