@@ -50,17 +50,17 @@ def _prompt(rng: random.Random) -> str:
     return " ".join(rng.choice(_WORDS) for _ in range(12))
 
 
-def _request(kind: str, rng: random.Random) -> tuple[str, dict, bool]:
+def _request(kind: str, rng: random.Random, model: str) -> tuple[str, dict, bool]:
     text = _prompt(rng)
     if kind == "openai_chat_stream":
-        return "/v1/chat/completions", {"model": "smollm2", "messages": [{"role": "user", "content": text}],
+        return "/v1/chat/completions", {"model": model, "messages": [{"role": "user", "content": text}],
                                         "max_tokens": MAX_TOKENS, "stream": True}, True
     if kind == "openai_completion":
-        return "/v1/completions", {"model": "smollm2", "prompt": text, "max_tokens": MAX_TOKENS}, False
+        return "/v1/completions", {"model": model, "prompt": text, "max_tokens": MAX_TOKENS}, False
     if kind == "ollama_chat_stream":
-        return "/api/chat", {"model": "smollm2", "messages": [{"role": "user", "content": text}],
+        return "/api/chat", {"model": model, "messages": [{"role": "user", "content": text}],
                              "options": {"num_predict": MAX_TOKENS}}, True
-    return "/api/generate", {"model": "smollm2", "prompt": text, "stream": False,
+    return "/api/generate", {"model": model, "prompt": text, "stream": False,
                              "options": {"num_predict": MAX_TOKENS}}, False
 
 
@@ -70,8 +70,9 @@ class Tally:
         self.failures: list[tuple[float, float, str]] = []  # (start, end, what)
 
 
-async def _one(client: httpx.AsyncClient, kind: str, rng: random.Random, tally: Tally, cancel: bool) -> None:
-    path, body, stream = _request(kind, rng)
+async def _one(client: httpx.AsyncClient, kind: str, rng: random.Random, tally: Tally, cancel: bool,
+               model: str) -> None:
+    path, body, stream = _request(kind, rng, model)
     t0 = time.monotonic()
     try:
         if not stream:
@@ -145,24 +146,26 @@ async def _wait_all_ready(client: httpx.AsyncClient, timeout_s: float = 60.0) ->
     raise RuntimeError("lanes did not come back within 60 s")
 
 
-async def _capacity(client: httpx.AsyncClient, concurrency: int, seconds: float) -> float:
+async def _capacity(client: httpx.AsyncClient, concurrency: int, seconds: float, model: str) -> float:
     rng = random.Random(1)
     tally = Tally()
     stop_at = time.monotonic() + seconds
 
     async def worker(i: int) -> None:
         while time.monotonic() < stop_at:
-            await _one(client, KINDS[i % len(KINDS)], rng, tally, cancel=False)
+            await _one(client, KINDS[i % len(KINDS)], rng, tally, cancel=False, model=model)
 
     t0 = time.monotonic()
     await asyncio.gather(*(worker(i) for i in range(concurrency)))
     return tally.ok / (time.monotonic() - t0)
 
 
-async def soak(url: str, server_pid: int, minutes: float, kill_every_s: float, concurrency: int) -> str:
+async def soak(url: str, server_pid: int, minutes: float, kill_every_s: float, concurrency: int,
+               model: str = "smollm2", probe_s: float = 15.0) -> dict:
+    """Run the soak; returns its figures and the summary `line`."""
     limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
     async with httpx.AsyncClient(base_url=url, timeout=60.0, limits=limits) as client:
-        capacity = await _capacity(client, concurrency, 15.0)  # doubles as the warm-up for the counts
+        capacity = await _capacity(client, concurrency, probe_s, model)  # doubles as the warm-up for the counts
         await asyncio.sleep(3.0)  # probe connections closed, slots freed
         _, fds0, threads0 = _proc_counts(server_pid)
         baseline = (fds0, threads0, len(list_names(pid=server_pid)))
@@ -201,7 +204,7 @@ async def soak(url: str, server_pid: int, minutes: float, kill_every_s: float, c
             cancel = rng.random() < CANCEL_FRACTION
             kind = KINDS[i % len(KINDS)] if not cancel else rng.choice((KINDS[0], KINDS[2]))
             i += 1
-            task = asyncio.create_task(_one(client, kind, rng, tally, cancel))
+            task = asyncio.create_task(_one(client, kind, rng, tally, cancel, model))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         for task in background:
@@ -227,11 +230,14 @@ async def soak(url: str, server_pid: int, minutes: float, kill_every_s: float, c
     for f in other[:10]:
         print("error:", f[2])
     base = baseline
-    return (f"soak {minutes:g} min: {total} requests at {rate:.1f}/s (70% of {capacity:.1f}/s), "
+    line = (f"soak {minutes:g} min: {total} requests at {rate:.1f}/s (70% of {capacity:.1f}/s), "
             f"errors {len(other)} ({rate_pct:.3f}% excluding induced), induced {induced_n}, cancels {tally.cancelled}, "
             f"lane kills {len(kills)}, restarts {restarts}, recovered {len(kills)}/{len(kills)}, "
             f"RSS slope {slope:+.2f} MB/min after warm-up (gateway {rss / 1024:.0f} MB), "
             f"fds {base[0]}→{fds}, threads {base[1]}→{threads}, /dev/shm {base[2]}→{shm}")
+    return {"line": line, "total": total, "errors": len(other), "error_rate_pct": rate_pct, "induced": induced_n,
+            "kills": len(kills), "restarts": restarts, "rss_slope_mb_per_min": slope, "fds": (base[0], fds),
+            "threads": (base[1], threads), "shm": (base[2], shm), "error_samples": [f[2] for f in other[:10]]}
 
 
 def _slope_mb_per_min(points: list[tuple[float, int]]) -> float:
@@ -254,7 +260,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="laneserve-soak-") as workdir:
         proc, url, log_path = start_server(workdir, replicas=2, ctx_size=256)
         try:
-            line = asyncio.run(soak(url, proc.pid, args.minutes, args.kill_every_s, args.concurrency))
+            line = asyncio.run(soak(url, proc.pid, args.minutes, args.kill_every_s, args.concurrency))["line"]
         finally:
             code = stop_server(proc)
         print(f"{line}, server exit {code}")
