@@ -261,6 +261,11 @@ def main() -> int:
         proc, url, log_path = start_server(workdir, replicas=2, ctx_size=256)
         try:
             line = asyncio.run(soak(url, proc.pid, args.minutes, args.kill_every_s, args.concurrency))["line"]
+        except BaseException:
+            with open(log_path, errors="replace") as log:
+                print("server log (without per-request lines):",
+                      *[ln for ln in log if "request_finished" not in ln][-30:], sep="\n")
+            raise
         finally:
             code = stop_server(proc)
         print(f"{line}, server exit {code}")

@@ -43,7 +43,7 @@ def test_disconnect_during_decode_stops_the_lane(one_slot):
     disconnects_before = _metric(base, "laneserve_requests_total", outcome="disconnect")
     received = 0
     with httpx.Client(base_url=base, timeout=30) as client:
-        with client.stream("POST", "/v1/completions", json={"model": "m", "prompt": "x", "max_tokens": 2000,
+        with client.stream("POST", "/v1/completions", json={"model": "m", "prompt": "x", "max_tokens": 400,
                                                            "stream": True, "ignore_eos": True}) as r:
             for line in r.iter_lines():
                 received += line.startswith("data: {")
@@ -96,18 +96,18 @@ def test_stalled_reader_is_cut_off_and_its_slot_freed(synthetic_factory):
     """R5: a client that stops reading: once its socket stays full for --write-stall-timeout-s
     (2 s here) the stream is aborted, recorded as a timeout, and its slot and ring space freed
     (the global invariant checks the slot and the shm names)."""
-    base = synthetic_factory("--write-stall-timeout-s", "2", step_us=500, slots=1).base_url
+    base = synthetic_factory("--write-stall-timeout-s", "2", "--ctx-size", "4096", step_us=500, slots=4).base_url
     timeouts_before = _metric(base, "laneserve_requests_total", outcome="timeout")
     port = int(base.rsplit(":", 1)[1])
-    body = b'{"model": "m", "prompt": "x", "max_tokens": 4000, "stream": true, "ignore_eos": true}'
+    body = b'{"model": "m", "prompt": "x", "max_tokens": 4000, "n": 4, "stream": true, "ignore_eos": true}'
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         s.connect(("127.0.0.1", port))
         s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Content-Length: %d\r\n\r\n" % len(body) + body)
         t0 = time.monotonic()
-        # Never read: ~1 MB of events fills the socket buffers within a second or two; the cut
-        # follows 2 s later. Generating all 4000 tokens takes 2 s too, so also check how it ended.
+        # Never read: 4 × 4000 events (~3.7 MB) outgrow the socket buffers within a second or two;
+        # the cut follows 2 s after the socket filled.
         _wait_metric(base, "laneserve_requests_total", timeouts_before + 1, timeout_s=20.0, outcome="timeout")
         cut_s = time.monotonic() - t0
     assert cut_s < 20.0
