@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from gateway.errors import invalid, safe_repr
 from gateway.fields import get_bool, get_float, get_int, get_object, get_str, require_default
 from gateway.reasoning import think_from_openai
+from gateway.structured import OPENAI_FIELDS as STRUCTURED_FIELDS
+from gateway.structured import from_openai as structured_from_openai
+from gateway.tools import Tools, parse_tools, tool_calls_of_message
 
 MAX_STOP_STRINGS = 4
 MAX_STOP_CHARS = 256
@@ -21,22 +24,23 @@ MAX_MESSAGES = 1024
 MAX_TOKENS_LIMIT = 1 << 20
 SEED_MAX = (1 << 64) - 1
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's legacy completions default; chat fills the context
-CHAT_ROLES = ("system", "developer", "user", "assistant")
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 
 _COMMON = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "n", "stop",
     "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "ignore_eos",
-    "min_tokens", "stream", "stream_options", "user", "logprobs",
+    "min_tokens", "stream", "stream_options", "user", "logprobs", "response_format", *STRUCTURED_FIELDS,
 }
 COMPLETION_FIELDS = frozenset(_COMMON | {"prompt", "echo", "suffix", "best_of"})
 CHAT_FIELDS = frozenset(_COMMON | {
     "messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice",
-    "parallel_tool_calls", "response_format", "chat_template_kwargs", "enable_thinking",
+    "parallel_tool_calls", "chat_template_kwargs", "enable_thinking",
     "reasoning_effort",
 })
 # reasoning_content (vLLM, llama-server, DeepSeek), reasoning (OpenRouter, vLLM), thinking (Ollama):
 # accepted on assistant messages and never rendered into the prompt again.
-_MESSAGE_FIELDS = frozenset({"role", "content", "name", "reasoning_content", "reasoning", "thinking", "tool_calls"})
+_MESSAGE_FIELDS = frozenset({"role", "content", "name", "reasoning_content", "reasoning", "thinking", "tool_calls",
+                             "tool_call_id", "tool_name", "refusal"})
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ class Sampling:
     logit_bias: tuple[tuple[int, float], ...] = ()
     ignore_eos: bool = False
     min_tokens: int = 0
+    grammar: str | None = None  # llguidance grammar (gateway.structured); None: free output
+    grammar_param: str | None = None  # the field that asked for it
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,7 @@ class ChatRequest:
     ignored_fields: tuple[str, ...] = ()
     think: bool | None = None  # enable_thinking / reasoning_effort; None: the model's default
     think_param: str = "enable_thinking"  # the field that asked (named by a 400)
+    tools: Tools | None = None  # gateway.tools; None: no tools in the request
 
 
 def _check_fields(body: dict, known: frozenset, lenient: bool) -> tuple[str, ...]:
@@ -165,6 +172,7 @@ def _sampling(body: dict, max_tokens: int | None) -> Sampling:
         logit_bias=_logit_bias(body),
         ignore_eos=get_bool(body, "ignore_eos", False),
         min_tokens=get_int(body, "min_tokens", 0, 0, MAX_TOKENS_LIMIT),
+        **dict(zip(("grammar", "grammar_param"), structured_from_openai(body))),
     )
     if max_tokens is not None and sampling.min_tokens > max_tokens:
         raise invalid("'min_tokens' must not exceed 'max_tokens'", param="min_tokens")
@@ -248,14 +256,18 @@ def parse_messages(body: dict, lenient: bool) -> tuple[dict, ...]:
         role = message.get("role")
         if role not in CHAT_ROLES:
             raise invalid(f"message role must be one of {', '.join(CHAT_ROLES)}", param=f"messages[{i}].role")
-        if message.get("tool_calls"):
-            raise invalid("tool calls are not supported", param=f"messages[{i}].tool_calls",
-                          code="unsupported_parameter")
-        if message.get("name") is not None and type(message["name"]) is not str:
-            raise invalid("message name must be a string", param=f"messages[{i}].name", code="invalid_type")
+        for key in ("name", "tool_call_id", "tool_name"):
+            if message.get(key) is not None and type(message[key]) is not str:
+                raise invalid(f"message {key} must be a string", param=f"messages[{i}].{key}", code="invalid_type")
         # "developer" is OpenAI's newer name for the system turn; templates know only "system".
         # reasoning_content / reasoning / thinking are dropped: never fed back into the prompt.
-        out.append({"role": "system" if role == "developer" else role, "content": _message_content(message, i)})
+        normal = {"role": "system" if role == "developer" else role, "content": _message_content(message, i)}
+        if role == "assistant" and message.get("tool_calls"):
+            normal["tool_calls"] = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
+        if role == "tool":
+            name = message.get("name") or message.get("tool_name")
+            normal.update({k: v for k, v in (("tool_call_id", message.get("tool_call_id")), ("name", name)) if v})
+        out.append(normal)
     return tuple(out)
 
 
@@ -277,14 +289,10 @@ def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
     max_tokens = get_int(body, "max_completion_tokens", legacy, 1, MAX_TOKENS_LIMIT)
     sampling = _sampling(body, max_tokens)
     require_default(body, "top_logprobs", (0,), "log probabilities")
-    if body.get("tools"):
-        raise invalid("'tools' is not supported by this server", param="tools", code="unsupported_parameter")
-    require_default(body, "tool_choice", ("none", "auto"), "tool calling")
-    get_bool(body, "parallel_tool_calls", True)
-    response_format = get_object(body, "response_format")
-    if response_format is not None and response_format != {"type": "text"}:
-        raise invalid("only response_format {\"type\": \"text\"} is supported", param="response_format",
-                      code="unsupported_parameter")
+    tools = parse_tools(body)
+    if tools is not None and tools.active and sampling.grammar is not None:
+        raise invalid(f"'{sampling.grammar_param}' cannot be combined with tool calls; send tool_choice 'none'",
+                      param=sampling.grammar_param)
     kwargs = template_kwargs(body)
     return ChatRequest(
         sampling=sampling,
@@ -293,4 +301,5 @@ def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
         ignored_fields=ignored,
         think=think_from_openai(kwargs.get("enable_thinking"), body.get("reasoning_effort")),
         think_param="enable_thinking" if kwargs.get("enable_thinking") is not None else "reasoning_effort",
+        tools=tools,
     )

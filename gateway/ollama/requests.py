@@ -8,12 +8,14 @@ Errors are APIErrors whose message becomes Ollama's `{"error": "..."}`.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from gateway.backend import GenerationParams
 from gateway.errors import APIError
 from gateway.reasoning import think_from_ollama
+from gateway.structured import from_ollama_format
 
 MAX_MESSAGES = 1024
 MAX_STOP_STRINGS = 16
@@ -183,7 +185,7 @@ def parse_chat(body: dict) -> OllamaRequest:
     model = _model(body)
     params, num_predict = _options(body)
     _unsupported(body, "tools", "tool calling")
-    _unsupported(body, "format", "structured output")
+    params = dataclasses.replace(params, grammar=from_ollama_format(body.get("format")))
     stream = body.get("stream", True)
     if type(stream) is not bool:
         raise bad("stream must be true or false")
@@ -195,7 +197,7 @@ def parse_chat(body: dict) -> OllamaRequest:
 def parse_generate(body: dict) -> OllamaRequest:
     model = _model(body)
     params, num_predict = _options(body)
-    _unsupported(body, "format", "structured output")
+    params = dataclasses.replace(params, grammar=from_ollama_format(body.get("format")))
     _unsupported(body, "suffix", "fill-in-the-middle")
     _unsupported(body, "template", "only the model's own template is used; send raw: true with a formatted prompt")
     if body.get("images"):
