@@ -15,7 +15,9 @@ does not compile is a 400 naming the field before any lane work. Names accepted:
 JSON is generated compact (no free whitespace between tokens): a small model given free
 whitespace can loop on newlines forever; a schema's own "x-guidance" options override this.
 `strict: false` (OpenAI) compiles leniently: keywords llguidance does not support are ignored
-instead of refused.
+instead of refused. Integers without bounds are kept within ±(2^53 − 1), the range JSON numbers
+keep exactly in every parser (RFC 7493, I-JSON): a grammar without a digit limit lets a small
+model write "1111…" until the token limit, while a bounded one must close the number.
 """
 from __future__ import annotations
 
@@ -68,6 +70,35 @@ def compile_grammar(kind: str, text: str, param: str, *, lenient: bool = False) 
     return grammar
 
 
+SAFE_INTEGER_MAX = 2**53 - 1
+_NOT_SCHEMAS = frozenset({"const", "enum", "default", "examples", "properties", "patternProperties", "$defs",
+                          "definitions", "dependentSchemas"})
+
+
+def bound_integers(schema):
+    """A copy of the schema whose integer schemas without a lower/upper bound get the I-JSON one."""
+    if type(schema) is list:
+        return [bound_integers(s) for s in schema]
+    if type(schema) is not dict:
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas") \
+                and type(value) is dict:
+            out[key] = {name: bound_integers(sub) for name, sub in value.items()}  # maps name → schema
+        elif key in _NOT_SCHEMAS:
+            out[key] = value  # data, not schemas
+        else:
+            out[key] = bound_integers(value)
+    kind = out.get("type")
+    if kind == "integer" or (type(kind) is list and "integer" in kind):
+        if "minimum" not in out and "exclusiveMinimum" not in out:
+            out["minimum"] = -SAFE_INTEGER_MAX
+        if "maximum" not in out and "exclusiveMaximum" not in out:
+            out["maximum"] = SAFE_INTEGER_MAX
+    return out
+
+
 def json_schema_grammar(schema, param: str, *, lenient: bool = False) -> str:
     if type(schema) is str:
         try:
@@ -78,7 +109,7 @@ def json_schema_grammar(schema, param: str, *, lenient: bool = False) -> str:
         schema = {} if schema else {"not": {}}
     if type(schema) is not dict:
         raise invalid(f"'{param}' must be a JSON schema object", param=param, code="invalid_type")
-    return compile_grammar("json_schema", json.dumps(schema, ensure_ascii=False, sort_keys=True), param,
+    return compile_grammar("json_schema", json.dumps(bound_integers(schema), ensure_ascii=False), param,
                            lenient=lenient)
 
 

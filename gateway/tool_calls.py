@@ -5,6 +5,7 @@ ToolCallParser takes the text in pieces as the lane produces it and returns even
                                      be the start of `<tool_call>`
   ("call", index, id, name)          a call began (its name is known)
   ("arguments", index, fragment)     the next piece of that call's arguments JSON
+  ("end", index)                     the call's closing marker arrived (its arguments are whole)
 Concatenating a call's fragments gives its arguments exactly as generated (compact JSON under
 the grammar). The same parser serves non-stream answers (`parse_all`), so both agree.
 """
@@ -78,6 +79,7 @@ class ToolCallParser:
                     body = body[:-1].rstrip()  # the call object's own closing brace
                 if body:
                     events.append(("arguments", self._index, body))
+                events.append(("end", self._index))
                 self._buf = self._buf[end + len(CALL_CLOSE):]
                 self._state = "text"
 
@@ -96,7 +98,7 @@ class ToolCallParser:
             if body.endswith(_TAIL[:n]):
                 body = body[:-n]
                 break
-        return [("arguments", self._index, body)] if body else []
+        return ([("arguments", self._index, body)] if body else []) + [("end", self._index)]
 
 
 def parse_all(text: str) -> tuple[str | None, list[dict]]:
@@ -109,7 +111,7 @@ def parse_all(text: str) -> tuple[str | None, list[dict]]:
             content.append(event[1])
         elif event[0] == "call":
             calls.append({"id": event[2], "type": "function", "function": {"name": event[3], "arguments": ""}})
-        else:
+        elif event[0] == "arguments":
             calls[event[1]]["function"]["arguments"] += event[2]
     joined = "".join(content).strip()
     return (joined or None) if calls else "".join(content), calls

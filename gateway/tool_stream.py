@@ -37,8 +37,10 @@ class ToolStreamRewriter:
             elif event[0] == "call":
                 delta = {"tool_calls": [{"index": event[1], "id": event[2], "type": "function",
                                          "function": {"name": event[3], "arguments": ""}}]}
-            else:
+            elif event[0] == "arguments":
                 delta = {"tool_calls": [{"index": event[1], "function": {"arguments": event[2]}}]}
+            else:
+                continue
             out.append(self._frames.delta_event(choice, delta))
         return b"".join(out)
 

@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass
 
 from gateway.errors import invalid
-from gateway.structured import compile_grammar
+from gateway.structured import bound_integers, compile_grammar
 
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
@@ -125,7 +125,7 @@ def _check_schema(schema: dict, param: str) -> None:
 
 
 def _call_schema(tools: Tools) -> dict:
-    variants = [{"type": "object", "properties": {"name": {"const": f["name"]}, "arguments": f["parameters"]},
+    variants = [{"type": "object", "properties": {"name": {"const": f["name"]}, "arguments": bound_integers(f["parameters"])},
                  "required": ["name", "arguments"], "additionalProperties": False} for f in tools.allowed()]
     schema = variants[0] if len(variants) == 1 else {"anyOf": variants}
     return {**schema, "x-guidance": {"whitespace_flexible": False}}

@@ -16,6 +16,7 @@ from gateway.backend import GenerationParams
 from gateway.errors import APIError
 from gateway.reasoning import think_from_ollama
 from gateway.structured import from_ollama_format
+from gateway.tools import Tools, parse_tools, tool_calls_of_message
 
 MAX_MESSAGES = 1024
 MAX_STOP_STRINGS = 16
@@ -61,6 +62,7 @@ class OllamaRequest:
     context: tuple[int, ...] = ()       # generate: token ids of an earlier exchange (deprecated)
     keep_alive_zero: bool = False       # keep_alive 0: an empty request "unloads"
     think: bool | None = None           # None: the template's default
+    tools: Tools | None = None          # chat: gateway.tools (Ollama has no tool_choice: auto)
 
 
 def unknown_fields(body: dict, known: frozenset) -> tuple[str, ...]:
@@ -174,24 +176,31 @@ def _messages(body: dict) -> tuple[dict, ...]:
             raise bad(f"messages[{i}].content must be a string")
         if message.get("images"):
             raise bad("this model does not support images")
-        if message.get("tool_calls"):
-            raise bad("tool calls are not supported by this server")
         # `thinking` sent back in the history is accepted and not fed to the model again.
-        out.append({"role": role, "content": content})
+        normal = {"role": role, "content": content}
+        if role == "assistant" and message.get("tool_calls"):
+            normal["tool_calls"] = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
+        name = message.get("tool_name") or message.get("name")
+        if role == "tool" and type(name) is str:
+            normal["name"] = name
+        out.append(normal)
     return tuple(out)
 
 
 def parse_chat(body: dict) -> OllamaRequest:
     model = _model(body)
     params, num_predict = _options(body)
-    _unsupported(body, "tools", "tool calling")
-    params = dataclasses.replace(params, grammar=from_ollama_format(body.get("format")))
+    tools = parse_tools({"tools": body.get("tools")})
+    grammar = from_ollama_format(body.get("format"))
+    if tools is not None and tools.active and grammar is not None:
+        raise bad("format cannot be combined with tools")
+    params = dataclasses.replace(params, grammar=grammar)
     stream = body.get("stream", True)
     if type(stream) is not bool:
         raise bad("stream must be true or false")
     return OllamaRequest(model=model, stream=stream, params=params, num_predict=num_predict,
                          messages=_messages(body), keep_alive_zero=_keep_alive_zero(body),
-                         think=think_from_ollama(body.get("think")))
+                         think=think_from_ollama(body.get("think")), tools=tools)
 
 
 def parse_generate(body: dict) -> OllamaRequest:
