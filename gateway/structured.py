@@ -17,7 +17,9 @@ whitespace can loop on newlines forever; a schema's own "x-guidance" options ove
 `strict: false` (OpenAI) compiles leniently: keywords llguidance does not support are ignored
 instead of refused. Integers without bounds are kept within ±(2^53 − 1), the range JSON numbers
 keep exactly in every parser (RFC 7493, I-JSON): a grammar without a digit limit lets a small
-model write "1111…" until the token limit, while a bounded one must close the number.
+model write "1111…" until the token limit, while a bounded one must close the number. An object
+schema that lists `properties` and does not mention additionalProperties generates only those
+(as llama.cpp's grammar converter does): otherwise a model may invent keys until the token limit.
 """
 from __future__ import annotations
 
@@ -76,7 +78,9 @@ _NOT_SCHEMAS = frozenset({"const", "enum", "default", "examples", "properties", 
 
 
 def bound_integers(schema):
-    """A copy of the schema whose integer schemas without a lower/upper bound get the I-JSON one."""
+    """A copy of the schema for generation: integer schemas without a lower/upper bound get the
+    I-JSON one; objects with `properties` and no additionalProperties/patternProperties get
+    additionalProperties false."""
     if type(schema) is list:
         return [bound_integers(s) for s in schema]
     if type(schema) is not dict:
@@ -90,6 +94,9 @@ def bound_integers(schema):
             out[key] = value  # data, not schemas
         else:
             out[key] = bound_integers(value)
+    if type(out.get("properties")) is dict and "additionalProperties" not in out and "patternProperties" not in out \
+            and "unevaluatedProperties" not in out:
+        out["additionalProperties"] = False
     kind = out.get("type")
     if kind == "integer" or (type(kind) is list and "integer" in kind):
         if "minimum" not in out and "exclusiveMinimum" not in out:

@@ -18,8 +18,6 @@ import uuid
 from gateway.tools import CALL_CLOSE, CALL_OPEN
 
 _HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*')
-_TAIL = "}\n" + CALL_CLOSE  # the outer object's brace, then the closing marker
-_HOLD = len(_TAIL) + 8        # whitespace the model may put before the closing brace or marker
 
 
 def new_call_id() -> str:
@@ -37,9 +35,12 @@ def _prefix_overlap(text: str, marker: str) -> int:
 class ToolCallParser:
     def __init__(self) -> None:
         self._buf = ""
-        self._state = "text"  # text | head | args
+        self._state = "text"  # text | head | args | tail
         self._index = -1      # index of the current / last call
         self.num_calls = 0
+        self._depth = 0       # arguments scanner: nesting depth, inside a string, after a backslash
+        self._in_string = False
+        self._escaped = False
 
     def feed(self, text: str) -> list[tuple]:
         self._buf += text
@@ -66,39 +67,58 @@ class ToolCallParser:
                 events.append(("call", self._index, new_call_id(), json.loads(m.group(1))))
                 self._buf = self._buf[m.end():]
                 self._state = "args"
-            else:
-                end = self._buf.find(CALL_CLOSE)
+                self._depth, self._in_string, self._escaped = 0, False, False
+            elif self._state == "args":
+                end = self._scan_arguments()
                 if end < 0:
-                    safe = len(self._buf) - _HOLD
-                    if safe > 0:
-                        events.append(("arguments", self._index, self._buf[:safe]))
-                        self._buf = self._buf[safe:]
+                    if self._buf:
+                        events.append(("arguments", self._index, self._buf))
+                        self._buf = ""
                     return events
-                body = self._buf[:end].rstrip()
-                if body.endswith("}"):
-                    body = body[:-1].rstrip()  # the call object's own closing brace
-                if body:
-                    events.append(("arguments", self._index, body))
+                if end:
+                    events.append(("arguments", self._index, self._buf[:end]))
+                self._buf = self._buf[end:]
+                self._state = "tail"
+            else:  # tail: the call object's closing brace, then the closing marker
+                at = self._buf.find(CALL_CLOSE)
+                if at < 0:
+                    return events
                 events.append(("end", self._index))
-                self._buf = self._buf[end + len(CALL_CLOSE):]
+                self._buf = self._buf[at + len(CALL_CLOSE):]
                 self._state = "text"
+
+    def _scan_arguments(self) -> int:
+        """Scans the arguments value (a JSON object) in the buffer, carrying string/escape/depth
+        state across pieces; returns the buffer offset just past its end, or -1 if it goes on.
+        Markers inside JSON strings are text, not the end of the call."""
+        for i, ch in enumerate(self._buf):
+            if self._in_string:
+                if self._escaped:
+                    self._escaped = False
+                elif ch == "\\":
+                    self._escaped = True
+                elif ch == '"':
+                    self._in_string = False
+            elif ch == '"':
+                self._in_string = True
+            elif ch in "{[":
+                self._depth += 1
+            elif ch in "}]":
+                self._depth -= 1
+                if self._depth == 0:
+                    return i + 1
+        return -1
 
     def finish(self) -> list[tuple]:
         """End of the text: whatever is held back goes out (a call cut short by the token limit
         keeps the arguments generated so far)."""
         rest, self._buf = self._buf, ""
-        if not rest:
-            return []
         if self._state == "text":
-            return [("content", rest)]
+            return [("content", rest)] if rest else []
         if self._state == "head":
             return [("content", CALL_OPEN + rest)]
-        body = rest.rstrip()
-        for n in range(len(_TAIL), 0, -1):  # a closing cut short by the token limit is not arguments
-            if body.endswith(_TAIL[:n]):
-                body = body[:-n]
-                break
-        return ([("arguments", self._index, body)] if body else []) + [("end", self._index)]
+        events = [("arguments", self._index, rest)] if rest and self._state == "args" else []
+        return events + [("end", self._index)]
 
 
 def parse_all(text: str) -> tuple[str | None, list[dict]]:

@@ -33,6 +33,8 @@ class ToolStreamRewriter:
         out = []
         for event in events:
             if event[0] == "content":
+                if self._parser(choice).num_calls and not event[1].strip():
+                    continue  # whitespace between calls (the non-stream answer strips it too)
                 delta = {"content": event[1]}
             elif event[0] == "call":
                 delta = {"tool_calls": [{"index": event[1], "id": event[2], "type": "function",
