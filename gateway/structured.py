@@ -56,6 +56,8 @@ def _compiled(kind: str, text: str, lenient: bool) -> tuple[str, str]:
             grammar = llg.grammar_from(kind, text)
     except (ValueError, TypeError) as exc:
         return "", str(exc)
+    if not grammar.lstrip().startswith("{"):  # Lark text: the lane takes llguidance's JSON form only
+        grammar = json.dumps({"grammars": [{"lark_grammar": grammar}]})
     is_error, messages = llg.LLMatcher.validate_grammar_with_warnings(grammar)
     return grammar, (messages[0] if is_error and messages else "")
 
