@@ -15,7 +15,6 @@ import asyncio
 import os
 import random
 import re
-import socket
 import statistics
 import sys
 import tempfile

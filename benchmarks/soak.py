@@ -161,12 +161,12 @@ async def _capacity(client: httpx.AsyncClient, concurrency: int, seconds: float,
 
 
 async def soak(url: str, server_pid: int, minutes: float, kill_every_s: float, concurrency: int,
-               model: str = "smollm2", probe_s: float = 15.0) -> dict:
+               model: str = "smollm2", probe_s: float = 15.0, settle_s: float = 3.0) -> dict:
     """Run the soak; returns its figures and the summary `line`."""
     limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
     async with httpx.AsyncClient(base_url=url, timeout=60.0, limits=limits) as client:
         capacity = await _capacity(client, concurrency, probe_s, model)  # doubles as the warm-up for the counts
-        await asyncio.sleep(3.0)  # probe connections closed, slots freed
+        await asyncio.sleep(settle_s)  # probe connections closed, slots freed
         _, fds0, threads0 = _proc_counts(server_pid)
         baseline = (fds0, threads0, len(list_names(pid=server_pid)))
         rate = 0.7 * capacity
@@ -212,7 +212,7 @@ async def soak(url: str, server_pid: int, minutes: float, kill_every_s: float, c
         await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.gather(*background, return_exceptions=True)
         await _wait_all_ready(client)
-        await asyncio.sleep(3.0)  # connections closed, slots freed
+        await asyncio.sleep(settle_s)  # connections closed, slots freed
         restarts = await _restarts(client)
     rss, fds, threads = _proc_counts(server_pid)
     shm = len(list_names(pid=server_pid))

@@ -82,6 +82,10 @@ class StreamFrames:
                   "finish_reason": None}
         return self._event(self._chunk([choice]))
 
+    def delta_event(self, index: int, delta: dict) -> bytes:
+        """Chat only: one choice chunk with this delta (tool calls; content rendered by Python)."""
+        return self._event(self._chunk([{"index": index, "delta": delta, "logprobs": None, "finish_reason": None}]))
+
     def finish_event(self, index: int, finish_reason: str, extra: dict | None = None) -> bytes:
         """`extra`: top-level fields added after the OpenAI ones (gateway.stream_stats)."""
         if self.chat:

@@ -12,6 +12,9 @@ from gateway.errors import invalid, safe_repr
 from gateway.fields import (Bool, Custom, Float, Int, NoOp, Obj, Str, get_bool, get_object, object_schema,
                             require_default, table)
 from gateway.reasoning import EFFORTS, think_from_openai
+from gateway.structured import from_openai as structured_from_openai
+from gateway.structured import SHAPES as STRUCTURED_SHAPES
+from gateway.tools import MAX_TOOLS, TOOL_CHOICE_SHAPE, TOOLS_SHAPE, Tools, parse_tools, tool_calls_of_message
 
 MAX_STOP_STRINGS = 4
 MAX_STOP_CHARS = 256
@@ -22,11 +25,12 @@ MAX_MESSAGES = 1024
 MAX_TOKENS_LIMIT = 1 << 20
 SEED_MAX = (1 << 64) - 1
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's legacy completions default; chat fills the context
-CHAT_ROLES = ("system", "developer", "user", "assistant")
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 
 # reasoning_content (vLLM, llama-server, DeepSeek), reasoning (OpenRouter, vLLM), thinking (Ollama):
 # accepted on assistant messages and never rendered into the prompt again.
-_MESSAGE_FIELDS = frozenset({"role", "content", "name", "reasoning_content", "reasoning", "thinking", "tool_calls"})
+_MESSAGE_FIELDS = frozenset({"role", "content", "name", "reasoning_content", "reasoning", "thinking", "tool_calls",
+                             "tool_call_id", "tool_name", "refusal"})
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class Sampling:
     logit_bias: tuple[tuple[int, float], ...] = ()
     ignore_eos: bool = False
     min_tokens: int = 0
+    grammar: str | None = None  # llguidance grammar (gateway.structured); None: free output
+    grammar_param: str | None = None  # the field that asked for it
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,7 @@ class ChatRequest:
     ignored_fields: tuple[str, ...] = ()
     think: bool | None = None  # enable_thinking / reasoning_effort; None: the model's default
     think_param: str = "enable_thinking"  # the field that asked (named by a 400)
+    tools: Tools | None = None  # gateway.tools; None: no tools in the request
 
 
 def _check_fields(body: dict, known: frozenset, lenient: bool) -> tuple[str, ...]:
@@ -155,6 +162,7 @@ def _sampling(body: dict, max_tokens: int | None) -> Sampling:
         logit_bias=f["logit_bias"].read(body),
         ignore_eos=f["ignore_eos"].read(body),
         min_tokens=f["min_tokens"].read(body),
+        **dict(zip(("grammar", "grammar_param"), structured_from_openai(body))),
     )
     if max_tokens is not None and sampling.min_tokens > max_tokens:
         raise invalid("'min_tokens' must not exceed 'max_tokens'", param="min_tokens")
@@ -238,14 +246,18 @@ def parse_messages(body: dict, lenient: bool) -> tuple[dict, ...]:
         role = message.get("role")
         if role not in CHAT_ROLES:
             raise invalid(f"message role must be one of {', '.join(CHAT_ROLES)}", param=f"messages[{i}].role")
-        if message.get("tool_calls") not in (None, []):
-            raise invalid("tool calls are not supported", param=f"messages[{i}].tool_calls",
-                          code="unsupported_parameter")
-        if message.get("name") is not None and type(message["name"]) is not str:
-            raise invalid("message name must be a string", param=f"messages[{i}].name", code="invalid_type")
+        for key in ("name", "tool_call_id", "tool_name"):
+            if message.get(key) is not None and type(message[key]) is not str:
+                raise invalid(f"message {key} must be a string", param=f"messages[{i}].{key}", code="invalid_type")
         # "developer" is OpenAI's newer name for the system turn; templates know only "system".
         # reasoning_content / reasoning / thinking are dropped: never fed back into the prompt.
-        out.append({"role": "system" if role == "developer" else role, "content": _message_content(message, i)})
+        normal = {"role": "system" if role == "developer" else role, "content": _message_content(message, i)}
+        if role == "assistant" and message.get("tool_calls"):
+            normal["tool_calls"] = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
+        if role == "tool":
+            name = message.get("name") or message.get("tool_name")
+            normal.update({k: v for k, v in (("tool_call_id", message.get("tool_call_id")), ("name", name)) if v})
+        out.append(normal)
     return tuple(out)
 
 
@@ -266,8 +278,11 @@ def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
     legacy = f["max_tokens"].read(body)
     # If both are sent, max_completion_tokens wins (llama.cpp); never ignore either (Ollama #7125).
     sampling = _sampling(body, f["max_completion_tokens"].read(body, legacy))
-    for name in ("top_logprobs", "tools", "tool_choice", "parallel_tool_calls", "response_format"):
-        f[name].read(body)
+    f["top_logprobs"].read(body)
+    tools = f["tools"].read(body)
+    if tools is not None and tools.active and sampling.grammar is not None:
+        raise invalid(f"'{sampling.grammar_param}' cannot be combined with tool calls; send tool_choice 'none'",
+                      param=sampling.grammar_param)
     kwargs = template_kwargs(body)
     return ChatRequest(
         sampling=sampling,
@@ -276,23 +291,22 @@ def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
         ignored_fields=ignored,
         think=think_from_openai(kwargs.get("enable_thinking"), body.get("reasoning_effort")),
         think_param="enable_thinking" if kwargs.get("enable_thinking") is not None else "reasoning_effort",
+        tools=tools,
     )
 
 
-def _empty_only(name: str, what: str):
-    """A list field we cannot honour: null or [] only (a non-empty one is a 400, never dropped)."""
-    def read(body: dict) -> None:
-        if body.get(name) not in (None, []):
-            raise invalid(f"'{name}' is not supported by this server ({what})", param=name, code="unsupported_parameter")
-    return Custom(name, reader=read, shape={"type": ["array", "null"], "maxItems": 0,
-                                            "description": f"not supported ({what}): only [] or null"})
+def _tools(body: dict) -> Tools | None:
+    """gateway.tools reads tools, tool_choice and parallel_tool_calls together; `tools` must be
+    an array or null (a falsy non-array used to pass as "no tools")."""
+    value = body.get("tools")
+    if value is not None and type(value) is not list:
+        raise invalid("'tools' must be an array", param="tools", code="invalid_type")
+    return parse_tools(body)
 
 
-def _response_format(body: dict) -> None:
-    value = get_object(body, "response_format")
-    if value is not None and value != {"type": "text"}:
-        raise invalid("only response_format {\"type\": \"text\"} is supported", param="response_format",
-                      code="unsupported_parameter")
+def _read_elsewhere(body: dict) -> None:
+    """Fields read together by another reader (gateway.structured, _tools, _stream_options)."""
+    return None
 
 
 # --- The field tables: the parsers above read through them; gateway/openapi.py renders them ------
@@ -304,6 +318,8 @@ _STREAM_OPTION_FIELDS = table(
     NoOp("continuous_usage_stats", allowed=(False,), what="per-chunk usage"),
 )
 _SEED = Int("seed", "sampling seed; -1 = random", lo=-1, hi=SEED_MAX)
+STRUCTURED_TABLE = table(*(Custom(name, doc, reader=_read_elsewhere, shape=shape)
+                           for name, (doc, shape) in STRUCTURED_SHAPES.items()))
 COMMON_FIELDS = table(
     Custom("model", "a served model name (GET /v1/models)", reader=_model, shape={"type": "string"}),
     Int("max_tokens", "most tokens to generate (capped by the context)", lo=1, hi=MAX_TOKENS_LIMIT),
@@ -324,10 +340,11 @@ COMMON_FIELDS = table(
     Bool("ignore_eos", default=False),
     Int("min_tokens", default=0, lo=0, hi=MAX_TOKENS_LIMIT),
     Bool("stream", default=False),
-    Custom("stream_options", "only with stream: true", reader=lambda body: None, shape={
+    Custom("stream_options", "only with stream: true", reader=_read_elsewhere, shape={
         **object_schema(_STREAM_OPTION_FIELDS), "type": ["object", "null"]}),
     Str("user", max_chars=256),
     NoOp("logprobs", allowed=(False, 0), what="log probabilities"),
+    *STRUCTURED_TABLE.values(),
 )
 
 
@@ -344,7 +361,7 @@ COMPLETION_FIELDS = table(
            reader=_prompts, shape=_prompts_shape()),
     NoOp("echo", allowed=(False,), what="echoing the prompt"),
     NoOp("suffix", allowed=("",), what="suffix/insertion"),
-    Custom("best_of", "only 1 or n", reader=lambda body: None, shape={"type": ["integer", "null"]}),
+    Custom("best_of", "only 1 or n", reader=_read_elsewhere, shape={"type": ["integer", "null"]}),
 )
 COMPLETION_REQUIRED = ("model", "prompt")
 
@@ -358,8 +375,9 @@ def _message_shape() -> dict:
             "role": {"enum": list(CHAT_ROLES)},
             "content": {"anyOf": [{"type": "string"}, {"type": "array", "items": part}, {"type": "null"}]},
             "name": {"type": ["string", "null"]},
-            "reasoning_content": {}, "reasoning": {}, "thinking": {},
-            "tool_calls": {"type": ["array", "null"], "maxItems": 0},
+            "reasoning_content": {}, "reasoning": {}, "thinking": {}, "refusal": {},
+            "tool_calls": {"description": "assistant turns: the calls it made (an array)"},
+            "tool_call_id": {"type": ["string", "null"]}, "tool_name": {"type": ["string", "null"]},
         },
         "required": ["role"],
         "additionalProperties": False,
@@ -369,19 +387,17 @@ def _message_shape() -> dict:
 CHAT_FIELDS = table(
     *COMMON_FIELDS.values(),
     Custom("messages", "system/developer, user and assistant turns; text content only",
-           reader=lambda body: None, shape={"type": "array", "items": _message_shape(), "minItems": 1,
+           reader=_read_elsewhere, shape={"type": "array", "items": _message_shape(), "minItems": 1,
                                             "maxItems": MAX_MESSAGES}),
     Int("max_completion_tokens", "wins over max_tokens", lo=1, hi=MAX_TOKENS_LIMIT),
     NoOp("top_logprobs", allowed=(0,), what="log probabilities"),
-    _empty_only("tools", "tool calling"),
-    NoOp("tool_choice", allowed=("none", "auto"), what="tool calling"),
-    Bool("parallel_tool_calls", default=True),
-    Custom("response_format", "only {\"type\": \"text\"}", reader=_response_format, shape={"anyOf": [
-        {"type": "null"}, {"type": "object", "properties": {"type": {"const": "text"}}, "required": ["type"],
-                           "additionalProperties": False}]}),
+    Custom("tools", f"functions the model may call (at most {MAX_TOOLS})", reader=_tools,
+           shape=TOOLS_SHAPE),
+    Custom("tool_choice", "needs tools unless none/auto", reader=_read_elsewhere, shape=TOOL_CHOICE_SHAPE),
+    Custom("parallel_tool_calls", reader=_read_elsewhere, shape={"type": ["boolean", "null"]}),
     Obj("chat_template_kwargs", "extra variables for the chat template, e.g. enable_thinking"),
     Bool("enable_thinking"),
-    Custom("reasoning_effort", "\"none\" turns thinking off, any other level on", reader=lambda body: None,
+    Custom("reasoning_effort", "\"none\" turns thinking off, any other level on", reader=_read_elsewhere,
            shape={"enum": [*EFFORTS, None]}),
 )
 CHAT_REQUIRED = ("model", "messages")

@@ -6,6 +6,7 @@ up the model → tokenize and check the context → admit (LaneBusy → 429) →
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from sanic.response import HTTPResponse
 
@@ -20,6 +21,9 @@ from gateway.generation import Generation, GenerationCancelled, Submission
 from gateway.openai_requests import parse_chat, parse_completion
 from gateway.reasoning import render_for_thinking
 from gateway.relay import WriteStalled, collect, non_stream_response_body, relay_stream
+from gateway.stream_stats import RequestStats
+from gateway.tool_stream import ToolStreamRewriter, tool_response_body
+from gateway.tools import chat_for_template, tool_grammar
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.tracking import RequestTracker
 
@@ -40,7 +44,9 @@ def _prompt_ids(state, served, parsed, chat: bool):
     """(token ids per prompt, reasoning markers for the lane or None)."""
     markers = None
     if chat:
-        ids, markers = render_for_thinking(served.text, list(parsed.messages), parsed.template_kwargs, parsed.think,
+        messages, kwargs = chat_for_template(list(parsed.messages), parsed.template_kwargs, parsed.tools,
+                                             served.text.supports_tools)
+        ids, markers = render_for_thinking(served.text, messages, kwargs, parsed.think,
                                            param=parsed.think_param, model=served.name)
         all_ids = [ids]
     else:
@@ -86,6 +92,9 @@ async def _generate(request, chat: bool):
             if parsed.ignored_fields:
                 state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(parsed.ignored_fields)[:16])
             sampling = parsed.sampling
+            tools = parsed.tools if chat and parsed.tools is not None and parsed.tools.active else None
+            if tools is not None:  # the answer follows the tool-call format (gateway.tools)
+                sampling = dataclasses.replace(sampling, grammar=tool_grammar(tools))
             served = state.model(sampling.model)
             tracker.set_model(served.name, sampling.stream)
             if sampling.n > state.config.max_n:
@@ -106,7 +115,8 @@ async def _generate(request, chat: bool):
                 params = generation_params(sampling, _max_tokens(sampling.max_tokens, len(ids), served.n_ctx,
                                                                    "messages" if chat else "prompt"), markers)
                 first = p * sampling.n
-                framings = [(j, CONTENT, *frames.content_framing(first + j)) for j in range(sampling.n)] \
+                framings = [(j, CONTENT, *(frames.content_framing(first + j) if tools is None else (b"", b"")))
+                            for j in range(sampling.n)] \
                     if sampling.stream else []  # non-stream: the relay collects each choice's escaped text
                 if markers is not None and sampling.stream:
                     framings += [(j, REASONING, *frames.reasoning_framing(first + j)) for j in range(sampling.n)]
@@ -137,13 +147,19 @@ async def _generate(request, chat: bool):
                     await relay_stream(request, generation, frames, tracker, n_per_prompt=sampling.n, headers=headers,
                                        keepalive_interval_s=state.config.keepalive_interval_s,
                                        write_stall_timeout_s=state.config.write_stall_timeout_s,
-                                       retry_after_s=state.config.retry_after_s)
+                                       retry_after_s=state.config.retry_after_s,
+                                       rewrite=None if tools is None else ToolStreamRewriter(frames))
                     generation = None
                     return None
                 results = await collect(generation, num_choices, tracker, n_per_prompt=sampling.n,
                                         retry_after_s=state.config.retry_after_s)
                 generation = None
-                body_bytes = non_stream_response_body(frames, results, tracker)
+                if tools is None:
+                    body_bytes = non_stream_response_body(frames, results, tracker)
+                else:
+                    rec = tracker.record
+                    body_bytes = tool_response_body(frames, results, rec.prompt_tokens, rec.completion_tokens,
+                                                    rec.cached_tokens, RequestStats.from_tracker(tracker).openai_body_fields())
                 tracker.finish("success", 200)
                 return HTTPResponse(body_bytes, status=200, headers=headers, content_type="application/json")
             finally:

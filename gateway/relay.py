@@ -161,11 +161,15 @@ class SseSender:
 
 async def relay_stream(request, generation: Generation, frames: StreamFrames, tracker, *, n_per_prompt: int,
                        headers: dict, keepalive_interval_s: float, write_stall_timeout_s: float,
-                       retry_after_s: int) -> None:
+                       retry_after_s: int, rewrite=None) -> None:
+    """`rewrite` (e.g. gateway.tool_stream.ToolStreamRewriter): Python re-frames each chunk —
+    `chunk(choice, data) -> bytes` and `finish(choice, reason) -> (bytes, reason)` — and the lane's
+    bytes never go to the socket directly."""
     response = await request.respond(headers=headers, content_type="text/event-stream; charset=utf-8")
     sender = SseSender(response, request.transport, keepalive_interval_s, write_stall_timeout_s)
     sender.start_keepalive()
-    sender.open_direct()
+    if rewrite is None:
+        sender.open_direct()
     chat = frames.chat
     choices_left = generation.num_choices
     try:
@@ -190,10 +194,17 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
                             # Without a usage chunk the last finish chunk is the last event: stats go there.
                             stats = None if choices_left or frames.include_usage else \
                                 RequestStats.from_tracker(tracker).openai_stream_fields()
-                            await sender.send(frames.finish_event(choice, item.finish_reason, stats))
+                            reason = item.finish_reason
+                            if rewrite is not None:
+                                tail, reason = rewrite.finish(choice, reason)
+                                if tail:
+                                    await sender.send(tail)
+                            await sender.send(frames.finish_event(choice, reason, stats))
                             continue
                         tracker.first_token()  # queued path (the socket was busy when it arrived)
-                        await sender.send(item.data)
+                        data = item.data if rewrite is None else rewrite.chunk(choice, item.data)
+                        if data:
+                            await sender.send(data)
                 finally:
                     sender.detach()
         except (GenerationFailed, LaneError) as exc:

@@ -77,6 +77,7 @@ class GenerationParams:
     min_tokens: int = 0
     ignore_eos: bool = False
     reasoning: ReasoningMarkers | None = None  # None: all text is content
+    grammar: str | None = None  # llguidance grammar the output must follow (gateway.structured)
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_tokens < 2**31:

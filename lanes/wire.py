@@ -48,10 +48,11 @@ REQUEST_IGNORE_EOS = 2
 REQUEST_EMBED = 4
 REQUEST_SPLIT_REASONING = 1 << 4          # open/close reasoning markers follow the stop strings
 REQUEST_REASONING_STARTS_INSIDE = 1 << 5  # the prompt already opened the reasoning block
+REQUEST_GRAMMAR = 1 << 6                  # an llguidance grammar (last section) constrains the output
 DONE_LAST_CHOICE = 1
 FLAGS = {"REQUEST_HAS_SEED": REQUEST_HAS_SEED, "REQUEST_IGNORE_EOS": REQUEST_IGNORE_EOS,
          "REQUEST_EMBED": REQUEST_EMBED, "REQUEST_SPLIT_REASONING": REQUEST_SPLIT_REASONING,
-         "REQUEST_REASONING_STARTS_INSIDE": REQUEST_REASONING_STARTS_INSIDE,
+         "REQUEST_REASONING_STARTS_INSIDE": REQUEST_REASONING_STARTS_INSIDE, "REQUEST_GRAMMAR": REQUEST_GRAMMAR,
          "DONE_LAST_CHOICE": DONE_LAST_CHOICE}
 MAX_CHOICES = 128  # per REQUEST: n choices, or the inputs of an embedding request
 
@@ -145,6 +146,9 @@ def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> byt
     reasoning = params.reasoning
     if reasoning is not None:
         flags |= REQUEST_SPLIT_REASONING | (REQUEST_REASONING_STARTS_INSIDE if reasoning.starts_inside else 0)
+    grammar = [params.grammar.encode("utf-8")] if params.grammar else []
+    if grammar:
+        flags |= REQUEST_GRAMMAR
     stops = [s.encode("utf-8") for s in params.stop]
     parts = [
         _REQUEST.pack(
@@ -156,7 +160,7 @@ def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> byt
     for token_id, bias in params.logit_bias:
         parts.append(struct.pack("<if", token_id, bias))
     markers = [reasoning.open.encode("utf-8"), reasoning.close.encode("utf-8")] if reasoning is not None else []
-    for s in stops + markers:
+    for s in stops + markers + grammar:
         parts.append(_U32.pack(len(s)))
         parts.append(s)
     return b"".join(parts)

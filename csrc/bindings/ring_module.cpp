@@ -152,6 +152,7 @@ py::dict wire_layout() {
   flags["REQUEST_IGNORE_EOS"] = wire::kRequestIgnoreEos;
   flags["REQUEST_SPLIT_REASONING"] = wire::kRequestSplitReasoning;
   flags["REQUEST_REASONING_STARTS_INSIDE"] = wire::kRequestReasoningStartsInside;
+  flags["REQUEST_GRAMMAR"] = wire::kRequestGrammar;
   flags["REQUEST_EMBED"] = wire::kRequestEmbed;
   flags["DONE_LAST_CHOICE"] = wire::kDoneLastChoice;
   {

@@ -41,6 +41,7 @@ struct Waiting {
   uint32_t choice;
   GenerationRequest req;
   bool embed = false;
+  MatcherPtr grammar;  // compiled req.grammar (null: unconstrained)
 };
 
 // Length of the common prefix, capped so the last prompt token is always recomputed (its
@@ -58,6 +59,7 @@ struct BatchEngine::Impl {
   GgufFile file;
   ModelRuntime model;
   std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<GrammarCompiler> grammar;  // built on the first constrained request
   int32_t max_batch_tokens;
   std::vector<Slot> slots;
   std::deque<Waiting> waiting;
@@ -134,7 +136,7 @@ struct BatchEngine::Impl {
     return best;
   }
 
-  void start(int dst, const Waiting& w) {
+  void start(int dst, Waiting& w) {
     Slot& d = slots[dst];
     const auto& prompt = w.req.prompt_ids;
     // An embedding needs every token's hidden state: it starts at position 0.
@@ -152,7 +154,7 @@ struct BatchEngine::Impl {
     }
     if (src >= 0) model.copy_kv(src, dst, cached);
     d.kv_tokens.assign(prompt.begin(), prompt.begin() + cached);
-    d.seq->begin(w.req, *tokenizer, cached, steady_now_ns());
+    d.seq->begin(w.req, *tokenizer, cached, steady_now_ns(), std::move(w.grammar));
     d.busy = true;
     d.request_id = w.request_id;
     d.choice = w.choice;
@@ -278,7 +280,8 @@ bool BatchEngine::has_work() const { return !impl_->waiting.empty() || num_activ
 
 void BatchEngine::add(uint64_t request_id, uint32_t choice, const GenerationRequest& req) {
   validate_request(req, impl_->model.config().n_vocab, impl_->model.ctx_size());
-  impl_->waiting.push_back(Waiting{request_id, choice, req, false});
+  MatcherPtr grammar = GrammarCompiler::compile_with(impl_->grammar, *impl_->tokenizer, req.grammar);
+  impl_->waiting.push_back(Waiting{request_id, choice, req, false, std::move(grammar)});
 }
 
 void BatchEngine::add_embedding(uint64_t request_id, uint32_t choice, const std::vector<int32_t>& prompt_ids) {

@@ -33,6 +33,7 @@ struct GenerationRequest {
   int32_t max_tokens = 16;           // ≥ 1; also capped by the context
   std::vector<std::string> stop;     // stop strings (matched on emitted content, not reasoning)
   ReasoningFormat reasoning;         // markers to split reasoning out of the text (none: all content)
+  std::string grammar;               // llguidance grammar (JSON) constraining the output; "" = none
 };
 
 struct StepResult {

@@ -116,6 +116,7 @@ void LaneLoop::begin_request(const uint8_t* payload, size_t size_bytes) {
     gen_.max_tokens = req_.max_tokens;
     gen_.stop = req_.stop;
     gen_.reasoning = req_.reasoning;
+    gen_.grammar = req_.grammar;
     try {
       backend_->add(req_.request_id, choice, gen_);
     } catch (const std::exception& e) {

@@ -80,6 +80,11 @@ void decode_request(const uint8_t* payload, size_t size_bytes, DecodedRequest& o
     out.reasoning.starts_inside = (h.flags & kRequestReasoningStartsInside) != 0;
     if (out.reasoning.close.empty()) throw WireError("REQUEST reasoning close marker is empty");
   }
+  out.grammar.clear();
+  if (h.flags & kRequestGrammar) {
+    out.grammar = c.str(c.take<uint32_t>("grammar length"), "grammar");
+    if (out.grammar.empty()) throw WireError("REQUEST grammar is empty");
+  }
   out.num_choices = h.num_choices;
   if (c.left != 0) throw WireError("REQUEST record has " + std::to_string(c.left) + " trailing bytes");
 }

@@ -46,6 +46,7 @@ enum class RecordType : uint32_t {
 //   LogitBiasEntry[num_logit_bias]
 //   num_stop × { u32 size_bytes; utf8 bytes }
 //   only with kRequestSplitReasoning: 2 × { u32 size_bytes; utf8 bytes } (open, close marker)
+//   only with kRequestGrammar: { u32 size_bytes; utf8 bytes } (llguidance grammar, JSON)
 struct RequestHeader {
   uint64_t request_id;
   uint64_t seed;
@@ -67,6 +68,7 @@ constexpr uint32_t kRequestIgnoreEos = 2u;
 constexpr uint32_t kRequestEmbed = 4u;
 constexpr uint32_t kRequestSplitReasoning = 1u << 4;         // reasoning markers follow the stops
 constexpr uint32_t kRequestReasoningStartsInside = 1u << 5;  // the prompt opened the block
+constexpr uint32_t kRequestGrammar = 1u << 6;                // a grammar constrains the output
 constexpr uint32_t kMaxChoices = 128;  // per REQUEST (n, or inputs of an embedding request)
 
 struct LogitBiasEntry {
@@ -178,6 +180,7 @@ struct DecodedRequest {
   std::vector<int32_t> prompt_ids;
   std::vector<std::string> stop;
   ReasoningFormat reasoning;
+  std::string grammar;  // kRequestGrammar: llguidance grammar; "" = unconstrained
   uint32_t num_choices = 1;
   bool embed = false;                   // kRequestEmbed
   std::vector<uint32_t> prompt_lengths;  // embed: [num_choices] ids per input

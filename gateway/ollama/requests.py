@@ -8,12 +8,15 @@ Errors are APIErrors whose message becomes Ollama's `{"error": "..."}`.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from gateway.backend import GenerationParams
 from gateway.errors import APIError
 from gateway.reasoning import OLLAMA_LEVELS, think_from_ollama
+from gateway.structured import FORMAT_SHAPE, from_ollama_format
+from gateway.tools import TOOLS_SHAPE, Tools, parse_tools, tool_calls_of_message
 
 MAX_MESSAGES = 1024
 MAX_STOP_STRINGS = 16
@@ -57,6 +60,7 @@ class OllamaRequest:
     context: tuple[int, ...] = ()       # generate: token ids of an earlier exchange (deprecated)
     keep_alive_zero: bool = False       # keep_alive 0: an empty request "unloads"
     think: bool | None = None           # None: the template's default
+    tools: Tools | None = None          # chat: gateway.tools (Ollama has no tool_choice: auto)
 
 
 def unknown_fields(body: dict, known: dict) -> tuple[str, ...]:
@@ -173,30 +177,39 @@ def _messages(body: dict) -> tuple[dict, ...]:
             raise bad(f"messages[{i}].content must be a string")
         if message.get("images") not in (None, []):
             raise bad("this model does not support images")
-        if message.get("tool_calls") not in (None, []):
-            raise bad("tool calls are not supported by this server")
         # `thinking` sent back in the history is accepted and not fed to the model again.
-        out.append({"role": role, "content": content})
+        normal = {"role": role, "content": content}
+        if role == "assistant" and message.get("tool_calls"):
+            normal["tool_calls"] = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
+        name = message.get("tool_name") or message.get("name")
+        if role == "tool" and type(name) is str:
+            normal["name"] = name
+        out.append(normal)
     return tuple(out)
 
 
 def parse_chat(body: dict) -> OllamaRequest:
     model = _model(body)
     params, num_predict = _options(body)
-    _unsupported(body, "tools", "tool calling")
-    _unsupported(body, "format", "structured output")
+    if body.get("tools") is not None and type(body["tools"]) is not list:
+        raise bad("tools must be a list")  # a falsy non-list used to pass as "no tools"
+    tools = parse_tools({"tools": body.get("tools")})
+    grammar = from_ollama_format(body.get("format"))
+    if tools is not None and tools.active and grammar is not None:
+        raise bad("format cannot be combined with tools")
+    params = dataclasses.replace(params, grammar=grammar)
     stream = body.get("stream", True)
     if type(stream) is not bool:
         raise bad("stream must be true or false")
     return OllamaRequest(model=model, stream=stream, params=params, num_predict=num_predict,
                          messages=_messages(body), keep_alive_zero=_keep_alive_zero(body),
-                         think=think_from_ollama(body.get("think")))
+                         think=think_from_ollama(body.get("think")), tools=tools)
 
 
 def parse_generate(body: dict) -> OllamaRequest:
     model = _model(body)
     params, num_predict = _options(body)
-    _unsupported(body, "format", "structured output")
+    params = dataclasses.replace(params, grammar=from_ollama_format(body.get("format")))
     _unsupported(body, "suffix", "fill-in-the-middle")
     _unsupported(body, "template", "only the model's own template is used; send raw: true with a formatted prompt")
     if body.get("images") not in (None, []):
@@ -249,17 +262,18 @@ def _unsupported_shape(what: str) -> dict:
 _EMPTY_LIST = {"type": ["array", "null"], "maxItems": 0}
 _MESSAGE = {"type": "object", "required": ["role"], "additionalProperties": True, "properties": {
     "role": {"enum": list(ROLES)}, "content": {"type": ["string", "null"]}, "images": _EMPTY_LIST,
-    "tool_calls": _EMPTY_LIST, "thinking": {}}}
+    "tool_calls": {"description": "assistant turns: the calls it made (an array)"}, "thinking": {},
+    "tool_name": {}, "name": {}}}
 _COMMON_SHAPES = {
     "model": {"type": "string", "minLength": 1},
     "stream": {"type": "boolean", "default": True},
     "options": _options_schema(),
-    "format": _unsupported_shape("structured output"),
+    "format": FORMAT_SHAPE,
     "keep_alive": {"type": ["string", "number", "null"], "description": "0 with no prompt: an \"unload\" no-op"},
     "think": {"enum": [True, False, *OLLAMA_LEVELS, None]},
 }
 CHAT_FIELDS = {**_COMMON_SHAPES, "messages": {"type": ["array", "null"], "items": _MESSAGE, "maxItems": MAX_MESSAGES},
-               "tools": _unsupported_shape("tool calling")}
+               "tools": TOOLS_SHAPE}
 GENERATE_FIELDS = {**_COMMON_SHAPES, "prompt": {"type": ["string", "null"]}, "system": {"type": ["string", "null"]},
                    "raw": {"type": "boolean", "default": False}, "images": _EMPTY_LIST,
                    "suffix": _unsupported_shape("fill-in-the-middle"), "template": _unsupported_shape("templates"),

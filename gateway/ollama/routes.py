@@ -22,12 +22,14 @@ from gateway.control import CANCELLED_CODE, CANCELLED_STATUS, outcome_for
 from gateway.errors import APIError
 from gateway.generation import Generation, GenerationCancelled, GenerationFailed, Submission
 from gateway.ollama.frames import NDJSON, OllamaFrames, error_line
+from gateway.ollama.tools import OllamaToolStream, final_message
 from gateway.ollama.requests import (CHAT_FIELDS, GENERATE_FIELDS, OllamaError, OllamaRequest, parse_chat,
                                      parse_generate, unknown_fields)
 from gateway.reasoning import check_thinking, render_for_thinking
 from gateway.relay import SseSender, WriteStalled
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.stream_stats import RequestStats
+from gateway.tools import chat_for_template, tool_grammar
 from gateway.tracking import RequestTracker
 
 LARGE_BODY_BYTES = 64 * 1024
@@ -63,7 +65,8 @@ def _prompt_ids(served, parsed: OllamaRequest, chat: bool) -> tuple[list[int], R
     """The prompt's token ids, and the markers the lane splits thinking at (None: all content)."""
     text = served.text
     if chat:
-        return render_for_thinking(text, list(parsed.messages), {}, parsed.think, param="think", model=served.name)
+        messages, kwargs = chat_for_template(list(parsed.messages), {}, parsed.tools, text.supports_tools)
+        return render_for_thinking(text, messages, kwargs, parsed.think, param="think", model=served.name)
     if parsed.raw or not text.supports_chat:
         ids = list(parsed.context) + text.encode_prompt(parsed.prompt or "", add_special=not parsed.context)
         markers = check_thinking(text, parsed.think, param="think", model=served.name)
@@ -132,9 +135,13 @@ async def _run(request, chat: bool):
                 raise OllamaError(400, "the prompt is empty after tokenization")
             params = dataclasses.replace(parsed.params, reasoning=reasoning,
                                          max_tokens=_max_tokens(parsed.num_predict, len(ids), served.n_ctx))
+            tools = parsed.tools if chat and parsed.tools is not None and parsed.tools.active else None
+            if tools is not None:
+                params = dataclasses.replace(params, grammar=tool_grammar(tools))
             framings = []
             if parsed.stream:
-                framings.append((0, CONTENT, *frames.content_framing()))
+                # With tools the text comes to Python bare (gateway.ollama.tools finds the calls).
+                framings.append((0, CONTENT, *(frames.content_framing() if tools is None else (b"", b""))))
                 if reasoning is not None:  # every split channel needs a framing (else it falls back to content's)
                     framings.append((0, REASONING, *frames.thinking_framing()))
             submission = Submission(ids, params, 1, framings, 0, keep_text=parsed.stream and not chat)
@@ -157,10 +164,11 @@ async def _run(request, chat: bool):
             try:
                 headers = {REQUEST_ID_HEADER: request_id}
                 if parsed.stream:
-                    await _relay_stream(request, state, generation, frames, tracker, ids, chat, headers)
+                    await _relay_stream(request, state, generation, frames, tracker, ids, chat, headers,
+                                        None if tools is None else OllamaToolStream(frames))
                     generation = None
                     return None
-                obj = await _collect(state, generation, frames, tracker, ids, chat)
+                obj = await _collect(state, generation, frames, tracker, ids, chat, tools is not None)
                 generation = None
                 tracker.finish("success", 200)
                 return HTTPResponse(orjson.dumps(obj), headers=headers, content_type="application/json; charset=utf-8")
@@ -186,12 +194,14 @@ def _failure_message(exc: Exception) -> str:
     return CANCELLED_MESSAGE if failure.code == CANCELLED_CODE else f"{failure.code}: {failure.message}"
 
 
-async def _relay_stream(request, state, generation, frames, tracker, ids, chat, headers) -> None:
+async def _relay_stream(request, state, generation, frames, tracker, ids, chat, headers, rewrite=None) -> None:
+    """`rewrite` (gateway.ollama.tools.OllamaToolStream): lines rendered by Python, never direct."""
     response = await request.respond(headers=headers, content_type=NDJSON)
     sender = SseSender(response, request.transport, state.config.keepalive_interval_s,
                        state.config.write_stall_timeout_s, keepalive=frames.keepalive())
     sender.start_keepalive()
-    sender.open_direct()
+    if rewrite is None:
+        sender.open_direct()
     try:
         try:
             await sender.send(b"")  # the headers go out now; the relay writes only after them
@@ -207,10 +217,12 @@ async def _relay_stream(request, state, generation, frames, tracker, ids, chat, 
                                 return
                             tracker.choice_done(0, item)
                             context = None if chat else _context(state, frames.model, ids, unescape(item.text))
+                            if rewrite is not None:
+                                await sender.send(rewrite.finish())
                             await sender.send(frames.final("", item.finish_reason, _stats(tracker), context))
                             continue
                         tracker.first_token()
-                        await sender.send(item.data)
+                        await sender.send(item.data if rewrite is None else rewrite.chunk(item.data))
                 finally:
                     sender.detach()
         except (GenerationFailed, LaneError) as exc:
@@ -230,7 +242,7 @@ async def _relay_stream(request, state, generation, frames, tracker, ids, chat, 
         tracker.socket_full(sender.num_socket_full)
 
 
-async def _collect(state, generation, frames, tracker, ids, chat) -> dict:
+async def _collect(state, generation, frames, tracker, ids, chat, tools: bool = False) -> dict:
     try:
         async for _, stream in generation.segments():
             async for item in stream:
@@ -240,8 +252,15 @@ async def _collect(state, generation, frames, tracker, ids, chat) -> dict:
                     tracker.choice_done(0, item)
                     text = unescape(item.text)
                     context = None if chat else _context(state, frames.model, ids, text)
-                    return frames.final_object(text, item.finish_reason, _stats(tracker), context,
-                                               unescape(item.reasoning) or None)
+                    if not tools:
+                        return frames.final_object(text, item.finish_reason, _stats(tracker), context,
+                                                   unescape(item.reasoning) or None)
+                    content, calls = final_message(item.text)
+                    obj = frames.final_object(content, item.finish_reason, _stats(tracker), context,
+                                              unescape(item.reasoning) or None)
+                    if calls:
+                        obj["message"]["tool_calls"] = calls
+                    return obj
     except (GenerationFailed, LaneError) as exc:
         code = Generation.failed(exc).code
         status = CANCELLED_STATUS if code == CANCELLED_CODE else \

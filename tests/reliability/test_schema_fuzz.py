@@ -23,7 +23,7 @@ runner = importlib.util.module_from_spec(_runner_spec)
 sys.modules[_runner_spec.name] = runner
 _runner_spec.loader.exec_module(runner)
 
-CI_EXAMPLES = 15
+CI_EXAMPLES = 10
 SEED = 42
 
 

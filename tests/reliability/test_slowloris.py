@@ -1,4 +1,4 @@
-"""R4 slowloris (short form: 100 connections for up to 6 s; benchmarks/battery_long.py r4 runs
+"""R4 slowloris (short form: 60 connections for up to 6 s; benchmarks/battery_long.py r4 runs
 500 for 30 s): header bytes trickled slowly enough that Sanic's per-byte timer never fires."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import httpx
 
-NUM_CONNECTIONS = 100
+NUM_CONNECTIONS = 60
 DEADLINE_S = 2.0
 
 

@@ -1,0 +1,80 @@
+"""Tool-call answers in the OpenAI protocol: streamed `delta.tool_calls` and the non-stream body.
+
+Streams with tools take the lane's text through Python (the lane frames each delta as bare
+JSON-escaped text): gateway.tool_calls finds the calls, and each event becomes a chunk as
+openai-python accumulates them — a call's `index` counts from 0 within its choice, its `id`,
+`type` and `name` come once in its first chunk, then `arguments` arrive in fragments.
+A choice that made calls finishes with "tool_calls" (unless it ran out of tokens: "length").
+"""
+from __future__ import annotations
+
+import orjson
+
+from gateway.framing import SYSTEM_FINGERPRINT, ChoiceResult, StreamFrames, usage
+from gateway.tool_calls import ToolCallParser, parse_all
+
+
+def unescape(escaped: bytes) -> str:
+    return orjson.loads(b'"' + escaped + b'"')
+
+
+def finish_reason(reason: str, num_calls: int) -> str:
+    return "tool_calls" if num_calls and reason == "stop" else reason
+
+
+class ToolStreamRewriter:
+    """The relay's `rewrite` hook for chat streams with tools (gateway.relay.relay_stream)."""
+
+    def __init__(self, frames: StreamFrames) -> None:
+        self._frames = frames
+        self._parsers: dict[int, ToolCallParser] = {}
+
+    def _events(self, choice: int, events: list[tuple]) -> bytes:
+        out = []
+        for event in events:
+            if event[0] == "content":
+                if self._parser(choice).num_calls and not event[1].strip():
+                    continue  # whitespace between calls (the non-stream answer strips it too)
+                delta = {"content": event[1]}
+            elif event[0] == "call":
+                delta = {"tool_calls": [{"index": event[1], "id": event[2], "type": "function",
+                                         "function": {"name": event[3], "arguments": ""}}]}
+            elif event[0] == "arguments":
+                delta = {"tool_calls": [{"index": event[1], "function": {"arguments": event[2]}}]}
+            else:
+                continue
+            out.append(self._frames.delta_event(choice, delta))
+        return b"".join(out)
+
+    def _parser(self, choice: int) -> ToolCallParser:
+        parser = self._parsers.get(choice)
+        if parser is None:
+            parser = self._parsers[choice] = ToolCallParser()
+        return parser
+
+    def chunk(self, choice: int, escaped: bytes) -> bytes:
+        return self._events(choice, self._parser(choice).feed(unescape(escaped)))
+
+    def finish(self, choice: int, reason: str) -> tuple[bytes, str]:
+        parser = self._parser(choice)
+        return self._events(choice, parser.finish()), finish_reason(reason, parser.num_calls)
+
+
+def tool_response_body(frames: StreamFrames, results: list[ChoiceResult], prompt_tokens: int,
+                       completion_tokens: int, cached_tokens: int, extra: dict | None = None) -> bytes:
+    choices = []
+    for i, result in enumerate(results):
+        content, calls = parse_all(unescape(b"".join(result.escaped)))
+        message: dict = {"role": "assistant", "content": content}
+        if calls:
+            message["tool_calls"] = calls
+        if any(result.reasoning):
+            reasoning = unescape(b"".join(result.reasoning))
+            message.update(reasoning_content=reasoning, reasoning=reasoning)
+        choices.append({"index": i, "message": message, "logprobs": None,
+                        "finish_reason": finish_reason(result.finish_reason, len(calls))})
+    return orjson.dumps({
+        "id": frames.completion_id, "object": "chat.completion", "created": frames.created, "model": frames.model,
+        "system_fingerprint": SYSTEM_FINGERPRINT, "choices": choices,
+        "usage": usage(prompt_tokens, completion_tokens, cached_tokens), **(extra or {}),
+    })
