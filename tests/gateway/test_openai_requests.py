@@ -194,3 +194,16 @@ def test_enable_thinking_goes_to_the_template():
 def test_error_messages_do_not_echo_hostile_names():
     error = rejects(chat, "<str>", **{"\x1b[31mevil\r\nline": 1})
     assert "evil" not in error.message
+
+
+def test_tools_must_be_an_array_or_null():
+    """A falsy non-array (0, "", false, {}) used to pass as "no tools"; the OpenAPI document says
+    array or null, and schemathesis' negative data holds the parser to it."""
+    from gateway.ollama.requests import OllamaError
+    from gateway.ollama.requests import parse_chat as ollama_chat
+
+    for value in (0, "", False, {}):
+        rejects(chat, "tools", tools=value)
+        with pytest.raises(OllamaError):
+            ollama_chat({"model": "m", "messages": [], "tools": value})
+    assert chat(tools=[]).tools is None and chat(tools=None).tools is None
