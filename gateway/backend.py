@@ -30,6 +30,7 @@ from lanes.pool import (  # noqa: F401  (re-exported)
 )
 
 from gateway.config import GatewayConfig
+from gateway.fields import F32_TINY, as_float32
 from gateway.gguf_meta import read_model_meta
 from gateway.openai_requests import Sampling
 
@@ -99,10 +100,18 @@ _SHARED_PARAMS = tuple(f.name for f in dataclasses.fields(GenerationParams)
                        if f.name not in ("max_tokens", "min_tokens") and f.name in {g.name for g in dataclasses.fields(Sampling)})
 
 
+def engine_top_p(top_p: float) -> float:
+    """top_p 0 (OpenAI and Ollama accept it) means "only the most likely token"; the engine's
+    sampler needs p > 0 as a float32 (it answered 0 with an engine error), and keeps exactly one
+    token at its smallest positive value."""
+    return top_p if as_float32(top_p) > 0.0 else F32_TINY
+
+
 def generation_params(sampling: Sampling, max_tokens: int, reasoning: ReasoningMarkers | None = None) -> GenerationParams:
     """The lane parameters: every sampling field the request carries, by name (Sampling uses
     GenerationParams' names), with the resolved token budget; the rest keep their defaults."""
     shared = {name: getattr(sampling, name) for name in _SHARED_PARAMS}
+    shared["top_p"] = engine_top_p(sampling.top_p)
     return GenerationParams(max_tokens=max_tokens, min_tokens=min(sampling.min_tokens, max_tokens),
                             reasoning=reasoning, **shared)
 

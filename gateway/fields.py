@@ -8,12 +8,21 @@ finite (orjson already rejects NaN/Infinity, the check keeps these readers safe 
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from gateway.errors import invalid
 
 MISSING = object()
+# The engine samples in 32-bit floats: a double in (0, 2^-150] becomes 0 there, so "> 0" bounds
+# are checked on the float32 value (schemathesis sent 5e-324 as repetition_penalty: engine 503).
+F32_ROUNDS_TO_ZERO = 2.0 ** -150
+F32_TINY = 2.0 ** -149  # the smallest positive float32
+
+
+def as_float32(value: float) -> float:
+    return struct.unpack("f", struct.pack("f", value))[0]
 
 
 def _type_error(name: str, expected: str) -> Exception:
@@ -38,7 +47,7 @@ def get_float(body: dict, name: str, default: Any, lo: float, hi: float, *, lo_o
     if type(value) not in (int, float):
         raise _type_error(name, "a number")
     value = float(value)
-    if not math.isfinite(value) or value > hi or value < lo or (lo_open and value == lo):
+    if not math.isfinite(value) or value > hi or value < lo or (lo_open and as_float32(value) <= lo):
         bound = f"> {lo}" if lo_open else f">= {lo}"
         raise invalid(f"'{name}' must be {bound} and <= {hi}", param=name)
     return value
@@ -132,7 +141,9 @@ class Float(Field):
         return get_float(body, self.name, self.default, self.lo, self.hi, lo_open=self.lo_open)
 
     def json_schema(self) -> dict:
-        low = {"exclusiveMinimum": self.lo} if self.lo_open else {"minimum": self.lo}
+        # lo_open: above lo as a float32 (for lo = 0: above 2^-150, which rounds to 0).
+        low = {"exclusiveMinimum": F32_ROUNDS_TO_ZERO if self.lo == 0 else self.lo} if self.lo_open \
+            else {"minimum": self.lo}
         return {"type": ["number", "null"], **low, "maximum": self.hi}
 
 

@@ -12,8 +12,9 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from gateway.backend import GenerationParams
+from gateway.backend import GenerationParams, engine_top_p
 from gateway.errors import APIError
+from gateway.fields import as_float32
 from gateway.reasoning import OLLAMA_LEVELS, think_from_ollama
 from gateway.structured import FORMAT_SHAPE, from_ollama_format
 from gateway.tools import TOOLS_SHAPE, Tools, parse_tools, tool_calls_of_message
@@ -111,8 +112,10 @@ def _options(body: dict) -> tuple[GenerationParams, int | None]:
         raw = options.get(name, DEFAULT_OPTIONS.get(name))
         if raw is not None:
             values[target] = _integer(name, raw, lo, hi)
-    if values.get("repetition_penalty") == 0.0:
-        values["repetition_penalty"] = 1.0  # Ollama treats 0 as "off"
+    if as_float32(values.get("repetition_penalty", 1.0)) == 0.0:
+        values["repetition_penalty"] = 1.0  # Ollama treats 0 as "off" (and the engine samples in float32)
+    if "top_p" in values:
+        values["top_p"] = engine_top_p(values["top_p"])
     if values.get("repeat_last_n") == -1:
         values["repeat_last_n"] = 1 << 20  # -1 = the whole context
     seed = options.get("seed")

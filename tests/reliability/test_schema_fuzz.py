@@ -76,3 +76,21 @@ def test_sse_framing_round_trips_any_text(text, chat):
     assert event.startswith(b"data: ") and event.endswith(b"\n\n") and b"\n\n" not in event[:-2]
     choice = orjson.loads(event[6:].decode("utf-8", errors="strict"))["choices"][0]
     assert (choice["delta"]["content"] if chat else choice["text"]) == text
+
+
+def test_found_by_fuzzing_engine_bounds_are_checked_in_float32(battery):
+    """R19 regression (100 examples per operation): repetition_penalty 5e-324 passed the gateway's
+    "> 0" and became 0 in the engine's float32 (503 engine_error); top_p 0, valid for OpenAI and
+    Ollama clients, hit the engine's "(0, 1]" the same way. Now the first is a 400 and top_p 0 means
+    "only the most likely token": the same text as greedy decoding."""
+    with httpx.Client(base_url=battery.base_url, timeout=60) as client:
+        body = {"model": "smollm2", "prompt": "The capital of France is", "max_tokens": 6}
+        bad = client.post("/v1/completions", json={**body, "repetition_penalty": 5e-324})
+        assert bad.status_code == 400 and bad.json()["error"]["param"] == "repetition_penalty"
+        greedy = client.post("/v1/completions", json={**body, "temperature": 0}).json()["choices"][0]["text"]
+        top_p0 = client.post("/v1/completions", json={**body, "top_p": 0, "seed": 7})
+        assert top_p0.status_code == 200, top_p0.text
+        assert top_p0.json()["choices"][0]["text"] == greedy
+        ollama = client.post("/api/generate", json={"model": "smollm2", "prompt": "Hi", "stream": False,
+                                                    "options": {"num_predict": 3, "top_p": 0, "repeat_penalty": 1e-50}})
+        assert ollama.status_code == 200, ollama.text
