@@ -324,7 +324,7 @@ COMMON_FIELDS = table(
     Custom("model", "a served model name (GET /v1/models)", reader=_model, shape={"type": "string"}),
     Int("max_tokens", "most tokens to generate (capped by the context)", lo=1, hi=MAX_TOKENS_LIMIT),
     Float("temperature", default=1.0, lo=0.0, hi=2.0),
-    Float("top_p", default=1.0, lo=0.0, hi=1.0),
+    Float("top_p", "0 = only the most likely token", default=1.0, lo=0.0, hi=1.0),
     Int("top_k", "0 or -1 = off", default=0, lo=-1, hi=MAX_TOKEN_ID),
     Float("min_p", default=0.0, lo=0.0, hi=1.0),
     Custom("seed", _SEED.doc, reader=_seed, shape=_SEED.json_schema()),
