@@ -101,31 +101,36 @@ async def r9(url: str, pid: int) -> str:
     rng = random.Random(9)
     errors, cancelled, done = [], 0, 0
     limits = httpx.Limits(max_connections=64)
-    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
-        rss0, fds0 = _counts(pid)
+
+    async def one(client: httpx.AsyncClient, sem: asyncio.Semaphore, i: int, cancel: bool) -> None:
+        nonlocal cancelled, done
+        async with sem:
+            try:
+                async with client.stream("POST", "/v1/completions", json={
+                        "model": MODEL, "prompt": f"x {i}", "max_tokens": 200, "stream": True}) as r:
+                    t0 = time.monotonic()
+                    async for line in r.aiter_lines():
+                        if cancel and time.monotonic() - t0 > 0.5:
+                            cancelled += 1
+                            return
+                        if '"error"' in line:
+                            errors.append(line[:120])
+                            return
+                    done += 1
+            except httpx.HTTPError as exc:
+                errors.append(repr(exc)[:120])
+
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:  # warm-up, not counted
         sem = asyncio.Semaphore(32)
-
-        async def one(i: int) -> None:
-            nonlocal cancelled, done
-            cancel = rng.random() < 0.5
-            async with sem:
-                try:
-                    async with client.stream("POST", "/v1/completions", json={
-                            "model": MODEL, "prompt": f"x {i}", "max_tokens": 200, "stream": True}) as r:
-                        t0 = time.monotonic()
-                        async for line in r.aiter_lines():
-                            if cancel and time.monotonic() - t0 > 0.5:
-                                cancelled += 1
-                                return
-                            if '"error"' in line:
-                                errors.append(line[:120])
-                                return
-                        done += 1
-                except httpx.HTTPError as exc:
-                    errors.append(repr(exc)[:120])
-
+        await asyncio.gather(*(one(client, sem, i, i % 2 == 0) for i in range(64)))
+    errors.clear()
+    cancelled = done = 0
+    await asyncio.sleep(1.0)
+    rss0, fds0 = _counts(pid)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+        sem = asyncio.Semaphore(32)
         t0 = time.monotonic()
-        await asyncio.gather(*(one(i) for i in range(1000)))
+        await asyncio.gather(*(one(client, sem, i, rng.random() < 0.5) for i in range(1000)))
         wall = time.monotonic() - t0
         t1 = time.monotonic()
         while True:
@@ -134,13 +139,13 @@ async def r9(url: str, pid: int) -> str:
                 break
             await asyncio.sleep(0.02)
         settle = time.monotonic() - t1
-        await asyncio.sleep(1.0)
-        rss1, fds1 = _counts(pid)
+    await asyncio.sleep(1.0)  # client closed: its connections are gone from the server too
+    rss1, fds1 = _counts(pid)
     for sample in sorted(set(errors))[:3]:
         print("error:", sample)
-    return (f"R9 cancel storm: 1000 streams in {wall:.1f} s, {cancelled} cancelled, {done} completed, "
-            f"{len(errors)} errors, in-flight 0 after {settle * 1e3:.0f} ms, RSS {rss0 / 1024:.0f}→{rss1 / 1024:.0f} MB "
-            f"({(rss1 - rss0) / rss0 * 100:+.1f}%), fds {fds0}→{fds1}")
+    return (f"R9 cancel storm: 1000 streams (after 64 warm-up) in {wall:.1f} s, {cancelled} cancelled, {done} "
+            f"completed, {len(errors)} errors, in-flight 0 after {settle * 1e3:.0f} ms, RSS {rss0 / 1024:.1f}→"
+            f"{rss1 / 1024:.1f} MB ({(rss1 - rss0) / rss0 * 100:+.1f}%), fds {fds0}→{fds1}")
 
 
 def _server_refusal_ms(log_path: str) -> list[float]:
