@@ -1,6 +1,6 @@
 """Stream format: R16 split code points, R17 SSE conformance and keep-alive. (R18, ring
 integrity under 64 streams with seq + CRC per delta and a slow consumer, is
-tests/csrc/ring/test_delta_relay*.py.)"""
+tests/csrc/ring/test_ring.py.)"""
 from __future__ import annotations
 
 import time
