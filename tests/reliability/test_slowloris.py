@@ -14,7 +14,7 @@ DEADLINE_S = 2.0
 
 def test_tricklers_are_cut_by_the_absolute_deadline_and_do_not_slow_others(synthetic_factory):
     """R4: every trickler is closed by the absolute header deadline (--request-deadline-s 2,
-    asserted ≤ deadline + 2 s); meanwhile /health/live stays fast (p99 < 0.5 s; battery target
+    asserted ≤ deadline + 0.8 s); meanwhile /health/live stays fast (p99 < 0.5 s; battery target
     100 ms) and a real request completes; the fds return to their count at start (global
     invariant)."""
     srv = synthetic_factory("--request-deadline-s", str(DEADLINE_S), step_us=2000)
@@ -51,5 +51,7 @@ def test_tricklers_are_cut_by_the_absolute_deadline_and_do_not_slow_others(synth
         s.close()
     closed = [c for _, _, c in socks]
     assert all(c is not None for c in closed), f"{sum(c is None for c in closed)} tricklers still open"
-    assert max(closed) <= DEADLINE_S + 2.0, max(closed)
+    # Sanic alone checks every deadline / 2 (closing in [D, 1.5 D]); ours fires at D. The margin is
+    # for the trickle loop's own round (~0.3 s) and a loaded machine.
+    assert max(closed) <= DEADLINE_S + 0.8, max(closed)
     assert statistics.quantiles(health_s, n=100)[-1] < 0.5, max(health_s)
