@@ -59,7 +59,7 @@ struct BatchEngine::Impl {
   GgufFile file;
   ModelRuntime model;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<GrammarCompiler> grammar;  // built on the first constrained request
+  LazyGrammarCompiler grammar;  // built in the background from construction (if llguidance is loaded)
   int32_t max_batch_tokens;
   std::vector<Slot> slots;
   std::deque<Waiting> waiting;
@@ -96,6 +96,7 @@ struct BatchEngine::Impl {
     logits.resize(size_t(o.num_slots) * n_vocab);
     events.reserve(o.num_slots);
     hidden.resize(size_t(max_batch_tokens) * model.config().n_embd);
+    grammar.prefetch(*tokenizer);
   }
 
   bool sibling_prefilling(uint64_t request_id) const {
@@ -280,7 +281,7 @@ bool BatchEngine::has_work() const { return !impl_->waiting.empty() || num_activ
 
 void BatchEngine::add(uint64_t request_id, uint32_t choice, const GenerationRequest& req) {
   validate_request(req, impl_->model.config().n_vocab, impl_->model.ctx_size());
-  MatcherPtr grammar = GrammarCompiler::compile_with(impl_->grammar, *impl_->tokenizer, req.grammar);
+  MatcherPtr grammar = impl_->grammar.compile(*impl_->tokenizer, req.grammar);
   impl_->waiting.push_back(Waiting{request_id, choice, req, false, std::move(grammar)});
 }
 
