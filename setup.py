@@ -92,6 +92,8 @@ setup(
             "gguf>=0.10",
             "hypothesis>=6.100",
             "jsonschema>=4.20",
+            "openapi-spec-validator>=0.7",
+            "schemathesis>=4.0",
         ],
     },
     entry_points={"console_scripts": ["laneserve=gateway.cli:main"]},

@@ -88,6 +88,7 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(info_routes.health_live, "/health/live", "GET")
     route(info_routes.health_ready, "/health/ready", "GET")
     route(info_routes.metrics, "/metrics", "GET")
+    route(info_routes.openapi_document, "/openapi.json", "GET")
     route(tokenize_routes.tokenize, "/tokenize", "POST")
     route(tokenize_routes.detokenize, "/detokenize", "POST")
     route(ollama_routes.chat, "/api/chat", "POST")

@@ -238,3 +238,24 @@ def chat_for_template(messages: list[dict], template_kwargs: dict, tools: Tools 
     if (tools is not None and tools.active) or in_history:
         return generic_messages(messages, tools), template_kwargs
     return messages, template_kwargs
+
+
+# OpenAPI shapes (gateway/openapi.py renders them; parse_tools and tool_calls_of_message validate).
+_FUNCTION = {"type": "object", "required": ["name"], "properties": {
+    "name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS}, "description": {"type": "string"},
+    "parameters": {"type": "object", "description": "a JSON schema"}, "strict": {"type": ["boolean", "null"]}}}
+CALL_SHAPE = {"type": "object", "required": ["function"], "properties": {
+    "id": {"type": "string"}, "type": {"const": "function"},
+    "function": {"type": "object", "required": ["name"], "properties": {
+        "name": {"type": "string"}, "arguments": {"type": ["string", "object"]}}}}}
+TOOL_SHAPES = {
+    "tools": ("functions the model may call", {"type": ["array", "null"], "maxItems": MAX_TOOLS, "items": {
+        "type": "object", "required": ["function"],
+        "properties": {"type": {"const": "function"}, "function": _FUNCTION}}}),
+    "tool_choice": ("none, auto (default), required, or one named function", {"anyOf": [
+        {"type": "null"}, {"enum": list(TOOL_CHOICES)},
+        {"type": "object", "required": ["type", "function"], "properties": {
+            "type": {"const": "function"},
+            "function": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}}}]}),
+    "parallel_tool_calls": ("allow several calls in one answer (default false)", {"type": ["boolean", "null"]}),
+}
