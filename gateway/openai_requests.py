@@ -252,8 +252,10 @@ def parse_messages(body: dict, lenient: bool) -> tuple[dict, ...]:
         # "developer" is OpenAI's newer name for the system turn; templates know only "system".
         # reasoning_content / reasoning / thinking are dropped: never fed back into the prompt.
         normal = {"role": "system" if role == "developer" else role, "content": _message_content(message, i)}
-        if role == "assistant" and message.get("tool_calls"):
-            normal["tool_calls"] = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
+        if message.get("tool_calls") is not None:  # validated on any role; only an assistant's are rendered
+            calls = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
+            if role == "assistant" and calls:
+                normal["tool_calls"] = calls
         if role == "tool":
             name = message.get("name") or message.get("tool_name")
             normal.update({k: v for k, v in (("tool_call_id", message.get("tool_call_id")), ("name", name)) if v})

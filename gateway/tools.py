@@ -206,6 +206,10 @@ def tool_calls_of_message(value, param: str) -> list[dict]:
         fn = call.get("function") if type(call) is dict else None
         if type(fn) is not dict or type(fn.get("name")) is not str:
             raise invalid("each tool call needs a function with a name", param=f"{param}[{i}]", code="invalid_type")
+        if call.get("id") is not None and type(call["id"]) is not str:
+            raise invalid("a tool call id must be a string", param=f"{param}[{i}].id", code="invalid_type")
+        if call.get("type") not in (None, "function"):
+            raise invalid("a tool call's type must be 'function'", param=f"{param}[{i}].type")
         arguments = fn.get("arguments", {})
         if type(arguments) is str:
             try:
@@ -245,7 +249,7 @@ _FUNCTION = {"type": "object", "required": ["name"], "properties": {
     "name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS}, "description": {"type": "string"},
     "parameters": {"type": "object", "description": "a JSON schema"}, "strict": {"type": ["boolean", "null"]}}}
 CALL_SHAPE = {"type": "object", "required": ["function"], "properties": {
-    "id": {"type": "string"}, "type": {"const": "function"},
+    "id": {"type": ["string", "null"]}, "type": {"enum": ["function", None]},
     "function": {"type": "object", "required": ["name"], "properties": {
         "name": {"type": "string"}, "arguments": {"type": ["string", "object"]}}}}}
 TOOL_SHAPES = {

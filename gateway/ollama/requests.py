@@ -179,8 +179,10 @@ def _messages(body: dict) -> tuple[dict, ...]:
             raise bad("this model does not support images")
         # `thinking` sent back in the history is accepted and not fed to the model again.
         normal = {"role": role, "content": content}
-        if role == "assistant" and message.get("tool_calls"):
-            normal["tool_calls"] = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
+        if message.get("tool_calls") is not None:  # validated on any role; only an assistant's are rendered
+            calls = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
+            if role == "assistant" and calls:
+                normal["tool_calls"] = calls
         name = message.get("tool_name") or message.get("name")
         if role == "tool" and type(name) is str:
             normal["name"] = name
