@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from gateway.errors import invalid, safe_repr
 from gateway.fields import get_bool, get_float, get_int, get_object, get_str, require_default
+from gateway.logprobs import chat_top_logprobs, completion_echo, completion_logprobs
 from gateway.reasoning import think_from_openai
 
 MAX_STOP_STRINGS = 4
@@ -58,6 +59,7 @@ class Sampling:
     logit_bias: tuple[tuple[int, float], ...] = ()
     ignore_eos: bool = False
     min_tokens: int = 0
+    logprobs: int | None = None  # alternatives per scored token (gateway.logprobs); None: off
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,7 @@ class CompletionRequest:
     sampling: Sampling
     prompts: tuple[str | tuple[int, ...], ...]  # one choice group per prompt
     ignored_fields: tuple[str, ...] = ()
+    echo: bool = False  # the prompt comes back before the completion (scored, with logprobs)
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,7 @@ def _seed(body: dict) -> int | None:
     return None if seed == -1 else seed  # -1 = random, as llama.cpp clients send it
 
 
-def _sampling(body: dict, max_tokens: int | None) -> Sampling:
+def _sampling(body: dict, max_tokens: int | None, logprobs: int | None) -> Sampling:
     stream = get_bool(body, "stream", False)
     top_k = get_int(body, "top_k", 0, -1, MAX_TOKEN_ID)
     sampling = Sampling(
@@ -165,11 +168,11 @@ def _sampling(body: dict, max_tokens: int | None) -> Sampling:
         logit_bias=_logit_bias(body),
         ignore_eos=get_bool(body, "ignore_eos", False),
         min_tokens=get_int(body, "min_tokens", 0, 0, MAX_TOKENS_LIMIT),
+        logprobs=logprobs,
     )
     if max_tokens is not None and sampling.min_tokens > max_tokens:
         raise invalid("'min_tokens' must not exceed 'max_tokens'", param="min_tokens")
     get_str(body, "user", None, 256)
-    require_default(body, "logprobs", (False, 0), "log probabilities")
     return sampling
 
 
@@ -204,12 +207,12 @@ def _prompts(body: dict) -> tuple[str | tuple[int, ...], ...]:
 
 def parse_completion(body: dict, *, lenient: bool) -> CompletionRequest:
     ignored = _check_fields(body, COMPLETION_FIELDS, lenient)
-    require_default(body, "echo", (False,), "echoing the prompt")
     require_default(body, "suffix", ("",), "suffix/insertion")
-    max_tokens = get_int(body, "max_tokens", COMPLETIONS_DEFAULT_MAX_TOKENS, 1, MAX_TOKENS_LIMIT)
-    sampling = _sampling(body, max_tokens)
+    max_tokens = get_int(body, "max_tokens", COMPLETIONS_DEFAULT_MAX_TOKENS, 0, MAX_TOKENS_LIMIT)
+    echo = completion_echo(body, max_tokens)
+    sampling = _sampling(body, max_tokens, completion_logprobs(body))
     require_default(body, "best_of", (1, sampling.n), "best_of other than n")
-    return CompletionRequest(sampling=sampling, prompts=_prompts(body), ignored_fields=ignored)
+    return CompletionRequest(sampling=sampling, prompts=_prompts(body), ignored_fields=ignored, echo=echo)
 
 
 def _message_content(message: dict, index: int) -> str:
@@ -275,8 +278,7 @@ def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
     legacy = get_int(body, "max_tokens", None, 1, MAX_TOKENS_LIMIT)
     # If both are sent, max_completion_tokens wins (llama.cpp); never ignore either (Ollama #7125).
     max_tokens = get_int(body, "max_completion_tokens", legacy, 1, MAX_TOKENS_LIMIT)
-    sampling = _sampling(body, max_tokens)
-    require_default(body, "top_logprobs", (0,), "log probabilities")
+    sampling = _sampling(body, max_tokens, chat_top_logprobs(body))
     if body.get("tools"):
         raise invalid("'tools' is not supported by this server", param="tools", code="unsupported_parameter")
     require_default(body, "tool_choice", ("none", "auto"), "tool calling")

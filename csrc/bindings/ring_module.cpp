@@ -138,6 +138,7 @@ py::dict wire_layout() {
   types["ERROR"] = uint32_t(wire::RecordType::Error);
   types["STATS"] = uint32_t(wire::RecordType::Stats);
   types["EMBEDDING"] = uint32_t(wire::RecordType::Embedding);
+  types["LOGPROBS"] = uint32_t(wire::RecordType::Logprobs);
   finish["none"] = uint32_t(wire::FinishCode::None);
   finish["stop"] = uint32_t(wire::FinishCode::Stop);
   finish["length"] = uint32_t(wire::FinishCode::Length);
@@ -153,6 +154,8 @@ py::dict wire_layout() {
   flags["REQUEST_SPLIT_REASONING"] = wire::kRequestSplitReasoning;
   flags["REQUEST_REASONING_STARTS_INSIDE"] = wire::kRequestReasoningStartsInside;
   flags["REQUEST_EMBED"] = wire::kRequestEmbed;
+  flags["REQUEST_LOGPROBS"] = wire::kRequestLogprobs;
+  flags["REQUEST_PROMPT_LOGPROBS"] = wire::kRequestPromptLogprobs;
   flags["DONE_LAST_CHOICE"] = wire::kDoneLastChoice;
   {
     py::dict d;
@@ -212,6 +215,19 @@ py::dict wire_layout() {
     FIELD(wire::EmbeddingHeader, n_embd); FIELD(wire::EmbeddingHeader, prompt_tokens);
     FIELD(wire::EmbeddingHeader, reserved);
     structs["EmbeddingHeader"] = py::dict(py::arg("size") = sizeof(wire::EmbeddingHeader), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::LogprobsHeader, request_id); FIELD(wire::LogprobsHeader, choice);
+    FIELD(wire::LogprobsHeader, num_positions); FIELD(wire::LogprobsHeader, num_prompt_positions);
+    FIELD(wire::LogprobsHeader, num_top); FIELD(wire::LogprobsHeader, content_bytes);
+    FIELD(wire::LogprobsHeader, reasoning_bytes);
+    structs["LogprobsHeader"] = py::dict(py::arg("size") = sizeof(wire::LogprobsHeader), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::LogprobEntry, token); FIELD(wire::LogprobEntry, logprob);
+    structs["LogprobEntry"] = py::dict(py::arg("size") = sizeof(wire::LogprobEntry), py::arg("offsets") = d);
   }
   {
     py::dict d;
@@ -279,6 +295,8 @@ py::dict decode_request_py(py::bytes payload) {
   d["num_choices"] = r.num_choices;
   d["embed"] = r.embed;
   d["prompt_lengths"] = r.prompt_lengths;
+  d["num_top_logprobs"] = r.num_top_logprobs;
+  d["prompt_logprobs"] = r.prompt_logprobs;
   return d;
 }
 
