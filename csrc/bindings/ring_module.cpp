@@ -341,6 +341,20 @@ PYBIND11_MODULE(_ring, m) {
                           uint32_t flags, uint64_t pre, uint64_t dec) {
     return struct_bytes(wire::DoneRecord{rid, choice, reason, pt, ct, cached, flags, pre, dec});
   });
+  m.def("encode_logprobs", [](uint64_t rid, uint32_t choice, uint32_t num_prompt, uint32_t num_top,
+                              const std::vector<std::pair<int32_t, float>>& entries, py::bytes content,
+                              py::bytes reasoning) {
+    const std::string c = content, r = reasoning;
+    const uint32_t stride = num_top + 1;
+    const wire::LogprobsHeader h{rid, choice, uint32_t(entries.size() / stride), num_prompt, num_top,
+                                 uint32_t(c.size()), uint32_t(r.size())};
+    std::string out(reinterpret_cast<const char*>(&h), sizeof h);
+    for (const auto& [token, logprob] : entries) {
+      const wire::LogprobEntry e{token, logprob};
+      out.append(reinterpret_cast<const char*>(&e), sizeof e);
+    }
+    return py::bytes(out + c + r);
+  }, "A LOGPROBS payload as a lane writes it (tests): entries [positions * (1 + num_top)].");
   m.def("encode_delta_header", [](uint64_t rid, uint32_t choice, uint32_t channel, uint32_t n, uint64_t emit_ns) {
     return struct_bytes(wire::DeltaHeader{rid, choice, channel, n, 0, emit_ns});
   });
