@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from gateway.backend import GenerationParams
 from gateway.errors import APIError
+from gateway.ollama.logprobs import ollama_logprobs
 from gateway.reasoning import think_from_ollama
 
 MAX_MESSAGES = 1024
@@ -21,9 +22,10 @@ MAX_TOKENS_LIMIT = 1 << 20
 SEED_MAX = (1 << 64) - 1
 ROLES = ("system", "user", "assistant", "tool")
 
-CHAT_FIELDS = frozenset({"model", "messages", "tools", "format", "options", "stream", "keep_alive", "think"})
+CHAT_FIELDS = frozenset({"model", "messages", "tools", "format", "options", "stream", "keep_alive", "think",
+                         "logprobs", "top_logprobs"})
 GENERATE_FIELDS = frozenset({"model", "prompt", "suffix", "system", "template", "context", "stream", "raw",
-                             "format", "images", "options", "keep_alive", "think"})
+                             "format", "images", "options", "keep_alive", "think", "logprobs", "top_logprobs"})
 
 # Ollama's defaults for the options we honour (api/types.go DefaultOptions).
 DEFAULT_OPTIONS = {"temperature": 0.8, "top_k": 40, "top_p": 0.9, "min_p": 0.0, "repeat_penalty": 1.1,
@@ -132,7 +134,7 @@ def _options(body: dict) -> tuple[GenerationParams, int | None]:
     for name in ("num_ctx", "num_keep", "num_batch", "num_thread", "num_gpu", "main_gpu"):
         if options.get(name) is not None:
             _integer(name, options[name], -1, 1 << 30)  # type-checked, then left to the server's setup
-    return GenerationParams(max_tokens=1, **values), num_predict
+    return GenerationParams(max_tokens=1, logprobs=ollama_logprobs(body, bad), **values), num_predict
 
 
 def _keep_alive_zero(body: dict) -> bool:

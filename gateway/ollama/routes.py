@@ -16,12 +16,13 @@ import orjson
 from sanic.response import HTTPResponse
 
 from gateway.admission import NoServingLane, QueueFull, QueueTimeout
-from gateway.backend import CONTENT, REASONING, ChoiceDone, LaneError, ReasoningMarkers
+from gateway.backend import CONTENT, REASONING, ChoiceDone, LaneError, ReasoningMarkers, ScoredChunk
 from gateway.body import parse_json_object
 from gateway.control import CANCELLED_CODE, CANCELLED_STATUS, outcome_for
 from gateway.errors import APIError
 from gateway.generation import Generation, GenerationCancelled, GenerationFailed, Submission
 from gateway.ollama.frames import NDJSON, OllamaFrames, error_line
+from gateway.ollama.logprobs import OllamaScores
 from gateway.ollama.requests import (CHAT_FIELDS, GENERATE_FIELDS, OllamaError, OllamaRequest, parse_chat,
                                      parse_generate, unknown_fields)
 from gateway.reasoning import check_thinking, render_for_thinking
@@ -133,7 +134,9 @@ async def _run(request, chat: bool):
             params = dataclasses.replace(parsed.params, reasoning=reasoning,
                                          max_tokens=_max_tokens(parsed.num_predict, len(ids), served.n_ctx))
             framings = []
-            if parsed.stream:
+            # logprobs: the lane sends ScoredChunks, framed here (gateway.ollama.logprobs)
+            scores = OllamaScores(frames, served.text) if params.logprobs is not None else None
+            if parsed.stream and scores is None:
                 framings.append((0, CONTENT, *frames.content_framing()))
                 if reasoning is not None:  # every split channel needs a framing (else it falls back to content's)
                     framings.append((0, REASONING, *frames.thinking_framing()))
@@ -157,10 +160,10 @@ async def _run(request, chat: bool):
             try:
                 headers = {REQUEST_ID_HEADER: request_id}
                 if parsed.stream:
-                    await _relay_stream(request, state, generation, frames, tracker, ids, chat, headers)
+                    await _relay_stream(request, state, generation, frames, tracker, ids, chat, headers, scores)
                     generation = None
                     return None
-                obj = await _collect(state, generation, frames, tracker, ids, chat)
+                obj = await _collect(state, generation, frames, tracker, ids, chat, scores)
                 generation = None
                 tracker.finish("success", 200)
                 return HTTPResponse(orjson.dumps(obj), headers=headers, content_type="application/json; charset=utf-8")
@@ -186,7 +189,7 @@ def _failure_message(exc: Exception) -> str:
     return CANCELLED_MESSAGE if failure.code == CANCELLED_CODE else f"{failure.code}: {failure.message}"
 
 
-async def _relay_stream(request, state, generation, frames, tracker, ids, chat, headers) -> None:
+async def _relay_stream(request, state, generation, frames, tracker, ids, chat, headers, scores=None) -> None:
     response = await request.respond(headers=headers, content_type=NDJSON)
     sender = SseSender(response, request.transport, state.config.keepalive_interval_s,
                        state.config.write_stall_timeout_s, keepalive=frames.keepalive())
@@ -206,10 +209,17 @@ async def _relay_stream(request, state, generation, frames, tracker, ids, chat, 
                                 tracker.finish("error", 200, "cancelled")
                                 return
                             tracker.choice_done(0, item)
-                            context = None if chat else _context(state, frames.model, ids, unescape(item.text))
-                            await sender.send(frames.final("", item.finish_reason, _stats(tracker), context))
+                            text = scores.text() if scores is not None else unescape(item.text)
+                            context = None if chat else _context(state, frames.model, ids, text)
+                            held = scores.held_line() if scores is not None else b""
+                            await sender.send(held + frames.final("", item.finish_reason, _stats(tracker), context))
                             continue
                         tracker.first_token()
+                        if type(item) is ScoredChunk:
+                            data = scores.line(item)
+                            if data:
+                                await sender.send(data)
+                            continue
                         await sender.send(item.data)
                 finally:
                     sender.detach()
@@ -230,7 +240,7 @@ async def _relay_stream(request, state, generation, frames, tracker, ids, chat, 
         tracker.socket_full(sender.num_socket_full)
 
 
-async def _collect(state, generation, frames, tracker, ids, chat) -> dict:
+async def _collect(state, generation, frames, tracker, ids, chat, scores=None) -> dict:
     try:
         async for _, stream in generation.segments():
             async for item in stream:
@@ -238,10 +248,15 @@ async def _collect(state, generation, frames, tracker, ids, chat) -> dict:
                     if item.finish_reason == "cancelled":
                         raise OllamaError(503, "the request was cancelled")
                     tracker.choice_done(0, item)
-                    text = unescape(item.text)
+                    text = scores.text() if scores is not None else unescape(item.text)
+                    thinking = scores.thinking() if scores is not None else unescape(item.reasoning)
                     context = None if chat else _context(state, frames.model, ids, text)
-                    return frames.final_object(text, item.finish_reason, _stats(tracker), context,
-                                               unescape(item.reasoning) or None)
+                    obj = frames.final_object(text, item.finish_reason, _stats(tracker), context, thinking or None)
+                    if scores is not None:
+                        obj["logprobs"] = scores.all_entries()
+                    return obj
+                if type(item) is ScoredChunk:
+                    scores.collect(item)
     except (GenerationFailed, LaneError) as exc:
         code = Generation.failed(exc).code
         status = CANCELLED_STATUS if code == CANCELLED_CODE else \

@@ -171,3 +171,37 @@ def test_escaping_of_collected_text():
     results = [ChoiceResult([], "stop")]
     scores.fill(results)
     assert results[0].escaped == [orjson.dumps('"\n')[1:-1]]
+
+
+# --- Ollama -----------------------------------------------------------------------------------
+def test_ollama_fields():
+    from gateway.ollama.requests import OllamaError, parse_chat as ollama_chat
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
+    assert ollama_chat(body).params.logprobs is None
+    assert ollama_chat({**body, "logprobs": True}).params.logprobs == 0
+    assert ollama_chat({**body, "logprobs": True, "top_logprobs": 20}).params.logprobs == 20
+    for bad in ({"logprobs": True, "top_logprobs": 21}, {"top_logprobs": 2}, {"logprobs": "yes"},
+                {"logprobs": True, "top_logprobs": 1.5}):
+        with pytest.raises(OllamaError) as info:
+            ollama_chat({**body, **bad})
+        assert info.value.status == 400
+
+
+def test_ollama_lines_pair_text_and_logprobs():
+    from gateway.ollama.frames import OllamaFrames
+    from gateway.ollama.logprobs import OllamaScores
+
+    class Text:
+        tokenizer = FakeTokenizer()
+
+    scores = OllamaScores(OllamaFrames("m", chat=True), Text())
+    assert scores.line(ScoredChunk(0, (pos(3, -1.0),), 0, b"")) == b""
+    first = json.loads(scores.line(ScoredChunk(0, (pos(4, -0.5, (4, -0.5)),), 0, "é".encode())))
+    assert first["message"]["content"] == "é" and first["done"] is False
+    assert [e["bytes"] for e in first["logprobs"]] == [[0xC3], [0xA9]]
+    assert first["logprobs"][1]["top_logprobs"] == [{"token": "\ufffd", "logprob": -0.5, "bytes": [0xA9]}]
+    assert scores.line(ScoredChunk(0, (pos(6, -0.2),), 0, b"")) == b""
+    held = json.loads(scores.held_line())
+    assert held["message"]["content"] == "" and held["logprobs"][0]["token"] == "!"
+    assert scores.text() == "é"

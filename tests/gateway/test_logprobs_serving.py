@@ -218,3 +218,25 @@ def test_bad_values_are_400_naming_the_field(openai_client, route, body, param):
         else:
             openai_client.completions.create(model="smollm2", prompt="Hi", extra_body={"max_tokens": 2, **body})
     assert info.value.body["param"] == param
+
+
+def test_ollama_logprobs_stream_and_non_stream_agree(base_url):
+    import ollama
+
+    client = ollama.Client(host=base_url, timeout=60)  # (its types keep token and logprob, not bytes)
+    kwargs = dict(model="smollm2", messages=[{"role": "user", "content": "What is the capital of France?"}],
+                  options={"temperature": 0, "num_predict": 16}, logprobs=True, top_logprobs=3)
+    reply = client.chat(**kwargs)
+    entries = reply.logprobs
+    assert len(entries) == reply.eval_count
+    assert "".join(e.token for e in entries) == reply.message.content  # ASCII reply: whole-character tokens
+    assert all(len(e.top_logprobs) == 3 and e.logprob == e.top_logprobs[0].logprob for e in entries)
+    streamed = []
+    for part in client.chat(stream=True, **kwargs):
+        got = part.logprobs or []
+        assert "".join(e.token for e in got) == part.message.content
+        streamed += got
+    assert [(e.token, e.logprob) for e in streamed] == [(e.token, e.logprob) for e in entries]
+    with pytest.raises(ollama.ResponseError) as info:
+        client.generate(model="smollm2", prompt="Hi", logprobs=True, top_logprobs=21)
+    assert info.value.status_code == 400 and "top_logprobs" in str(info.value)
