@@ -225,7 +225,8 @@ def test_ollama_logprobs_stream_and_non_stream_agree(base_url):
 
     client = ollama.Client(host=base_url, timeout=60)  # (its types keep token and logprob, not bytes)
     kwargs = dict(model="smollm2", messages=[{"role": "user", "content": "What is the capital of France?"}],
-                  options={"temperature": 0, "num_predict": 16}, logprobs=True, top_logprobs=3)
+                  options={"temperature": 0, "num_predict": 16, "repeat_penalty": 1.0},
+                  logprobs=True, top_logprobs=3)  # no penalty: greedy picks the raw argmax
     reply = client.chat(**kwargs)
     entries = reply.logprobs
     assert len(entries) == reply.eval_count
