@@ -184,6 +184,25 @@ def test_completions_logprobs_stream_and_non_stream_agree_with_echo(openai_clien
     assert (tokens, values, offsets) == (lp.tokens, lp.token_logprobs, lp.text_offset)
 
 
+def test_stop_strings_with_logprobs(openai_client):
+    """Text held back as a possible stop-string prefix brings its tokens' logprobs when released;
+    the tokens of the stop string itself still count (they were generated) and come last."""
+    base = openai_client.completions.create(model="smollm2", prompt="The three primary colors are", temperature=0,
+                                            max_tokens=24)
+    words = base.choices[0].text.split()
+    stop = " " + words[2]
+    kwargs = dict(model="smollm2", prompt="The three primary colors are", temperature=0, max_tokens=24,
+                  logprobs=2, stop=[stop])
+    reply = openai_client.completions.create(**kwargs)
+    assert reply.choices[0].finish_reason == "stop" and stop not in reply.choices[0].text
+    lp = reply.choices[0].logprobs
+    assert len(lp.tokens) == reply.usage.completion_tokens
+    assert "".join(lp.tokens).startswith(reply.choices[0].text)
+    chunks = [c for c in openai_client.completions.create(stream=True, **kwargs) if c.choices]
+    assert "".join(c.choices[0].text for c in chunks) == reply.choices[0].text
+    assert [t for c in chunks if c.choices[0].logprobs for t in c.choices[0].logprobs.tokens] == lp.tokens
+
+
 def test_logprobs_do_not_depend_on_batchmates(openai_client):
     kwargs = dict(model="smollm2", messages=CHAT, temperature=0, max_tokens=24, logprobs=True, top_logprobs=5)
 
