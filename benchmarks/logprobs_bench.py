@@ -7,8 +7,9 @@ one-token completion of the same prompt.
     python benchmarks/logprobs_bench.py --url http://127.0.0.1:8000/v1 --model smollm2
 
 Decode tok/s of a request = (completion tokens - 1) / (last content chunk - first content chunk);
-a level's figure is the sum over its concurrent requests of their mean. Detail to stderr, ONE
-summary line to stdout.
+a level's figure is the sum over its concurrent requests of their mean; the median over rounds is
+reported, and the cost per token is 1/tok/s with logprobs minus 1/tok/s without. Detail to stderr,
+ONE summary line to stdout.
 """
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ def main() -> int:
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=128)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--concurrency", default="1,8")
     args = ap.parse_args()
     proc = None
@@ -101,7 +102,7 @@ def main() -> int:
                 plain.append(asyncio.run(level(url, args.model, c, args.max_tokens, False)))
                 scored.append(asyncio.run(level(url, args.model, c, args.max_tokens, True)))
             p, s = statistics.median(plain), statistics.median(scored)
-            cost_us = (1 / s - 1 / p) * 1e6 * c  # extra wall time per token of one sequence
+            cost_us = (1 / s - 1 / p) * 1e6  # extra wall time per generated token (all sequences)
             print(f"concurrency {c}: decode tok/s plain {p:.1f}, top_logprobs=20 {s:.1f} "
                   f"(rounds {[round(x, 1) for x in plain]} vs {[round(x, 1) for x in scored]})", file=sys.stderr)
             parts.append(f"c={c} {p:.1f} vs {s:.1f} tok/s (x{s / p:.3f}, +{cost_us:.0f} us/token)")
