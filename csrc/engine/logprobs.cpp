@@ -23,10 +23,13 @@ void score_logprobs(const float* logits, int32_t n_vocab, int32_t token, int32_t
     }
     top[j] = TokenLogprob{i, x};
   }
-  // 2. log-sum-exp, accumulated in double (49k-262k terms).
+  // 2. log-sum-exp, accumulated in double (49k-262k terms); NaN logits count as impossible.
   double sum = 0.0;
   if (std::isfinite(max_logit))
-    for (int32_t i = 0; i < n_vocab; ++i) sum += double(std::exp(logits[i] - max_logit));
+    for (int32_t i = 0; i < n_vocab; ++i) {
+      const float x = logits[i];
+      if (!std::isnan(x)) sum += double(std::exp(x - max_logit));
+    }
   const double lse = std::isfinite(max_logit) ? double(max_logit) + std::log(sum) : double(max_logit);
   // 3. Logits → log-probabilities.
   out[0] = TokenLogprob{token, float(double(logits[token]) - lse)};
