@@ -8,8 +8,9 @@ one-token completion of the same prompt.
 
 Decode tok/s of a request = (completion tokens - 1) / (last content chunk - first content chunk);
 a level's figure is the sum over its concurrent requests of their mean; the median over rounds is
-reported, and the cost per token is 1/tok/s with logprobs minus 1/tok/s without. Detail to stderr,
-ONE summary line to stdout.
+reported, and the cost per token is 1/tok/s with logprobs minus 1/tok/s without. The engine's own
+scoring cost per token is also timed in-process (lanes._runtime.score_logprobs), which a busy
+machine disturbs far less than end-to-end rates. Detail to stderr, ONE summary line to stdout.
 """
 from __future__ import annotations
 
@@ -69,6 +70,43 @@ async def level(url: str, model: str, concurrency: int, max_tokens: int, logprob
     return statistics.mean(rates) * concurrency
 
 
+def native_score_us(n_vocab: int, num_top: int = 20, calls: int = 400) -> float:
+    """Median µs of the engine's per-token scoring (engine/logprobs.h: max + top-k pass and
+    log-sum-exp pass over one raw logits row), in this process, one thread."""
+    import numpy as np
+
+    from lanes import _runtime
+
+    row = (np.random.default_rng(0).standard_normal(n_vocab) * 4).astype(np.float32)
+    times = []
+    for i in range(calls):
+        t0 = time.perf_counter_ns()
+        _runtime.score_logprobs(row, i % n_vocab, num_top)
+        times.append(time.perf_counter_ns() - t0)
+    return statistics.median(times) / 1e3
+
+
+def gateway_format_us(num_top: int = 20, calls: int = 400) -> float:
+    """Median µs the gateway spends framing one streamed chat token with its logprobs
+    (gateway.logprobs: token strings, entries, the SSE event), SmolLM2's tokenizer, warm cache."""
+    import lanes
+    from gateway.framing import StreamFrames
+    from gateway.logprobs import RequestScores, TokenStrings
+    from lanes import _runtime
+    from lanes.api import ScoredChunk
+
+    strings = TokenStrings(_runtime.Tokenizer(str(lanes.smollm2_path())))
+    scores = RequestScores(StreamFrames("chatcmpl-x", 0, "m", True, False), strings, report=True, choices=[(None, 1)])
+    alts = tuple((1000 + j, -1.0 - j) for j in range(num_top))
+    chunk = ScoredChunk(0, (((1000, -1.0), alts),), 0, b" token")
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter_ns()
+        scores.events(0, chunk)
+        times.append(time.perf_counter_ns() - t0)
+    return statistics.median(times[calls // 4:]) / 1e3
+
+
 def score_seconds(url: str, model: str, echo: bool, salt: int) -> float:
     # A distinct first word per request: the plain request must compute its whole prompt too
     # (echo never reuses a cached prefix; a plain request would).
@@ -113,7 +151,14 @@ def main() -> int:
         ps, es = statistics.median(plain_s), statistics.median(echo_s)
         print(f"prompt scoring: plain 1-token completion {ps * 1e3:.0f} ms, echo+max_tokens 0+logprobs 5 "
               f"{es * 1e3:.0f} ms", file=sys.stderr)
+        native = {n: native_score_us(n) for n in (49152, 262144)}  # SmolLM2's and Gemma 3's vocabularies
+        framing = gateway_format_us()
+        print(f"gateway framing of one streamed token with 20 alternatives: {framing:.0f} us", file=sys.stderr)
+        print(f"native scoring of one token with 20 alternatives: {native[49152]:.0f} us at n_vocab 49152, "
+              f"{native[262144]:.0f} us at 262144", file=sys.stderr)
         print(f"logprobs_bench: decode with top_logprobs=20 vs without: {'; '.join(parts)}; "
+              f"native scoring {native[49152]:.0f} us/token (n_vocab 49152), {native[262144]:.0f} us (262144), "
+              f"gateway framing {framing:.0f} us/token; "
               f"prompt scoring (echo, {len(SCORE_TEXT)} chars) x{es / ps:.2f} the time of a plain 1-token completion")
     finally:
         if proc is not None:
