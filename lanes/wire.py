@@ -2,7 +2,7 @@
 
 tests/csrc/ring/test_wire_agreement.py compares every constant, struct size and field offset
 here with what the `_ring` extension reports from the C++ header. No pickle crosses processes:
-the gateway encodes REQUEST/CANCEL/SHUTDOWN and decodes HELLO/DELTA/DONE/ERROR with `struct`.
+the gateway encodes REQUEST/CANCEL/SHUTDOWN and decodes HELLO/DELTA/DONE/ERROR/LOGPROBS with `struct`.
 """
 from __future__ import annotations
 
