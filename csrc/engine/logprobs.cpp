@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "sampler/kernels.h"
 
 namespace ls {
 
@@ -23,13 +26,13 @@ void score_logprobs(const float* logits, int32_t n_vocab, int32_t token, int32_t
     }
     top[j] = TokenLogprob{i, x};
   }
-  // 2. log-sum-exp, accumulated in double (49k-262k terms); NaN logits count as impossible.
-  double sum = 0.0;
-  if (std::isfinite(max_logit))
-    for (int32_t i = 0; i < n_vocab; ++i) {
-      const float x = logits[i];
-      if (!std::isnan(x)) sum += double(std::exp(x - max_logit));
-    }
+  // 2. log-sum-exp with the sampler's vectorised exp (sums in double; NaN logits count as
+  //    impossible). Its per-element output goes to a scratch row, sized once per thread.
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < size_t(n_vocab)) scratch.resize(size_t(n_vocab));
+  const double sum = std::isfinite(max_logit)
+                         ? sampler_kernels::exp_sum(logits, size_t(n_vocab), max_logit, 1.0f, scratch.data())
+                         : 0.0;
   const double lse = std::isfinite(max_logit) ? double(max_logit) + std::log(sum) : double(max_logit);
   // 3. Logits → log-probabilities.
   out[0] = TokenLogprob{token, float(double(logits[token]) - lse)};
