@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from gateway.errors import invalid, safe_repr
 from gateway.fields import (Bool, Custom, Float, Int, NoOp, Obj, Str, get_bool, get_object, object_schema,
                             require_default, table)
+from gateway.logprobs import (MAX_CHAT_TOP_LOGPROBS, MAX_COMPLETION_LOGPROBS, chat_top_logprobs, completion_echo,
+                              completion_logprobs)
 from gateway.reasoning import EFFORTS, think_from_openai
 from gateway.structured import SCHEMA_SHAPES as STRUCTURED_SHAPES
 from gateway.structured import from_openai as structured_from_openai
@@ -54,6 +56,7 @@ class Sampling:
     min_tokens: int = 0
     grammar: str | None = None  # llguidance grammar (gateway.structured); None: free output
     grammar_param: str | None = None  # the field that asked for it
+    logprobs: int | None = None  # alternatives per scored token (gateway.logprobs); None: off
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class CompletionRequest:
     sampling: Sampling
     prompts: tuple[str | tuple[int, ...], ...]  # one choice group per prompt
     ignored_fields: tuple[str, ...] = ()
+    echo: bool = False  # the prompt comes back before the completion (scored, with logprobs)
 
 
 @dataclass(frozen=True)
@@ -141,7 +145,7 @@ def _seed(body: dict) -> int | None:
     return None if seed == -1 else seed  # -1 = random, as llama.cpp clients send it
 
 
-def _sampling(body: dict, max_tokens: int | None) -> Sampling:
+def _sampling(body: dict, max_tokens: int | None, logprobs: int | None) -> Sampling:
     f = COMMON_FIELDS
     stream = f["stream"].read(body)
     sampling = Sampling(
@@ -162,12 +166,12 @@ def _sampling(body: dict, max_tokens: int | None) -> Sampling:
         logit_bias=f["logit_bias"].read(body),
         ignore_eos=f["ignore_eos"].read(body),
         min_tokens=f["min_tokens"].read(body),
+        logprobs=logprobs,
         **dict(zip(("grammar", "grammar_param"), structured_from_openai(body))),
     )
     if max_tokens is not None and sampling.min_tokens > max_tokens:
         raise invalid("'min_tokens' must not exceed 'max_tokens'", param="min_tokens")
     f["user"].read(body)
-    f["logprobs"].read(body)
     return sampling
 
 
@@ -203,11 +207,12 @@ def _prompts(body: dict) -> tuple[str | tuple[int, ...], ...]:
 def parse_completion(body: dict, *, lenient: bool) -> CompletionRequest:
     ignored = _check_fields(body, COMPLETION_FIELDS, lenient)
     f = COMPLETION_FIELDS
-    f["echo"].read(body)
     f["suffix"].read(body)
-    sampling = _sampling(body, f["max_tokens"].read(body, COMPLETIONS_DEFAULT_MAX_TOKENS))
+    max_tokens = f["max_tokens"].read(body, COMPLETIONS_DEFAULT_MAX_TOKENS)
+    echo = completion_echo(body, max_tokens)
+    sampling = _sampling(body, max_tokens, completion_logprobs(body))
     require_default(body, "best_of", (1, sampling.n), "best_of other than n")
-    return CompletionRequest(sampling=sampling, prompts=f["prompt"].read(body), ignored_fields=ignored)
+    return CompletionRequest(sampling=sampling, prompts=f["prompt"].read(body), ignored_fields=ignored, echo=echo)
 
 
 def _message_content(message: dict, index: int) -> str:
@@ -279,12 +284,13 @@ def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
     f = CHAT_FIELDS
     legacy = f["max_tokens"].read(body)
     # If both are sent, max_completion_tokens wins (llama.cpp); never ignore either (Ollama #7125).
-    sampling = _sampling(body, f["max_completion_tokens"].read(body, legacy))
-    f["top_logprobs"].read(body)
+    sampling = _sampling(body, f["max_completion_tokens"].read(body, legacy), chat_top_logprobs(body))
     tools = parse_tools(body)
     if tools is not None and tools.active and sampling.grammar is not None:
         raise invalid(f"'{sampling.grammar_param}' cannot be combined with tool calls; send tool_choice 'none'",
                       param=sampling.grammar_param)
+    if tools is not None and tools.active and sampling.logprobs is not None:
+        raise invalid("'logprobs' cannot be combined with tool calls", param="logprobs", code="unsupported_parameter")
     kwargs = template_kwargs(body)
     return ChatRequest(
         sampling=sampling,
@@ -329,7 +335,6 @@ COMMON_FIELDS = table(
     Custom("stream_options", "only with stream: true", reader=lambda body: None, shape={
         **object_schema(_STREAM_OPTION_FIELDS), "type": ["object", "null"]}),
     Str("user", max_chars=256),
-    NoOp("logprobs", allowed=(False, 0), what="log probabilities"),
     # Structured outputs (gateway.structured reads them all at once in _sampling).
     *(Custom(name, doc, reader=lambda body: None, shape=shape) for name, (doc, shape) in STRUCTURED_SHAPES.items()),
 )
@@ -346,7 +351,10 @@ COMPLETION_FIELDS = table(
     *COMMON_FIELDS.values(),
     Custom("prompt", "a string, strings (one choice group each), token ids, or arrays of token ids",
            reader=_prompts, shape=_prompts_shape()),
-    NoOp("echo", allowed=(False,), what="echoing the prompt"),
+    Int("max_tokens", "most tokens to generate (capped by the context); 0 only with echo: score the prompt",
+        lo=0, hi=MAX_TOKENS_LIMIT),
+    Bool("echo", "return the prompt, scored, before the completion", default=False),
+    Int("logprobs", "alternatives per token in `logprobs` (off when null)", lo=0, hi=MAX_COMPLETION_LOGPROBS),
     NoOp("suffix", allowed=("",), what="suffix/insertion"),
     Custom("best_of", "only 1 or n", reader=lambda body: None, shape={"type": ["integer", "null"]}),
 )
@@ -378,7 +386,8 @@ CHAT_FIELDS = table(
            reader=lambda body: None, shape={"type": "array", "items": _message_shape(), "minItems": 1,
                                             "maxItems": MAX_MESSAGES}),
     Int("max_completion_tokens", "wins over max_tokens", lo=1, hi=MAX_TOKENS_LIMIT),
-    NoOp("top_logprobs", allowed=(0,), what="log probabilities"),
+    Bool("logprobs", "return each token's log-probability", default=False),
+    Int("top_logprobs", "alternatives per token (needs logprobs: true)", lo=0, hi=MAX_CHAT_TOP_LOGPROBS),
     # Tools (gateway.tools.parse_tools reads them together).
     *(Custom(name, doc, reader=lambda body: None, shape=shape) for name, (doc, shape) in TOOL_SHAPES.items()),
     Obj("chat_template_kwargs", "extra variables for the chat template, e.g. enable_thinking"),

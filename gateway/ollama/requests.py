@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from gateway.backend import GenerationParams
 from gateway.errors import APIError
+from gateway.ollama.logprobs import ollama_logprobs
 from gateway.reasoning import OLLAMA_LEVELS, think_from_ollama
 from gateway.structured import from_ollama_format
 from gateway.tools import CALL_SHAPE, TOOL_SHAPES, Tools, parse_tools, tool_calls_of_message
@@ -134,7 +135,7 @@ def _options(body: dict) -> tuple[GenerationParams, int | None]:
     for name in _CHECKED_INT_OPTIONS:
         if options.get(name) is not None:
             _integer(name, options[name], -1, 1 << 30)  # type-checked, then left to the server's setup
-    return GenerationParams(max_tokens=1, **values), num_predict
+    return GenerationParams(max_tokens=1, logprobs=ollama_logprobs(body, bad), **values), num_predict
 
 
 def _keep_alive_zero(body: dict) -> bool:
@@ -271,6 +272,8 @@ _COMMON_SHAPES = {
     "format": {"anyOf": [{"enum": ["", "json", None]}, {"type": "object", "description": "a JSON schema"}]},
     "keep_alive": {"type": ["string", "number", "null"], "description": "0 with no prompt: an \"unload\" no-op"},
     "think": {"enum": [True, False, *OLLAMA_LEVELS, None]},
+    "logprobs": {"type": ["boolean", "null"], "description": "each token's log-probability"},
+    "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
 }
 CHAT_FIELDS = {**_COMMON_SHAPES, "messages": {"type": ["array", "null"], "items": _MESSAGE, "maxItems": MAX_MESSAGES},
                "tools": TOOL_SHAPES["tools"][1]}
