@@ -77,6 +77,7 @@ setup(
         "prometheus-client>=0.20",
         "jinja2>=3.1",
         "orjson>=3.9",
+        "llguidance>=1.2",  # grammar-constrained decoding (structured outputs, tool calls)
     ],
     extras_require={
         "test": [
@@ -90,6 +91,7 @@ setup(
             "ollama>=0.3",
             "gguf>=0.10",
             "hypothesis>=6.100",
+            "jsonschema>=4.20",
             "openapi-spec-validator>=0.7",
             "schemathesis>=4.0",
         ],

@@ -27,6 +27,7 @@ from lanes.pool import (  # noqa: F401  (re-exported)
     LaneStartupError,
     LaneStatus,
     RequestStream,
+    ScoredChunk,
 )
 
 from gateway.config import GatewayConfig
@@ -107,18 +108,22 @@ def engine_top_p(top_p: float) -> float:
     return top_p if as_float32(top_p) > 0.0 else F32_TINY
 
 
-def generation_params(sampling: Sampling, max_tokens: int, reasoning: ReasoningMarkers | None = None) -> GenerationParams:
+def generation_params(sampling: Sampling, max_tokens: int, reasoning: ReasoningMarkers | None = None, *,
+                      prompt_logprobs: bool = False) -> GenerationParams:
     """The lane parameters: every sampling field the request carries, by name (Sampling uses
-    GenerationParams' names), with the resolved token budget; the rest keep their defaults."""
+    GenerationParams' names), with the resolved token budget; the rest keep their defaults.
+    prompt_logprobs (completions echo): the lane scores the prompt too (logprobs then on)."""
     shared = {name: getattr(sampling, name) for name in _SHARED_PARAMS}
     shared["top_p"] = engine_top_p(sampling.top_p)
+    if prompt_logprobs and shared.get("logprobs") is None:
+        shared["logprobs"] = 0
     return GenerationParams(max_tokens=max_tokens, min_tokens=min(sampling.min_tokens, max_tokens),
-                            reasoning=reasoning, **shared)
+                            reasoning=reasoning, prompt_logprobs=prompt_logprobs, **shared)
 
 
 __all__ = [
     "LANE_STATES", "SERVING_STATES", "ChoiceDone", "Chunk", "Embedding", "Framing", "GenerationParams", "LaneBusy",
     "LaneError", "LaneModelSpec", "LanePool", "LaneStartupError", "LaneStatus", "REASONING", "ReasoningMarkers",
-    "RequestStream", "create_pool", "generation_params", "is_synthetic",
+    "RequestStream", "ScoredChunk", "create_pool", "generation_params", "is_synthetic",
     "lane_specs", "resolve_model_paths", "text_model_path",
 ]

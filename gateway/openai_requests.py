@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gateway.errors import invalid, safe_repr
+from gateway.errors import APIError, invalid, safe_repr
 from gateway.fields import (Bool, Custom, Float, Int, NoOp, Obj, Str, get_bool, get_object, object_schema,
                             require_default, table)
+from gateway.logprobs import (MAX_CHAT_TOP_LOGPROBS, MAX_COMPLETION_LOGPROBS, chat_top_logprobs, completion_echo,
+                              completion_logprobs)
 from gateway.reasoning import EFFORTS, think_from_openai
+from gateway.structured import SCHEMA_SHAPES as STRUCTURED_SHAPES
 from gateway.structured import from_openai as structured_from_openai
-from gateway.structured import SHAPES as STRUCTURED_SHAPES
-from gateway.tools import MAX_TOOLS, TOOL_CHOICE_SHAPE, TOOLS_SHAPE, Tools, parse_tools, tool_calls_of_message
+from gateway.tools import CALL_SHAPE, TOOL_SHAPES, Tools, parse_tools, tool_calls_of_message
 
 MAX_STOP_STRINGS = 4
 MAX_STOP_CHARS = 256
@@ -54,6 +56,7 @@ class Sampling:
     min_tokens: int = 0
     grammar: str | None = None  # llguidance grammar (gateway.structured); None: free output
     grammar_param: str | None = None  # the field that asked for it
+    logprobs: int | None = None  # alternatives per scored token (gateway.logprobs); None: off
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class CompletionRequest:
     sampling: Sampling
     prompts: tuple[str | tuple[int, ...], ...]  # one choice group per prompt
     ignored_fields: tuple[str, ...] = ()
+    echo: bool = False  # the prompt comes back before the completion (scored, with logprobs)
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,11 @@ def _stream_options(body: dict, stream: bool) -> bool:
     unknown = [k for k in options if k not in _STREAM_OPTION_FIELDS]
     if unknown:
         raise invalid("'stream_options' accepts only 'include_usage'", param="stream_options", code="unknown_parameter")
-    _STREAM_OPTION_FIELDS["continuous_usage_stats"].read(options)
+    try:
+        _STREAM_OPTION_FIELDS["continuous_usage_stats"].read(options)
+    except APIError as exc:
+        exc.param = "stream_options"  # the body field a client can find
+        raise
     return _STREAM_OPTION_FIELDS["include_usage"].read(options)
 
 
@@ -141,7 +149,7 @@ def _seed(body: dict) -> int | None:
     return None if seed == -1 else seed  # -1 = random, as llama.cpp clients send it
 
 
-def _sampling(body: dict, max_tokens: int | None) -> Sampling:
+def _sampling(body: dict, max_tokens: int | None, logprobs: int | None) -> Sampling:
     f = COMMON_FIELDS
     stream = f["stream"].read(body)
     sampling = Sampling(
@@ -162,12 +170,12 @@ def _sampling(body: dict, max_tokens: int | None) -> Sampling:
         logit_bias=f["logit_bias"].read(body),
         ignore_eos=f["ignore_eos"].read(body),
         min_tokens=f["min_tokens"].read(body),
+        logprobs=logprobs,
         **dict(zip(("grammar", "grammar_param"), structured_from_openai(body))),
     )
     if max_tokens is not None and sampling.min_tokens > max_tokens:
         raise invalid("'min_tokens' must not exceed 'max_tokens'", param="min_tokens")
     f["user"].read(body)
-    f["logprobs"].read(body)
     return sampling
 
 
@@ -203,11 +211,12 @@ def _prompts(body: dict) -> tuple[str | tuple[int, ...], ...]:
 def parse_completion(body: dict, *, lenient: bool) -> CompletionRequest:
     ignored = _check_fields(body, COMPLETION_FIELDS, lenient)
     f = COMPLETION_FIELDS
-    f["echo"].read(body)
     f["suffix"].read(body)
-    sampling = _sampling(body, f["max_tokens"].read(body, COMPLETIONS_DEFAULT_MAX_TOKENS))
+    max_tokens = f["max_tokens"].read(body, COMPLETIONS_DEFAULT_MAX_TOKENS)
+    echo = completion_echo(body, max_tokens)
+    sampling = _sampling(body, max_tokens, completion_logprobs(body))
     require_default(body, "best_of", (1, sampling.n), "best_of other than n")
-    return CompletionRequest(sampling=sampling, prompts=f["prompt"].read(body), ignored_fields=ignored)
+    return CompletionRequest(sampling=sampling, prompts=f["prompt"].read(body), ignored_fields=ignored, echo=echo)
 
 
 def _message_content(message: dict, index: int) -> str:
@@ -252,8 +261,10 @@ def parse_messages(body: dict, lenient: bool) -> tuple[dict, ...]:
         # "developer" is OpenAI's newer name for the system turn; templates know only "system".
         # reasoning_content / reasoning / thinking are dropped: never fed back into the prompt.
         normal = {"role": "system" if role == "developer" else role, "content": _message_content(message, i)}
-        if role == "assistant" and message.get("tool_calls"):
-            normal["tool_calls"] = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
+        if message.get("tool_calls") is not None:  # validated on any role; only an assistant's are rendered
+            calls = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
+            if role == "assistant" and calls:
+                normal["tool_calls"] = calls
         if role == "tool":
             name = message.get("name") or message.get("tool_name")
             normal.update({k: v for k, v in (("tool_call_id", message.get("tool_call_id")), ("name", name)) if v})
@@ -277,12 +288,13 @@ def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
     f = CHAT_FIELDS
     legacy = f["max_tokens"].read(body)
     # If both are sent, max_completion_tokens wins (llama.cpp); never ignore either (Ollama #7125).
-    sampling = _sampling(body, f["max_completion_tokens"].read(body, legacy))
-    f["top_logprobs"].read(body)
-    tools = f["tools"].read(body)
+    sampling = _sampling(body, f["max_completion_tokens"].read(body, legacy), chat_top_logprobs(body))
+    tools = parse_tools(body)
     if tools is not None and tools.active and sampling.grammar is not None:
         raise invalid(f"'{sampling.grammar_param}' cannot be combined with tool calls; send tool_choice 'none'",
                       param=sampling.grammar_param)
+    if tools is not None and tools.active and sampling.logprobs is not None:
+        raise invalid("'logprobs' cannot be combined with tool calls", param="logprobs", code="unsupported_parameter")
     kwargs = template_kwargs(body)
     return ChatRequest(
         sampling=sampling,
@@ -295,20 +307,6 @@ def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
     )
 
 
-def _tools(body: dict) -> Tools | None:
-    """gateway.tools reads tools, tool_choice and parallel_tool_calls together; `tools` must be
-    an array or null (a falsy non-array used to pass as "no tools")."""
-    value = body.get("tools")
-    if value is not None and type(value) is not list:
-        raise invalid("'tools' must be an array", param="tools", code="invalid_type")
-    return parse_tools(body)
-
-
-def _read_elsewhere(body: dict) -> None:
-    """Fields read together by another reader (gateway.structured, _tools, _stream_options)."""
-    return None
-
-
 # --- The field tables: the parsers above read through them; gateway/openapi.py renders them ------
 
 _STOP_STRING = {"type": "string", "minLength": 1, "maxLength": MAX_STOP_CHARS}
@@ -318,8 +316,6 @@ _STREAM_OPTION_FIELDS = table(
     NoOp("continuous_usage_stats", allowed=(False,), what="per-chunk usage"),
 )
 _SEED = Int("seed", "sampling seed; -1 = random", lo=-1, hi=SEED_MAX)
-STRUCTURED_TABLE = table(*(Custom(name, doc, reader=_read_elsewhere, shape=shape)
-                           for name, (doc, shape) in STRUCTURED_SHAPES.items()))
 COMMON_FIELDS = table(
     Custom("model", "a served model name (GET /v1/models)", reader=_model, shape={"type": "string"}),
     Int("max_tokens", "most tokens to generate (capped by the context)", lo=1, hi=MAX_TOKENS_LIMIT),
@@ -340,11 +336,11 @@ COMMON_FIELDS = table(
     Bool("ignore_eos", default=False),
     Int("min_tokens", default=0, lo=0, hi=MAX_TOKENS_LIMIT),
     Bool("stream", default=False),
-    Custom("stream_options", "only with stream: true", reader=_read_elsewhere, shape={
+    Custom("stream_options", "only with stream: true", reader=lambda body: None, shape={
         **object_schema(_STREAM_OPTION_FIELDS), "type": ["object", "null"]}),
     Str("user", max_chars=256),
-    NoOp("logprobs", allowed=(False, 0), what="log probabilities"),
-    *STRUCTURED_TABLE.values(),
+    # Structured outputs (gateway.structured reads them all at once in _sampling).
+    *(Custom(name, doc, reader=lambda body: None, shape=shape) for name, (doc, shape) in STRUCTURED_SHAPES.items()),
 )
 
 
@@ -359,9 +355,12 @@ COMPLETION_FIELDS = table(
     *COMMON_FIELDS.values(),
     Custom("prompt", "a string, strings (one choice group each), token ids, or arrays of token ids",
            reader=_prompts, shape=_prompts_shape()),
-    NoOp("echo", allowed=(False,), what="echoing the prompt"),
+    Int("max_tokens", "most tokens to generate (capped by the context); 0 only with echo: score the prompt",
+        lo=0, hi=MAX_TOKENS_LIMIT),
+    Bool("echo", "return the prompt, scored, before the completion", default=False),
+    Int("logprobs", "alternatives per token in `logprobs` (off when null)", lo=0, hi=MAX_COMPLETION_LOGPROBS),
     NoOp("suffix", allowed=("",), what="suffix/insertion"),
-    Custom("best_of", "only 1 or n", reader=_read_elsewhere, shape={"type": ["integer", "null"]}),
+    Custom("best_of", "only 1 or n", reader=lambda body: None, shape={"type": ["integer", "null"]}),
 )
 COMPLETION_REQUIRED = ("model", "prompt")
 
@@ -375,9 +374,10 @@ def _message_shape() -> dict:
             "role": {"enum": list(CHAT_ROLES)},
             "content": {"anyOf": [{"type": "string"}, {"type": "array", "items": part}, {"type": "null"}]},
             "name": {"type": ["string", "null"]},
-            "reasoning_content": {}, "reasoning": {}, "thinking": {}, "refusal": {},
-            "tool_calls": {"description": "assistant turns: the calls it made (an array)"},
+            "reasoning_content": {}, "reasoning": {}, "thinking": {},
+            "tool_calls": {"type": ["array", "null"], "items": CALL_SHAPE},
             "tool_call_id": {"type": ["string", "null"]}, "tool_name": {"type": ["string", "null"]},
+            "refusal": {},
         },
         "required": ["role"],
         "additionalProperties": False,
@@ -387,17 +387,16 @@ def _message_shape() -> dict:
 CHAT_FIELDS = table(
     *COMMON_FIELDS.values(),
     Custom("messages", "system/developer, user and assistant turns; text content only",
-           reader=_read_elsewhere, shape={"type": "array", "items": _message_shape(), "minItems": 1,
+           reader=lambda body: None, shape={"type": "array", "items": _message_shape(), "minItems": 1,
                                             "maxItems": MAX_MESSAGES}),
     Int("max_completion_tokens", "wins over max_tokens", lo=1, hi=MAX_TOKENS_LIMIT),
-    NoOp("top_logprobs", allowed=(0,), what="log probabilities"),
-    Custom("tools", f"functions the model may call (at most {MAX_TOOLS})", reader=_tools,
-           shape=TOOLS_SHAPE),
-    Custom("tool_choice", "needs tools unless none/auto", reader=_read_elsewhere, shape=TOOL_CHOICE_SHAPE),
-    Custom("parallel_tool_calls", reader=_read_elsewhere, shape={"type": ["boolean", "null"]}),
+    Bool("logprobs", "return each token's log-probability", default=False),
+    Int("top_logprobs", "alternatives per token (needs logprobs: true)", lo=0, hi=MAX_CHAT_TOP_LOGPROBS),
+    # Tools (gateway.tools.parse_tools reads them together).
+    *(Custom(name, doc, reader=lambda body: None, shape=shape) for name, (doc, shape) in TOOL_SHAPES.items()),
     Obj("chat_template_kwargs", "extra variables for the chat template, e.g. enable_thinking"),
     Bool("enable_thinking"),
-    Custom("reasoning_effort", "\"none\" turns thinking off, any other level on", reader=_read_elsewhere,
+    Custom("reasoning_effort", "\"none\" turns thinking off, any other level on", reader=lambda body: None,
            shape={"enum": [*EFFORTS, None]}),
 )
 CHAT_REQUIRED = ("model", "messages")

@@ -225,31 +225,27 @@ def from_ollama_format(value) -> str | None:
     raise invalid("'format' must be \"json\" or a JSON schema object", param="format", code="invalid_type")
 
 
-# --- JSON Schema of the fields from_openai reads (gateway/openapi.py renders them): one of these
-# at most, each turned into one grammar for the lane; a schema or grammar that does not compile
-# is a 400 whatever its shape here.
-_TEXT = {"type": ["string", "null"], "minLength": 1}
-_RESPONSE_FORMAT = {"anyOf": [
-    {"type": "null"},
-    {"type": "object", "required": ["type"], "properties": {"type": {"const": "text"}}},
-    {"type": "object", "required": ["type"], "properties": {
-        "type": {"const": "json_object"}, "schema": {"description": "llama-server: a JSON schema to follow"}}},
-    {"type": "object", "required": ["type", "json_schema"], "properties": {
-        "type": {"const": "json_schema"},
-        "json_schema": {"type": "object", "properties": {
-            "name": {"type": ["string", "null"], "maxLength": 64}, "strict": {"type": ["boolean", "null"]},
-            "schema": {"description": "a JSON schema (compiled: 400 if it does not)"}}}}}]}
-SHAPES = {
-    "response_format": ("OpenAI / llama-server structured output", _RESPONSE_FORMAT),
-    "grammar": ("llama-server GBNF", _TEXT),
-    "json_schema": ("llama-server: a JSON schema", {}),
-    "guided_json": ("vLLM: a JSON schema", {}),
-    "guided_regex": ("vLLM", _TEXT),
-    "guided_grammar": ("vLLM: GBNF or Lark", _TEXT),
-    "guided_choice": ("vLLM", {"type": ["array", "null"], "minItems": 1, "maxItems": MAX_CHOICES,
-                               "items": {"type": "string", "minLength": 1}}),
-    "structured_outputs": ("vLLM: one of json, regex, grammar, choice, json_object", {"type": ["object", "null"]}),
+# OpenAPI shapes of the request fields above (gateway/openapi.py renders them; from_openai validates).
+_NULL = {"type": "null"}
+_SCHEMA_OBJECT = {"type": ["object", "boolean"], "description": "a JSON schema"}
+_TEXT = {"type": "string", "minLength": 1, "maxLength": MAX_GRAMMAR_CHARS}
+_CHOICES = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": MAX_CHOICES}
+SCHEMA_SHAPES = {
+    "response_format": ("the output's format: text, any JSON object, or a JSON schema", {"anyOf": [_NULL, {
+        "type": "object", "required": ["type"], "properties": {
+            "type": {"enum": ["text", "json_object", "json_schema"]},
+            "schema": _SCHEMA_OBJECT,
+            "json_schema": {"type": "object", "properties": {
+                "name": {"type": "string", "maxLength": 64}, "description": {"type": "string"},
+                "schema": _SCHEMA_OBJECT, "strict": {"type": ["boolean", "null"]}}}}}]}),
+    "grammar": ("llama-server: a GBNF grammar the output follows", {"anyOf": [_NULL, _TEXT]}),
+    "json_schema": ("llama-server: a JSON schema the output follows", {"anyOf": [_NULL, _SCHEMA_OBJECT]}),
+    "guided_json": ("vLLM: a JSON schema (object or JSON text)", {"anyOf": [_NULL, _SCHEMA_OBJECT, _TEXT]}),
+    "guided_regex": ("vLLM: a regular expression the output matches", {"anyOf": [_NULL, _TEXT]}),
+    "guided_grammar": ("vLLM: a GBNF or Lark grammar", {"anyOf": [_NULL, _TEXT]}),
+    "guided_choice": ("vLLM: the output is one of these strings", {"anyOf": [_NULL, _CHOICES]}),
+    "structured_outputs": ("vLLM: exactly one of json, regex, grammar, choice, json_object", {"anyOf": [_NULL, {
+        "type": "object", "properties": {"json": {"anyOf": [_SCHEMA_OBJECT, _TEXT]}, "regex": _TEXT,
+                                         "grammar": _TEXT, "choice": _CHOICES, "json_object": {"type": "boolean"}},
+        "additionalProperties": False, "minProperties": 1}]}),
 }
-assert set(SHAPES) == {"response_format", *OPENAI_FIELDS}
-FORMAT_SHAPE = {"anyOf": [{"enum": [None, "", "json"]}, {"type": "object", "description": "a JSON schema"}],
-                "description": "Ollama structured output"}

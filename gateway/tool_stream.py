@@ -14,8 +14,20 @@ from gateway.framing import SYSTEM_FINGERPRINT, ChoiceResult, StreamFrames, usag
 from gateway.tool_calls import ToolCallParser, parse_all
 
 
+# Content of a tools stream comes from the lane as NUL + escaped text per delta (a NUL byte never
+# occurs in JSON-escaped text), so it is told apart from events the relay framed itself (reasoning).
+TOOL_TEXT_FRAMING = (b"\x00", b"")
+
+
 def unescape(escaped: bytes) -> str:
     return orjson.loads(b'"' + escaped + b'"')
+
+
+def marked_text(data: bytes) -> str | None:
+    """The text of one or more TOOL_TEXT_FRAMING deltas, or None for an already-framed event."""
+    if not data.startswith(b"\x00"):
+        return None
+    return unescape(data.replace(b"\x00", b""))
 
 
 def finish_reason(reason: str, num_calls: int) -> str:
@@ -52,8 +64,11 @@ class ToolStreamRewriter:
             parser = self._parsers[choice] = ToolCallParser()
         return parser
 
-    def chunk(self, choice: int, escaped: bytes) -> bytes:
-        return self._events(choice, self._parser(choice).feed(unescape(escaped)))
+    def chunk(self, choice: int, data: bytes) -> bytes:
+        text = marked_text(data)
+        if text is None:
+            return data  # a reasoning event, framed by the relay
+        return self._events(choice, self._parser(choice).feed(text))
 
     def finish(self, choice: int, reason: str) -> tuple[bytes, str]:
         parser = self._parser(choice)

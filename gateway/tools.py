@@ -88,6 +88,8 @@ def parse_tools(body: dict) -> Tools | None:
     parallel = body.get("parallel_tool_calls")
     if parallel is not None and type(parallel) is not bool:
         raise invalid("'parallel_tool_calls' must be true or false", param="parallel_tool_calls", code="invalid_type")
+    if value is not None and type(value) is not list:  # a falsy non-array used to pass as "no tools"
+        raise invalid("'tools' must be an array", param="tools", code="invalid_type")
     if not value:
         if choice not in (None, "none", "auto"):
             raise invalid("'tool_choice' needs 'tools'", param="tool_choice")
@@ -206,6 +208,10 @@ def tool_calls_of_message(value, param: str) -> list[dict]:
         fn = call.get("function") if type(call) is dict else None
         if type(fn) is not dict or type(fn.get("name")) is not str:
             raise invalid("each tool call needs a function with a name", param=f"{param}[{i}]", code="invalid_type")
+        if call.get("id") is not None and type(call["id"]) is not str:
+            raise invalid("a tool call id must be a string", param=f"{param}[{i}].id", code="invalid_type")
+        if call.get("type") not in (None, "function"):
+            raise invalid("a tool call's type must be 'function'", param=f"{param}[{i}].type")
         arguments = fn.get("arguments", {})
         if type(arguments) is str:
             try:
@@ -240,15 +246,22 @@ def chat_for_template(messages: list[dict], template_kwargs: dict, tools: Tools 
     return messages, template_kwargs
 
 
-# --- JSON Schema of what parse_tools accepts (gateway/openapi.py renders it in the request bodies)
-_NAME = {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS}
-_TOOL = {"type": "object", "required": ["function"], "properties": {
-    "type": {"const": "function"},
+# OpenAPI shapes (gateway/openapi.py renders them; parse_tools and tool_calls_of_message validate).
+_FUNCTION = {"type": "object", "required": ["name"], "properties": {
+    "name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS}, "description": {"type": "string"},
+    "parameters": {"type": "object", "description": "a JSON schema"}, "strict": {"type": ["boolean", "null"]}}}
+CALL_SHAPE = {"type": "object", "required": ["function"], "properties": {
+    "id": {"type": ["string", "null"]}, "type": {"enum": ["function", None]},
     "function": {"type": "object", "required": ["name"], "properties": {
-        "name": _NAME, "description": {"type": ["string", "null"]},
-        "parameters": {"type": ["object", "null"], "description": "a JSON schema (compiled: 400 if it does not)"}}}}}
-TOOL_CHOICE_SHAPE = {"anyOf": [{"enum": [*TOOL_CHOICES, None]}, {
-    "type": "object", "required": ["type", "function"], "properties": {
-        "type": {"const": "function"},
-        "function": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}}}]}
-TOOLS_SHAPE = {"type": ["array", "null"], "maxItems": MAX_TOOLS, "items": _TOOL}
+        "name": {"type": "string"}, "arguments": {"type": ["string", "object"]}}}}}
+TOOL_SHAPES = {
+    "tools": ("functions the model may call", {"type": ["array", "null"], "maxItems": MAX_TOOLS, "items": {
+        "type": "object", "required": ["function"],
+        "properties": {"type": {"const": "function"}, "function": _FUNCTION}}}),
+    "tool_choice": ("none, auto (default), required, or one named function", {"anyOf": [
+        {"type": "null"}, {"enum": list(TOOL_CHOICES)},
+        {"type": "object", "required": ["type", "function"], "properties": {
+            "type": {"const": "function"},
+            "function": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}}}]}),
+    "parallel_tool_calls": ("allow several calls in one answer (default false)", {"type": ["boolean", "null"]}),
+}

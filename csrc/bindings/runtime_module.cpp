@@ -12,4 +12,5 @@ PYBIND11_MODULE(_runtime, m) {
   ls::bind_batch_engine(m);
   ls::bind_lane(m);
   ls::bind_grammar(m);
+  ls::bind_logprobs(m);
 }

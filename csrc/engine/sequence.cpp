@@ -3,6 +3,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "engine/logprobs.h"
+
 namespace ls {
 
 void validate_request(const GenerationRequest& req, int32_t n_vocab, int32_t ctx_size) {
@@ -12,7 +14,9 @@ void validate_request(const GenerationRequest& req, int32_t n_vocab, int32_t ctx
                                 " tokens; the context holds " + std::to_string(ctx_size));
   for (int32_t id : req.prompt_ids)
     if (id < 0 || id >= n_vocab) throw std::invalid_argument("token id " + std::to_string(id) + " is out of range");
-  if (req.max_tokens < 1) throw std::invalid_argument("max_tokens must be at least 1");
+  if (req.max_tokens < (req.prompt_logprobs ? 0 : 1)) throw std::invalid_argument("max_tokens must be at least 1");
+  if (req.num_top_logprobs > kMaxTopLogprobs || (req.prompt_logprobs && req.num_top_logprobs < 0))
+    throw std::invalid_argument("top logprobs out of range");
   for (const auto& [id, bias] : req.sampling.logit_bias)
     if (id < 0 || id >= n_vocab)
       throw std::invalid_argument("logit_bias token id " + std::to_string(id) + " is out of range");

@@ -98,11 +98,20 @@ MatcherPtr GrammarCompiler::compile(const std::string& grammar) {
   return fresh;
 }
 
-MatcherPtr GrammarCompiler::compile_with(std::unique_ptr<GrammarCompiler>& compiler, const Tokenizer& tok,
-                                         const std::string& grammar) {
+LazyGrammarCompiler::~LazyGrammarCompiler() {
+  if (pending_.valid()) pending_.wait();  // the thread reads the tokenizer: finish before it goes
+}
+
+void LazyGrammarCompiler::prefetch(const Tokenizer& tok) {
+  if (compiler_ || pending_.valid() || llg::Api::loaded() == nullptr) return;
+  pending_ = std::async(std::launch::async, [&tok] { return std::make_unique<GrammarCompiler>(tok); });
+}
+
+MatcherPtr LazyGrammarCompiler::compile(const Tokenizer& tok, const std::string& grammar) {
   if (grammar.empty()) return MatcherPtr{};
-  if (!compiler) compiler = std::make_unique<GrammarCompiler>(tok);
-  return compiler->compile(grammar);
+  if (!compiler_ && pending_.valid()) compiler_ = pending_.get();  // rethrows a failed build
+  if (!compiler_) compiler_ = std::make_unique<GrammarCompiler>(tok);
+  return compiler_->compile(grammar);
 }
 
 size_t GrammarCompiler::num_cached() const {

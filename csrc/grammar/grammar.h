@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,10 +47,6 @@ class GrammarCompiler {
   // A fresh matcher at the grammar's start. Throws std::invalid_argument with llguidance's
   // message when the grammar does not compile. Thread-safe.
   MatcherPtr compile(const std::string& grammar);
-  // The matcher for `grammar` ("" → null), creating `compiler` on first use: engines hold one
-  // compiler per model, built only when a constrained request arrives.
-  static MatcherPtr compile_with(std::unique_ptr<GrammarCompiler>& compiler, const Tokenizer& tok,
-                                 const std::string& grammar);
   const llg::Api& api() const { return *api_; }
   size_t num_cached() const;
 
@@ -61,6 +58,22 @@ class GrammarCompiler {
   mutable std::mutex mu_;
   std::unordered_map<std::string, MatcherPtr> cache_;
   std::deque<std::string> order_;  // insertion order of cache_ keys
+};
+
+// An engine's compiler, built on first use — or ahead of time on a background thread (prefetch;
+// building llguidance's view of a large vocabulary takes up to a few hundred ms, which a lane
+// would otherwise spend inside the step of its first constrained request).
+class LazyGrammarCompiler {
+ public:
+  ~LazyGrammarCompiler();
+  // Starts building on a background thread if llguidance is loaded; no-op otherwise.
+  void prefetch(const Tokenizer& tok);
+  // The matcher for `grammar` ("" → null); throws as GrammarCompiler::compile.
+  MatcherPtr compile(const Tokenizer& tok, const std::string& grammar);
+
+ private:
+  std::unique_ptr<GrammarCompiler> compiler_;
+  std::future<std::unique_ptr<GrammarCompiler>> pending_;
 };
 
 class GrammarState {

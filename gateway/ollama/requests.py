@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from gateway.backend import GenerationParams, engine_top_p
 from gateway.errors import APIError
 from gateway.fields import as_float32
+from gateway.ollama.logprobs import ollama_logprobs
 from gateway.reasoning import OLLAMA_LEVELS, think_from_ollama
-from gateway.structured import FORMAT_SHAPE, from_ollama_format
-from gateway.tools import TOOLS_SHAPE, Tools, parse_tools, tool_calls_of_message
+from gateway.structured import from_ollama_format
+from gateway.tools import CALL_SHAPE, TOOL_SHAPES, Tools, parse_tools, tool_calls_of_message
 
 MAX_MESSAGES = 1024
 MAX_STOP_STRINGS = 16
@@ -137,7 +138,7 @@ def _options(body: dict) -> tuple[GenerationParams, int | None]:
     for name in _CHECKED_INT_OPTIONS:
         if options.get(name) is not None:
             _integer(name, options[name], -1, 1 << 30)  # type-checked, then left to the server's setup
-    return GenerationParams(max_tokens=1, **values), num_predict
+    return GenerationParams(max_tokens=1, logprobs=ollama_logprobs(body, bad), **values), num_predict
 
 
 def _keep_alive_zero(body: dict) -> bool:
@@ -182,8 +183,10 @@ def _messages(body: dict) -> tuple[dict, ...]:
             raise bad("this model does not support images")
         # `thinking` sent back in the history is accepted and not fed to the model again.
         normal = {"role": role, "content": content}
-        if role == "assistant" and message.get("tool_calls"):
-            normal["tool_calls"] = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
+        if message.get("tool_calls") is not None:  # validated on any role; only an assistant's are rendered
+            calls = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
+            if role == "assistant" and calls:
+                normal["tool_calls"] = calls
         name = message.get("tool_name") or message.get("name")
         if role == "tool" and type(name) is str:
             normal["name"] = name
@@ -194,8 +197,6 @@ def _messages(body: dict) -> tuple[dict, ...]:
 def parse_chat(body: dict) -> OllamaRequest:
     model = _model(body)
     params, num_predict = _options(body)
-    if body.get("tools") is not None and type(body["tools"]) is not list:
-        raise bad("tools must be a list")  # a falsy non-list used to pass as "no tools"
     tools = parse_tools({"tools": body.get("tools")})
     grammar = from_ollama_format(body.get("format"))
     if tools is not None and tools.active and grammar is not None:
@@ -265,18 +266,20 @@ def _unsupported_shape(what: str) -> dict:
 _EMPTY_LIST = {"type": ["array", "null"], "maxItems": 0}
 _MESSAGE = {"type": "object", "required": ["role"], "additionalProperties": True, "properties": {
     "role": {"enum": list(ROLES)}, "content": {"type": ["string", "null"]}, "images": _EMPTY_LIST,
-    "tool_calls": {"description": "assistant turns: the calls it made (an array)"}, "thinking": {},
-    "tool_name": {}, "name": {}}}
+    "tool_calls": {"type": ["array", "null"], "items": CALL_SHAPE}, "tool_name": {"type": ["string", "null"]},
+    "thinking": {}}}
 _COMMON_SHAPES = {
     "model": {"type": "string", "minLength": 1},
     "stream": {"type": "boolean", "default": True},
     "options": _options_schema(),
-    "format": FORMAT_SHAPE,
+    "format": {"anyOf": [{"enum": ["", "json", None]}, {"type": "object", "description": "a JSON schema"}]},
     "keep_alive": {"type": ["string", "number", "null"], "description": "0 with no prompt: an \"unload\" no-op"},
     "think": {"enum": [True, False, *OLLAMA_LEVELS, None]},
+    "logprobs": {"type": ["boolean", "null"], "description": "each token's log-probability"},
+    "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
 }
 CHAT_FIELDS = {**_COMMON_SHAPES, "messages": {"type": ["array", "null"], "items": _MESSAGE, "maxItems": MAX_MESSAGES},
-               "tools": TOOLS_SHAPE}
+               "tools": TOOL_SHAPES["tools"][1]}
 GENERATE_FIELDS = {**_COMMON_SHAPES, "prompt": {"type": ["string", "null"]}, "system": {"type": ["string", "null"]},
                    "raw": {"type": "boolean", "default": False}, "images": _EMPTY_LIST,
                    "suffix": _unsupported_shape("fill-in-the-middle"), "template": _unsupported_shape("templates"),

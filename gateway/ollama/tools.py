@@ -7,7 +7,7 @@ import json
 
 from gateway.ollama.frames import line
 from gateway.tool_calls import ToolCallParser, parse_all
-from gateway.tool_stream import unescape
+from gateway.tool_stream import marked_text, unescape
 
 
 def _arguments(text: str):
@@ -54,8 +54,11 @@ class OllamaToolStream:
                 out.append(line(obj))
         return b"".join(out)
 
-    def chunk(self, escaped: bytes) -> bytes:
-        return self._lines(self._parser.feed(unescape(escaped)))
+    def chunk(self, data: bytes) -> bytes:
+        text = marked_text(data)
+        if text is None:
+            return data  # a thinking line, framed by the relay
+        return self._lines(self._parser.feed(text))
 
     def finish(self) -> bytes:
         return self._lines(self._parser.finish())

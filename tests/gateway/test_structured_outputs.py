@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import jsonschema
 import ollama
 import openai
 import pytest
 
-from tests.data.json_schemas import SCHEMAS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
+from json_schemas import SCHEMAS  # noqa: E402
 
 pytestmark = pytest.mark.real_model
 MAX_TOKENS = 300
