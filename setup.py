@@ -79,6 +79,8 @@ setup(
         "orjson>=3.9",
     ],
     extras_require={
+        # `laneserve bench`: the PNG plot and the progress bar
+        "bench": ["matplotlib>=3.7", "tqdm>=4.66"],
         "test": [
             "pytest>=8",
             "tokenizers>=0.20",

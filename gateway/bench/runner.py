@@ -83,9 +83,11 @@ def _bench_one(config: BenchConfig, target: Target, warm: list[dict], level_prom
     with bar:
         run = LevelRun(config, target, on_done=lambda record: bar.update(1))
         warm_records, levels = asyncio.run(_sweep(config, run, warm, level_prompts, bar))
-    warm_errors = sum("error" in r for r in warm_records)
+    warm_ok = [r for r in warm_records if "error" not in r]
     return {"label": target.label, "base_url": target.base_url, "model": target.model,
-            "warmup_errors": warm_errors, "levels": levels}
+            "warmup_requests": len(warm_records), "warmup_errors": len(warm_records) - len(warm_ok),
+            "warmup_output_tokens": sum(r["output_tokens"] for r in warm_ok),
+            "warmup_prompt_tokens": sum(r["prompt_tokens"] or 0 for r in warm_ok), "levels": levels}
 
 
 def _resolve(config: BenchConfig, which: int) -> tuple[str | None, str | None, str]:
