@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Closed-loop concurrency sweep (or open-loop Poisson rates) of streamed requests with "
                     "synthetic prompts of a fixed token length and a fixed output length (ignore_eos); "
                     "prints TTFT / inter-token / end-to-end latency p50/p90/p99, output tok/s, req/s, errors "
-                    "and goodput per server, and the ratio between two servers.")
+                    "and goodput per server, and the ratio between two servers. LANESERVE_API_KEY, when set, "
+                    "is sent as the bearer key (and a laneserve started for the run requires it).")
     from gateway.bench.args import add_bench_arguments
 
     add_bench_arguments(bench)

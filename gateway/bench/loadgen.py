@@ -36,9 +36,11 @@ def request_body(config: BenchConfig, model: str, prompt: dict, max_tokens: int)
 
 
 class LevelRun:
-    def __init__(self, config: BenchConfig, target: Target, on_done: Callable[[dict], None] | None = None) -> None:
+    def __init__(self, config: BenchConfig, target: Target, on_done: Callable[[dict], None] | None = None,
+                 api_key: str | None = None) -> None:
         self.config = config
         self.target = target
+        self.headers = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
         self.path = ENDPOINTS[config.endpoint]
         self.on_done = on_done or (lambda record: None)
         self.idle: list[Conn] = []
@@ -47,14 +49,15 @@ class LevelRun:
         conn = self.idle.pop() if self.idle else Conn(self.target.base_url)
         sent_s = time.perf_counter() - t_start
         body = request_body(self.config, self.target.model, prompt, max_tokens)
-        record = await guarded_request(conn, self.path, body, self.config.timeout_s)
+        record = await guarded_request(conn, self.path, body, self.config.timeout_s, self.headers)
         self.idle.append(conn)
         record["sent_s"] = sent_s
         return record
 
     async def warmup(self, prompts: list[dict]) -> list[dict]:
-        """Uncounted requests (short outputs), at most max(levels) at a time."""
-        width = max(1, min(len(prompts), int(max(self.config.levels)) if not self.config.open_loop else 4))
+        """Uncounted requests (8 output tokens each), as many at a time as the sweep's widest level."""
+        widest = self.config.max_concurrency if self.config.open_loop else max(self.config.concurrency)
+        width = max(1, min(len(prompts), widest))
         t0 = time.perf_counter()
         records = []
         for i in range(0, len(prompts), width):

@@ -74,14 +74,15 @@ async def _levels(config: BenchConfig, run: LevelRun, warm: list[dict], level_pr
     return warm_records, levels
 
 
-def _bench_one(config: BenchConfig, target: Target, warm: list[dict], level_prompts: list[list[dict]]) -> dict:
+def _bench_one(config: BenchConfig, target: Target, warm: list[dict], level_prompts: list[list[dict]],
+               api_key: str | None) -> dict:
     from tqdm import tqdm
 
     total = sum(len(p) for p in level_prompts)
     bar = tqdm(total=total, desc=target.label, unit="req", disable=not config.progress, file=sys.stderr,
                dynamic_ncols=True)
     with bar:
-        run = LevelRun(config, target, on_done=lambda record: bar.update(1))
+        run = LevelRun(config, target, on_done=lambda record: bar.update(1), api_key=api_key)
         warm_records, levels = asyncio.run(_sweep(config, run, warm, level_prompts, bar))
     warm_ok = [r for r in warm_records if "error" not in r]
     return {"label": target.label, "base_url": target.base_url, "model": target.model,
@@ -97,7 +98,11 @@ def _resolve(config: BenchConfig, which: int) -> tuple[str | None, str | None, s
 
 
 def run_bench(config: BenchConfig, out=sys.stdout) -> dict:
+    from gateway.env import settings_from_env
+
     _check_extras()
+    # Sent to every server when set (a laneserve started here inherits it and requires it).
+    api_key = settings_from_env().get("api_key") or None
     warm, level_prompts = _prompt_sets(config)
     started_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     servers = []
@@ -118,10 +123,10 @@ def run_bench(config: BenchConfig, out=sys.stdout) -> dict:
             base_url = url.rstrip("/").removesuffix("/v1")
             label = label or _default_label(base_url)
         try:
-            model = model or first_model_id(base_url)
+            model = model or first_model_id(base_url, api_key)
             if model is None:
                 raise BenchError(f"{base_url}: no model given (--model) and /v1/models lists none")
-            servers.append(_bench_one(config, Target(label, base_url, model), warm, level_prompts))
+            servers.append(_bench_one(config, Target(label, base_url, model), warm, level_prompts, api_key))
         finally:
             if started is not None:
                 started.stop()

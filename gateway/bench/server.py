@@ -23,17 +23,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def get_json(url: str, timeout_s: float = 5.0) -> dict | None:
+def get_json(url: str, timeout_s: float = 5.0, api_key: str | None = None) -> dict | None:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
             return json.loads(resp.read())
     except (urllib.error.URLError, OSError, ValueError):
         return None
 
 
-def first_model_id(base_url: str) -> str | None:
+def first_model_id(base_url: str, api_key: str | None = None) -> str | None:
     """The first id of /v1/models (what vLLM bench uses when no model is given)."""
-    body = get_json(base_url.rstrip("/") + "/v1/models")
+    body = get_json(base_url.rstrip("/") + "/v1/models", api_key=api_key)
     data = (body or {}).get("data") or []
     return data[0].get("id") if data else None
 

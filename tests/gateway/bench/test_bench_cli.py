@@ -26,13 +26,13 @@ def _counters(base_url: str) -> dict[str, float]:
     return out
 
 
-def _bench(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+def _bench(tmp_path: Path, *args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
     pytest.importorskip("matplotlib")
     pytest.importorskip("tqdm")
     json_path, plot_path = tmp_path / "bench.json", tmp_path / "bench.png"
     proc = subprocess.run([sys.executable, "-m", "gateway.cli", "bench", "--no-progress", "--json-path", str(json_path),
                            "--plot-path", str(plot_path), *args], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path, env={"PYTHONPATH": IMPORT_ROOT, "PATH": "/usr/bin:/bin"})
+                          cwd=tmp_path, env={"PYTHONPATH": IMPORT_ROOT, "PATH": "/usr/bin:/bin", **(env or {})})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     return proc, json.loads(json_path.read_text())
@@ -46,9 +46,12 @@ def _tokens(server: dict) -> tuple[int, int]:
 
 def test_bench_starts_laneserve_compares_it_with_a_second_server_and_matches_its_metrics(server, tmp_path):
     before = _counters(server.base_url)
+    # LANESERVE_API_KEY: the started laneserve inherits it and requires it; bench sends it to both
+    # (the second server has no key and ignores the header).
     proc, result = _bench(tmp_path, "--url2", server.base_url, "--label2", "second",
                           "--serve-args=--threads 1 --ctx-size 512", "--concurrency", "1,2", "--num-requests", "3",
-                          "--input-tokens", "24", "--output-tokens", "6", "--warmup", "1")
+                          "--input-tokens", "24", "--output-tokens", "6", "--warmup", "1",
+                          env={"LANESERVE_API_KEY": "bench-test-key"})
     after = _counters(server.base_url)
 
     assert [s["label"] for s in result["servers"]] == ["laneserve", "second"]
