@@ -91,13 +91,17 @@ def _bench(args: argparse.Namespace) -> int:
 
     try:
         config = config_from_args(args)
-        run_bench(config)
+        result = run_bench(config)
     except (BenchConfigError, BenchError, OSError) as exc:
         print(f"laneserve bench: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("laneserve bench: interrupted", file=sys.stderr)
         return 130
+    silent = [s["label"] for s in result["servers"] if not any(level["ok"] for level in s["levels"])]
+    if silent:
+        print(f"laneserve bench: no request succeeded on {', '.join(silent)}", file=sys.stderr)
+        return 1
     return 0
 
 

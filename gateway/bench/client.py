@@ -172,6 +172,8 @@ async def guarded_request(conn: Conn, path: str, body: dict, timeout_s: float, h
         return await asyncio.wait_for(stream_request(conn, path, body, headers_extra), timeout_s)
     except asyncio.TimeoutError:
         kind = "timeout"
+    except ConnectionRefusedError:
+        kind = "refused"
     except (ConnectionError, asyncio.IncompleteReadError):
         kind = "disconnected"
     except (ValueError, IndexError):  # an unparsable status line, chunk size or event

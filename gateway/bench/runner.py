@@ -125,7 +125,8 @@ def run_bench(config: BenchConfig, out=sys.stdout) -> dict:
         try:
             model = model or first_model_id(base_url, api_key)
             if model is None:
-                raise BenchError(f"{base_url}: no model given (--model) and /v1/models lists none")
+                raise BenchError(f"{base_url}: no --model given and no model id from its /v1/models "
+                                 "(is the server up?)")
             servers.append(_bench_one(config, Target(label, base_url, model), warm, level_prompts, api_key))
         finally:
             if started is not None:

@@ -97,3 +97,16 @@ def test_bad_flags_are_a_message_not_a_traceback(tmp_path):
     assert proc.returncode == 2
     assert "laneserve bench: --prompt-format ids needs --endpoint completions" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_server_that_answers_nothing_gives_a_table_of_errors_and_exit_1(tmp_path):
+    pytest.importorskip("matplotlib")
+    from gateway.bench.server import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    proc = subprocess.run([sys.executable, "-m", "gateway.cli", "bench", "--url", url, "--model", "m", "--no-progress",
+                           "--concurrency", "1", "--num-requests", "2", "--warmup", "0"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path, env={"PYTHONPATH": IMPORT_ROOT})
+    assert proc.returncode == 1
+    assert "refused=2" in proc.stdout and "no request succeeded" in proc.stderr
+    assert json.loads((tmp_path / "laneserve-bench.json").read_text())["servers"][0]["levels"][0]["errors"] == 2
