@@ -131,6 +131,10 @@ def run_bench(config: BenchConfig, out=sys.stdout) -> dict:
         finally:
             if started is not None:
                 started.stop()
+        # after each server: a long run stopped during the second keeps the first one's results
+        write_json({"started_at": started_at, "config": {**config.as_dict(), "open_loop": config.open_loop},
+                    "servers": servers, "ratios": [], "partial": which == 1 and config.url2 is not None},
+                   config.json_path)
     if len(servers) == 2 and servers[0]["label"] == servers[1]["label"]:
         servers[1]["label"] += " (2)"
     result = {"started_at": started_at, "config": {**config.as_dict(), "open_loop": config.open_loop},
