@@ -13,14 +13,16 @@ _HELP = {
     "model2": "model name for --url2 (default: the first id of its /v1/models)",
     "label": "name of the first server in tables and plot (default: laneserve, or HOST:PORT)",
     "label2": "name of the second server",
-    "serve_model": "what a started laneserve serves: alias (smollm2, gemma3), .gguf path or NAME=PATH_OR_ALIAS",
+    "serve_model": "what a started laneserve serves: alias (smollm2, gemma3), .gguf path or NAME=PATH_OR_ALIAS "
+                   "(default smollm2)",
     "serve_args": "extra `laneserve serve` flags for a started server, e.g. --serve-args='--threads 2'",
     "tokenizer": "model whose tokenizer sizes the prompts: alias or .gguf path (default: --serve-model); "
                  "give the GGUF the servers run so prompt lengths are exact",
     "endpoint": "chat (/v1/chat/completions, default) or completions (/v1/completions)",
     "prompt_format": "text (default) or ids: token-id prompts (with --endpoint completions)",
-    "input_tokens": "prompt length in tokens (the chat template adds its own; see 'in tok' in the table)",
-    "output_tokens": "tokens generated per request (max_tokens with ignore_eos)",
+    "input_tokens": "prompt length in tokens (default 128; the chat template adds its own: see 'in tok' in "
+                    "the table)",
+    "output_tokens": "tokens generated per request (max_tokens with ignore_eos; default 64)",
     "concurrency": "closed-loop sweep: requests in flight, comma-separated (default 1,2,4,8)",
     "request_rate": "open-loop sweep instead: Poisson arrival rates in requests/s, comma-separated",
     "max_concurrency": "open loop: cap on requests in flight (default 64)",

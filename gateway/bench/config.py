@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 ENDPOINTS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 PROMPT_FORMATS = ("text", "ids")
+DEFAULT_CONCURRENCY = (1, 2, 4, 8)
 
 
 class BenchConfigError(ValueError):
@@ -28,7 +29,7 @@ class BenchConfig:
     prompt_format: str = "text"            # ids: token-id prompts (completions only)
     input_tokens: int = 128
     output_tokens: int = 64
-    concurrency: tuple[int, ...] = (1, 2, 4, 8)
+    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
     request_rate: tuple[float, ...] = ()   # open loop (Poisson, req/s) instead of the concurrency sweep
     max_concurrency: int = 64              # cap on requests in flight in open loop
     num_requests: int = 32                 # measured requests per level
@@ -54,6 +55,8 @@ class BenchConfig:
         if self.warmup < 0:
             raise BenchConfigError("--warmup must be 0 or more")
         if self.request_rate:
+            if self.concurrency != DEFAULT_CONCURRENCY:
+                raise BenchConfigError("give --concurrency (closed loop) or --request-rate (open loop), not both")
             if any(r <= 0 for r in self.request_rate):
                 raise BenchConfigError("--request-rate values must be positive (requests per second)")
         elif not self.concurrency or any(c < 1 for c in self.concurrency):

@@ -48,6 +48,7 @@ def test_a_failed_request_never_meets_an_slo():
     ({"url": "https://example.org"}, "--url"),
     ({"model2": "x"}, "--model2"),
     ({"slo_ttft_ms": 0}, "--slo-ttft-ms"),
+    ({"request_rate": (1.0,), "concurrency": (4,)}, "not both"),
 ])
 def test_bad_settings_name_their_flag(kwargs, flag):
     with pytest.raises(BenchConfigError, match=flag):
