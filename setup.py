@@ -80,6 +80,8 @@ setup(
         "llguidance>=1.2",  # grammar-constrained decoding (structured outputs, tool calls)
     ],
     extras_require={
+        # `laneserve bench`: the PNG plot and the progress bar
+        "bench": ["matplotlib>=3.7", "tqdm>=4.66"],
         "test": [
             "pytest>=8",
             "tokenizers>=0.20",

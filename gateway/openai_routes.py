@@ -24,7 +24,7 @@ from gateway.reasoning import render_for_thinking
 from gateway.relay import WriteStalled, collect, non_stream_response_body, relay_stream
 from gateway.stream_stats import RequestStats
 from gateway.tool_stream import TOOL_TEXT_FRAMING, ToolStreamRewriter, tool_response_body
-from gateway.tools import chat_for_template, tool_grammar
+from gateway.tools import HERMES, chat_for_template, tool_grammar
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.tracking import RequestTracker
 
@@ -94,9 +94,10 @@ async def _generate(request, chat: bool):
                 state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(parsed.ignored_fields)[:16])
             sampling = parsed.sampling
             tools = parsed.tools if chat and parsed.tools is not None and parsed.tools.active else None
-            if tools is not None:  # the answer follows the tool-call format (gateway.tools)
-                sampling = dataclasses.replace(sampling, grammar=tool_grammar(tools))
             served = state.model(sampling.model)
+            if tools is not None:  # the answer follows the model's tool-call format (gateway.tools)
+                tools = dataclasses.replace(tools, fmt=served.text.tool_format or HERMES)
+                sampling = dataclasses.replace(sampling, grammar=tool_grammar(tools))
             tracker.set_model(served.name, sampling.stream)
             if sampling.n > state.config.max_n:
                 raise invalid(f"'n' must be between 1 and {state.config.max_n}", param="n")
@@ -156,7 +157,7 @@ async def _generate(request, chat: bool):
                                        keepalive_interval_s=state.config.keepalive_interval_s,
                                        write_stall_timeout_s=state.config.write_stall_timeout_s,
                                        retry_after_s=state.config.retry_after_s, scores=scores,
-                                       rewrite=None if tools is None else ToolStreamRewriter(frames))
+                                       rewrite=None if tools is None else ToolStreamRewriter(frames, tools.fmt))
                     generation = None
                     return None
                 results = await collect(generation, num_choices, tracker, n_per_prompt=sampling.n,
@@ -167,7 +168,8 @@ async def _generate(request, chat: bool):
                 else:
                     rec = tracker.record
                     body_bytes = tool_response_body(frames, results, rec.prompt_tokens, rec.completion_tokens,
-                                                    rec.cached_tokens, RequestStats.from_tracker(tracker).openai_body_fields())
+                                                    rec.cached_tokens, RequestStats.from_tracker(tracker).openai_body_fields(),
+                                                    tools.fmt)
                 tracker.finish("success", 200)
                 return HTTPResponse(body_bytes, status=200, headers=headers, content_type="application/json")
             finally:

@@ -8,6 +8,8 @@ ToolCallParser takes the text in pieces as the lane produces it and returns even
   ("end", index)                     the call's closing marker arrived (its arguments are whole)
 Concatenating a call's fragments gives its arguments exactly as generated (compact JSON under
 the grammar). The same parser serves non-stream answers (`parse_all`), so both agree.
+Formats (gateway.tools.CallFormat): HERMES finds `<tool_call>` blocks anywhere in the text;
+LLAMA3 reads an answer whose first non-space character is "{" as one bare call, any other as text.
 """
 from __future__ import annotations
 
@@ -15,9 +17,14 @@ import json
 import re
 import uuid
 
-from gateway.tools import CALL_CLOSE, CALL_OPEN
+from gateway.tools import CALL_CLOSE, CALL_OPEN, HERMES, LLAMA3, CallFormat
 
-_HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*')
+
+def _head(args_key: str) -> re.Pattern:
+    return re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"' + args_key + r'"\s*:\s*')
+
+
+_HEADS = {f.name: _head(f.args_key) for f in (HERMES, LLAMA3)}
 
 
 def new_call_id() -> str:
@@ -33,9 +40,11 @@ def _prefix_overlap(text: str, marker: str) -> int:
 
 
 class ToolCallParser:
-    def __init__(self) -> None:
+    def __init__(self, fmt: CallFormat = HERMES) -> None:
+        self._fmt = fmt
+        self._head = _HEADS[fmt.name]
         self._buf = ""
-        self._state = "text"  # text | head | args | tail
+        self._state = "text" if fmt is HERMES else "start"  # (start) text | head | args | tail
         self._index = -1      # index of the current / last call
         self.num_calls = 0
         self._depth = 0       # arguments scanner: nesting depth, inside a string, after a backslash
@@ -46,7 +55,17 @@ class ToolCallParser:
         self._buf += text
         events: list[tuple] = []
         while True:
-            if self._state == "text":
+            if self._state == "start":  # LLAMA3: a call is the whole answer, from its first "{"
+                stripped = self._buf.lstrip()
+                if not stripped:
+                    return events
+                self._state = "head" if stripped[0] == "{" else "free"
+            elif self._state == "free":
+                if self._buf:
+                    events.append(("content", self._buf))
+                    self._buf = ""
+                return events
+            elif self._state == "text":
                 at = self._buf.find(CALL_OPEN)
                 if at < 0:
                     keep = _prefix_overlap(self._buf, CALL_OPEN)
@@ -59,7 +78,7 @@ class ToolCallParser:
                 self._buf = self._buf[at + len(CALL_OPEN):]
                 self._state = "head"
             elif self._state == "head":
-                m = _HEAD.match(self._buf)
+                m = self._head.match(self._buf)
                 if m is None:
                     return events
                 self._index += 1
@@ -79,13 +98,14 @@ class ToolCallParser:
                     events.append(("arguments", self._index, self._buf[:end]))
                 self._buf = self._buf[end:]
                 self._state = "tail"
-            else:  # tail: the call object's closing brace, then the closing marker
-                at = self._buf.find(CALL_CLOSE)
+            else:  # tail: the call object's closing brace, then (HERMES) the closing marker
+                marker = CALL_CLOSE if self._fmt is HERMES else "}"
+                at = self._buf.find(marker)
                 if at < 0:
                     return events
                 events.append(("end", self._index))
-                self._buf = self._buf[at + len(CALL_CLOSE):]
-                self._state = "text"
+                self._buf = self._buf[at + len(marker):]
+                self._state = "text" if self._fmt is HERMES else "free"
 
     def _scan_arguments(self) -> int:
         """Scans the arguments value (a JSON object) in the buffer, carrying string/escape/depth
@@ -113,17 +133,17 @@ class ToolCallParser:
         """End of the text: whatever is held back goes out (a call cut short by the token limit
         keeps the arguments generated so far)."""
         rest, self._buf = self._buf, ""
-        if self._state == "text":
+        if self._state in ("text", "start", "free"):
             return [("content", rest)] if rest else []
         if self._state == "head":
-            return [("content", CALL_OPEN + rest)]
+            return [("content", (CALL_OPEN if self._fmt is HERMES else "") + rest)]
         events = [("arguments", self._index, rest)] if rest and self._state == "args" else []
         return events + [("end", self._index)]
 
 
-def parse_all(text: str) -> tuple[str | None, list[dict]]:
+def parse_all(text: str, fmt: CallFormat = HERMES) -> tuple[str | None, list[dict]]:
     """(content or None, OpenAI tool_calls) of a whole answer."""
-    parser = ToolCallParser()
+    parser = ToolCallParser(fmt)
     content: list[str] = []
     calls: list[dict] = []
     for event in parser.feed(text) + parser.finish():

@@ -12,6 +12,7 @@ import orjson
 
 from gateway.framing import SYSTEM_FINGERPRINT, ChoiceResult, StreamFrames, usage
 from gateway.tool_calls import ToolCallParser, parse_all
+from gateway.tools import HERMES, CallFormat
 
 
 # Content of a tools stream comes from the lane as NUL + escaped text per delta (a NUL byte never
@@ -37,8 +38,9 @@ def finish_reason(reason: str, num_calls: int) -> str:
 class ToolStreamRewriter:
     """The relay's `rewrite` hook for chat streams with tools (gateway.relay.relay_stream)."""
 
-    def __init__(self, frames: StreamFrames) -> None:
+    def __init__(self, frames: StreamFrames, fmt: CallFormat = HERMES) -> None:
         self._frames = frames
+        self._fmt = fmt
         self._parsers: dict[int, ToolCallParser] = {}
 
     def _events(self, choice: int, events: list[tuple]) -> bytes:
@@ -61,7 +63,7 @@ class ToolStreamRewriter:
     def _parser(self, choice: int) -> ToolCallParser:
         parser = self._parsers.get(choice)
         if parser is None:
-            parser = self._parsers[choice] = ToolCallParser()
+            parser = self._parsers[choice] = ToolCallParser(self._fmt)
         return parser
 
     def chunk(self, choice: int, data: bytes) -> bytes:
@@ -76,10 +78,11 @@ class ToolStreamRewriter:
 
 
 def tool_response_body(frames: StreamFrames, results: list[ChoiceResult], prompt_tokens: int,
-                       completion_tokens: int, cached_tokens: int, extra: dict | None = None) -> bytes:
+                       completion_tokens: int, cached_tokens: int, extra: dict | None = None,
+                       fmt: CallFormat = HERMES) -> bytes:
     choices = []
     for i, result in enumerate(results):
-        content, calls = parse_all(unescape(b"".join(result.escaped)))
+        content, calls = parse_all(unescape(b"".join(result.escaped)), fmt)
         message: dict = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = calls

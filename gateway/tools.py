@@ -31,6 +31,32 @@ from gateway.structured import bound_integers, compile_grammar
 
 CALL_OPEN = "<tool_call>"
 CALL_CLOSE = "</tool_call>"
+
+
+@dataclass(frozen=True)
+class CallFormat:
+    """How a model writes a call: `open` + {"name": …, args_key: {…}} + `close`."""
+    name: str
+    open: str
+    close: str
+    args_key: str
+
+
+# Qwen/Hermes (and our generic mode): <tool_call> blocks, as many as parallel_tool_calls allows.
+HERMES = CallFormat("hermes", CALL_OPEN + "\n", "\n" + CALL_CLOSE, "arguments")
+# Llama 3.x templates: the answer is one bare JSON object {"name": …, "parameters": {…}}.
+LLAMA3 = CallFormat("llama3", "", "", "parameters")
+
+
+def template_tool_format(source: str | None) -> CallFormat | None:
+    """The call format a template renders tools for; None: it does not (the generic mode)."""
+    if not source or "tools" not in source:
+        return None
+    if CALL_OPEN in source:
+        return HERMES
+    if "<|python_tag|>" in source or '"parameters"' in source:
+        return LLAMA3
+    return None
 MAX_TOOLS = 128
 MAX_NAME_CHARS = 64
 TOOL_CHOICES = ("none", "auto", "required")
@@ -42,6 +68,7 @@ class Tools:
     choice: str = "auto"         # "auto" | "required" | "none" | "named"
     name: str | None = None      # the function of a named choice
     parallel: bool = False
+    fmt: CallFormat = HERMES     # the served model's (gateway.model_text.ModelText.tool_format)
 
     @property
     def active(self) -> bool:
@@ -127,14 +154,19 @@ def _check_schema(schema: dict, param: str) -> None:
 
 
 def _call_schema(tools: Tools) -> dict:
-    variants = [{"type": "object", "properties": {"name": {"const": f["name"]}, "arguments": bound_integers(f["parameters"])},
-                 "required": ["name", "arguments"], "additionalProperties": False} for f in tools.allowed()]
+    key = tools.fmt.args_key
+    variants = [{"type": "object", "properties": {"name": {"const": f["name"]}, key: bound_integers(f["parameters"])},
+                 "required": ["name", key], "additionalProperties": False} for f in tools.allowed()]
     schema = variants[0] if len(variants) == 1 else {"anyOf": variants}
     return {**schema, "x-guidance": {"whitespace_flexible": False}}
 
 
 def tool_grammar(tools: Tools) -> str:
     """The llguidance grammar of the assistant's answer under `tools` (active only)."""
+    if tools.fmt is LLAMA3:  # one bare call, or (auto) an answer that does not start with "{"
+        call = f"call: %json {json.dumps(_call_schema(tools))}\n"
+        free = "start: call | TEXT\nTEXT: /[^{\\s](.|\\n)*/\n" if tools.choice == "auto" else "start: call\n"
+        return compile_grammar("lark", free + call, "tools")
     call = f'"{CALL_OPEN}\\n" %json {json.dumps(_call_schema(tools))} "\\n{CALL_CLOSE}"'
     if tools.choice == "auto":
         lark = ("start: tail | call\n" if not tools.parallel else "start: call* tail\n")
@@ -145,10 +177,6 @@ def tool_grammar(tools: Tools) -> str:
         more = ' ("\\n" call)*' if tools.parallel else ""
         lark = f"start: call{more}\ncall: {call}\n"
     return compile_grammar("lark", lark, "tools")
-
-
-def template_supports_tools(source: str | None) -> bool:
-    return bool(source) and "tools" in source and CALL_OPEN in source
 
 
 def system_prompt(tools: Tools) -> str:

@@ -31,7 +31,7 @@ from gateway.relay import SseSender, WriteStalled
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.stream_stats import RequestStats
 from gateway.tool_stream import TOOL_TEXT_FRAMING
-from gateway.tools import chat_for_template, tool_grammar
+from gateway.tools import HERMES, chat_for_template, tool_grammar
 from gateway.tracking import RequestTracker
 
 LARGE_BODY_BYTES = 64 * 1024
@@ -139,6 +139,7 @@ async def _run(request, chat: bool):
                                          max_tokens=_max_tokens(parsed.num_predict, len(ids), served.n_ctx))
             tools = parsed.tools if chat and parsed.tools is not None and parsed.tools.active else None
             if tools is not None:
+                tools = dataclasses.replace(tools, fmt=served.text.tool_format or HERMES)
                 params = dataclasses.replace(params, grammar=tool_grammar(tools))
             framings = []
             # logprobs: the lane sends ScoredChunks, framed here (gateway.ollama.logprobs)
@@ -171,10 +172,10 @@ async def _run(request, chat: bool):
                 headers = {REQUEST_ID_HEADER: request_id}
                 if parsed.stream:
                     await _relay_stream(request, state, generation, frames, tracker, ids, chat, headers, scores,
-                                        None if tools is None else OllamaToolStream(frames))
+                                        None if tools is None else OllamaToolStream(frames, tools.fmt))
                     generation = None
                     return None
-                obj = await _collect(state, generation, frames, tracker, ids, chat, scores, tools is not None)
+                obj = await _collect(state, generation, frames, tracker, ids, chat, scores, tools)
                 generation = None
                 tracker.finish("success", 200)
                 return HTTPResponse(orjson.dumps(obj), headers=headers, content_type="application/json; charset=utf-8")
@@ -256,7 +257,7 @@ async def _relay_stream(request, state, generation, frames, tracker, ids, chat, 
         tracker.socket_full(sender.num_socket_full)
 
 
-async def _collect(state, generation, frames, tracker, ids, chat, scores=None, tools: bool = False) -> dict:
+async def _collect(state, generation, frames, tracker, ids, chat, scores=None, tools=None) -> dict:
     try:
         async for _, stream in generation.segments():
             async for item in stream:
@@ -268,8 +269,8 @@ async def _collect(state, generation, frames, tracker, ids, chat, scores=None, t
                     thinking = scores.thinking() if scores is not None else unescape(item.reasoning)
                     context = None if chat else _context(state, frames.model, ids, text)
                     calls = None
-                    if tools:
-                        text, calls = final_message(item.text)
+                    if tools is not None:
+                        text, calls = final_message(item.text, tools.fmt)
                     obj = frames.final_object(text, item.finish_reason, _stats(tracker), context, thinking or None)
                     if calls:
                         obj["message"]["tool_calls"] = calls

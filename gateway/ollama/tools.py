@@ -8,6 +8,7 @@ import json
 from gateway.ollama.frames import line
 from gateway.tool_calls import ToolCallParser, parse_all
 from gateway.tool_stream import marked_text, unescape
+from gateway.tools import HERMES, CallFormat
 
 
 def _arguments(text: str):
@@ -22,18 +23,18 @@ def ollama_calls(calls: list[dict]) -> list[dict]:
                           "arguments": _arguments(c["function"]["arguments"])}} for i, c in enumerate(calls)]
 
 
-def final_message(escaped: bytes) -> tuple[str, list[dict]]:
+def final_message(escaped: bytes, fmt: CallFormat = HERMES) -> tuple[str, list[dict]]:
     """(content, Ollama tool_calls) of a whole answer."""
-    content, calls = parse_all(unescape(escaped))
+    content, calls = parse_all(unescape(escaped), fmt)
     return content or "", ollama_calls(calls)
 
 
 class OllamaToolStream:
     """The NDJSON relay's `rewrite` hook for /api/chat streams with tools."""
 
-    def __init__(self, frames) -> None:
+    def __init__(self, frames, fmt: CallFormat = HERMES) -> None:
         self._frames = frames
-        self._parser = ToolCallParser()
+        self._parser = ToolCallParser(fmt)
         self._calls: dict[int, dict] = {}
 
     def _lines(self, events: list[tuple]) -> bytes:

@@ -3,6 +3,7 @@ validation, grammars that compile, the generic-mode history rewrite, and the inc
 agreeing with the whole-text parser however the text is split."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -15,8 +16,8 @@ from gateway.ollama.frames import OllamaFrames
 from gateway.ollama.tools import OllamaToolStream, final_message
 from gateway.structured import bound_integers, from_ollama_format, from_openai
 from gateway.tool_calls import ToolCallParser, parse_all
-from gateway.tool_stream import ToolStreamRewriter
-from gateway.tools import chat_for_template, generic_messages, parse_tools, tool_grammar
+from gateway.tool_stream import TOOL_TEXT_FRAMING, ToolStreamRewriter
+from gateway.tools import LLAMA3, chat_for_template, generic_messages, parse_tools, template_tool_format, tool_grammar
 
 FN = {"type": "function", "function": {"name": "f", "parameters": {"type": "object",
                                                                    "properties": {"a": {"type": "integer"}}}}}
@@ -92,10 +93,16 @@ def _escaped(text: str) -> bytes:
     return orjson.dumps(text)[1:-1]
 
 
+def _marked(text: str) -> bytes:
+    """Content as the lane frames it for a tools stream (TOOL_TEXT_FRAMING)."""
+    return TOOL_TEXT_FRAMING[0] + _escaped(text) + TOOL_TEXT_FRAMING[1]
+
+
 def test_openai_rewriter_chunks_accumulate_like_the_client():
     frames = StreamFrames("chatcmpl-x", 1, "m", True, False)
     rewriter = ToolStreamRewriter(frames)
-    data = b"".join(rewriter.chunk(0, _escaped(TEXT[i:i + 5])) for i in range(0, len(TEXT), 5))
+    data = b"".join(rewriter.chunk(0, _marked(TEXT[i:i + 5])) for i in range(0, len(TEXT), 5))
+    assert rewriter.chunk(0, b"data: {}\n\n") == b"data: {}\n\n"  # a relay-framed (reasoning) event passes
     tail, reason = rewriter.finish(0, "stop")
     assert reason == "tool_calls"
     calls, content = {}, ""
@@ -119,7 +126,7 @@ def test_ollama_shapes():
     content, calls = final_message(_escaped(TEXT))
     assert content == "Let me check." and calls[0]["function"]["arguments"]["a"] == 1
     stream = OllamaToolStream(OllamaFrames("m", True))
-    lines = (stream.chunk(_escaped(TEXT)) + stream.finish()).splitlines()
+    lines = (stream.chunk(_marked(TEXT[:30]) + _marked(TEXT[30:])) + stream.finish()).splitlines()
     with_calls = [json.loads(x) for x in lines if b"tool_calls" in x]
     assert len(with_calls) == 2 and all(len(o["message"]["tool_calls"]) == 1 for o in with_calls)
 
@@ -149,3 +156,26 @@ def test_generation_schema_bounds():
     assert out["properties"]["n"]["maximum"] == 2**53 - 1 and out["properties"]["m"]["minimum"] == 0
     assert out["additionalProperties"] is False and out["enum"] == [{"type": "integer"}]
     assert "additionalProperties" not in bound_integers({"type": "object"})
+
+
+LLAMA3_TEMPLATE = ('{% if tools %}{{ tools | tojson }}{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}'
+                   '{# {"name": function name, "parameters": ...} <|python_tag|> #}')
+
+
+def test_llama3_format():
+    assert template_tool_format(LLAMA3_TEMPLATE) is LLAMA3
+    assert template_tool_format("{{ tools }} <tool_call>") is not LLAMA3 and template_tool_format("x") is None
+    tools = dataclasses.replace(parse_tools({"tools": [FN], "tool_choice": "required"}), fmt=LLAMA3)
+    lark = json.loads(tool_grammar(tools))["grammars"][0]["lark_grammar"]
+    assert '"parameters"' in lark and "tool_call" not in lark
+    auto = dataclasses.replace(tools, choice="auto")
+    assert "TEXT" in json.loads(tool_grammar(auto))["grammars"][0]["lark_grammar"]
+    call = ' {"name":"f","parameters":{"a":"}{","b":[1]}}'
+    content, calls = parse_all(call, LLAMA3)
+    assert content is None and calls[0]["function"]["arguments"] == '{"a":"}{","b":[1]}'
+    assert parse_all("Paris is sunny {not a call}", LLAMA3) == ("Paris is sunny {not a call}", [])
+    parser, events = ToolCallParser(LLAMA3), []
+    for ch in call:
+        events += parser.feed(ch)
+    events += parser.finish()
+    assert [e[0] for e in events if e[0] != "arguments"] == ["call", "end"]

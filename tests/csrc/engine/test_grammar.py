@@ -72,3 +72,21 @@ def test_constrained_and_free_share_batches(ids):
     assert mixed[4] == alone_free  # a batchmate's grammar never touches another sequence
     assert mixed[3] == mixed[5] == alone_constrained  # same seed, same constrained output, batched or not
     json.loads(mixed[3])
+
+
+@pytest.mark.parametrize("fmt_name", ["hermes", "llama3"])
+def test_tool_call_grammars_give_parsable_calls(model, ids, fmt_name):
+    import dataclasses
+
+    from gateway.tool_calls import parse_all
+    from gateway.tools import HERMES, LLAMA3, parse_tools, tool_grammar
+
+    fmt = {"hermes": HERMES, "llama3": LLAMA3}[fmt_name]
+    tools = parse_tools({"tools": [{"type": "function", "function": {"name": "pet", "parameters": SCHEMA}}],
+                         "tool_choice": "required"})
+    g = tool_grammar(dataclasses.replace(tools, fmt=fmt))
+    text = "".join(model.generate(ids, max_tokens=80, temperature=0.8, seed=9, grammar=g))
+    content, calls = parse_all(text, fmt)
+    assert len(calls) == 1 and calls[0]["function"]["name"] == "pet", text
+    value = json.loads(calls[0]["function"]["arguments"])
+    assert set(value) == {"name", "lives"}
