@@ -86,7 +86,7 @@ async def _generate(request, chat: bool):
             if parsed.ignored_fields:
                 state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(parsed.ignored_fields)[:16])
             sampling = parsed.sampling
-            served = state.model(sampling.model)
+            served = state.text_model(sampling.model)
             tracker.set_model(served.name, sampling.stream)
             if sampling.n > state.config.max_n:
                 raise invalid(f"'n' must be between 1 and {state.config.max_n}", param="n")

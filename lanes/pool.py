@@ -187,6 +187,19 @@ class LanePool:
         payload = wire.encode_embed_request(request_id, inputs)
         return self._send(model, best, request_id, payload, len(inputs), [], True)
 
+    def submit_audio(self, model: str, job, framings: list[tuple[int, int, bytes, bytes]] = (),
+                     collect: bool = False, keep_text: bool = False) -> RequestStream:
+        """Start a transcription (a lanes.audio.records.AudioJob whose samples are already in
+        its shared-memory segment) on an audio model's replica: the stream yields
+        TranscriptPart items and one ChoiceDone; its text arrives as content deltas (framed or
+        collected like a one-choice generation). Same replica choice and LaneBusy as submit()."""
+        from lanes.audio.records import encode_audio_request
+
+        self._check_open(model)
+        best = self._pick_replica(model, job.request_id)
+        return self._send(model, best, job.request_id, encode_audio_request(job), 1, list(framings), collect,
+                          keep_text)
+
     def _check_open(self, model: str) -> None:
         self._replicas[model]  # KeyError for an unknown model
         if self._loop is None:

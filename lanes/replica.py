@@ -21,12 +21,13 @@ import time
 import posix_ipc
 
 from lanes import wire
-from lanes.api import ChoiceDone, Embedding, LaneBusy, LaneError, SERVING_STATES
+from lanes.api import ChoiceDone, Embedding, LaneBusy, LaneError, SERVING_STATES, TranscriptPart
 from lanes.channels import LaneChannels, request_ring_capacity
 from lanes.stream import RequestStream
 
 log = logging.getLogger("laneserve.lanes")
 
+LANE_MODULES = {"text": "lanes.lane_process", "audio": "lanes.audio.lane_process"}  # by LaneModelSpec.kind
 READ_BATCH_RECORDS = 128  # records per pump callback before yielding to the loop
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -93,7 +94,7 @@ class LaneReplica:
             # own process group so terminal SIGINT goes to the gateway only.
             self.proc = subprocess.Popen(
                 # -P: never let the current directory shadow the installed lanes package.
-                [sys.executable, "-P", "-m", "lanes.lane_process", json.dumps(lane_config)],
+                [sys.executable, "-P", "-m", LANE_MODULES[self.spec.kind], json.dumps(lane_config)],
                 pass_fds=fds, process_group=0, stdin=subprocess.DEVNULL, env=env)
             self.pidfd = os.pidfd_open(self.proc.pid)
         except BaseException:
@@ -252,6 +253,17 @@ class LaneReplica:
             stream = self.streams.get(rid)
             if stream is not None:
                 stream.push_embedding(Embedding(choice, vector, prompt_tokens))
+        elif rtype == wire.TRANSCRIPT:
+            from lanes.audio.records import decode_transcript
+
+            try:
+                rid, kind, value = decode_transcript(payload)
+            except ValueError:
+                log.warning("lane %s sent a malformed TRANSCRIPT record (%d bytes)", self.name, len(payload))
+                return
+            stream = self.streams.get(rid)
+            if stream is not None:
+                stream.push_transcript(TranscriptPart(kind, value))
         elif rtype == wire.STATS:
             self.stats = wire.decode_stats(payload)
         elif rtype == wire.ERROR:
