@@ -301,12 +301,12 @@ class LaneReplica:
         return self.hello.num_slots - len(self.streams) if self.serving and self.hello is not None else 0
 
     def submit(self, request_id: int, payload: bytes, num_choices: int, framings, collect: bool,
-               keep_text: bool = False) -> RequestStream:
+               keep_text: bool = False, record_type: int = wire.REQUEST) -> RequestStream:
         """framings: [(choice, channel, prefix, suffix)] for streamed output; collect: the text of
         each choice accumulates natively and arrives with its ChoiceDone."""
         reader = self.channels.reader
         reader.add_route(request_id, num_choices, framings, collect, keep_text)
-        if not self.channels.writer.write(wire.REQUEST, payload):
+        if not self.channels.writer.write(record_type, payload):
             reader.remove_route(request_id)
             raise LaneBusy(f"lane {self.name} request ring is full")
         stream = RequestStream(request_id, num_choices, reader, self._send_cancel)

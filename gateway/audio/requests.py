@@ -63,7 +63,7 @@ def parse_audio_form(form, files, *, lenient: bool, max_audio_bytes: int) -> Aud
     unknown = tuple(sorted(names - _KNOWN - _UNSUPPORTED))
     if unknown and not lenient:
         raise APIError(400, f"unknown parameter {safe_repr(unknown[0])}", param=unknown[0], code="unknown_parameter")
-    uploads = (files or {}).get("file") or []
+    uploads = files.getlist("file") or [] if files else []
     if not uploads:
         if form is not None and form.get("file") is not None:
             raise invalid("'file' must be uploaded as a file part (multipart/form-data)", param="file")

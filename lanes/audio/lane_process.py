@@ -114,6 +114,9 @@ class Worker:
         if self._is_cancelled(rid):
             out.done(rid, "cancelled", 0, 0, 0)
             return
+        if job.language and job.language not in self._model.supported_languages:
+            out.error(rid, "bad_request", f"language {job.language!r} is not one this model knows")
+            return
         try:
             samples = pcm.read_segment(job.shm_name, job.num_samples)
         except (OSError, ValueError, posix_ipc.Error) as exc:
@@ -153,6 +156,9 @@ def _serve(reader, wake, out: Output, worker: Worker, stop: threading.Event, par
                 worker.cancel(int.from_bytes(payload[:8], "little"))
             elif rtype == wire.SHUTDOWN:
                 stop.set()
+            elif len(payload) >= 8:  # a text REQUEST (or anything else) has no meaning here
+                out.error(int.from_bytes(payload[:8], "little"), "protocol_error",
+                          f"an audio lane cannot serve record type {rtype}")
         if stop.is_set():
             break
         if not reader.arm():

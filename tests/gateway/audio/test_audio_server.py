@@ -21,7 +21,7 @@ CLIP = DATA / "speech_en.wav"
 SCRIPT = (DATA / "speech_script.txt").read_text().strip()
 CLIP_S = 6.93
 MAX_WER = 0.15
-MAX_AUDIO_BYTES = 1_000_000
+MAX_AUDIO_BYTES = 6_000_000  # fits the ~140 s WAV of the cancel tests
 _NUMBERS = {"0": "zero", "1": "one", "2": "two", "3": "three", "4": "four", "5": "five", "6": "six", "7": "seven",
             "8": "eight", "9": "nine", "10": "ten"}
 
@@ -121,7 +121,8 @@ def test_verbose_json_with_words(client):
     assert wer(SCRIPT, v.text) <= MAX_WER and v.language == "en" and abs(v.duration - CLIP_S) < 0.05
     _check_monotonic([(s.start, s.end) for s in v.segments])
     _check_monotonic([(w.start, w.end) for w in v.words])
-    assert wer(SCRIPT, " ".join(w.word for w in v.words)) <= MAX_WER
+    # Words come without their leading spaces; a word piece such as "'clock" continues the one before.
+    assert wer(SCRIPT, " ".join(w.word for w in v.words).replace(" '", "'")) <= MAX_WER
     assert " ".join(s.text for s in v.segments) == v.text
     plain = client.audio.transcriptions.create(model="whisper", file=CLIP.open("rb"), response_format="verbose_json")
     assert plain.words is None and plain.segments
@@ -215,18 +216,23 @@ def _wait_idle(srv, model: str, timeout_s: float = 30.0) -> dict:
 
 
 def test_cancel_by_disconnect(audio_server, client, tmp_path):
-    path = _long_clip(tmp_path, 10)  # ~70 s of speech
-    with httpx.Client(timeout=60) as http:
+    """Five 30 s windows of speech; hang up once the first window's text arrived. The lane stops
+    after the window it is decoding (it checks between segments), long before the fifth."""
+    path = _long_clip(tmp_path, 20)  # ~140 s
+    with httpx.Client(timeout=120) as http:
+        started = time.monotonic()
         with http.stream("POST", audio_server.base_url + "/v1/audio/transcriptions",
                          files={"file": ("long.wav", path.read_bytes(), "audio/wav")},
                          data={"model": "whisper", "stream": "true"}) as r:
             assert r.status_code == 200
             for line in r.iter_lines():
                 if line.startswith("data: ") and "transcript.text.delta" in line:
-                    break  # the first segment arrived: hang up mid-transcription
-    started = time.monotonic()
-    _wait_idle(audio_server, "whisper")
-    assert time.monotonic() - started < 15  # stopped between segments, long before the clip's end
+                    break  # the first window arrived: hang up mid-transcription
+    first_window_s = time.monotonic() - started
+    hung_up = time.monotonic()
+    _wait_idle(audio_server, "whisper", timeout_s=4 * first_window_s + 30)
+    # Running on would take about four more windows; stopping takes at most the one in progress.
+    assert time.monotonic() - hung_up < 2.5 * first_window_s + 5, first_window_s
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not any(r["outcome"] == "disconnect" for r in _records(audio_server)):
         time.sleep(0.1)
@@ -236,7 +242,7 @@ def test_cancel_by_disconnect(audio_server, client, tmp_path):
 
 def test_lane_sigkill_fails_the_request_and_respawns(audio_server, client, tmp_path):
     path = _long_clip(tmp_path, 10)
-    before = _wait_idle(audio_server, "whisper")
+    before = _wait_idle(audio_server, "whisper", timeout_s=120)
     outcome = {}
 
     def transcribe():

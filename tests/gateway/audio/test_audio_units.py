@@ -26,7 +26,7 @@ class File:
 
 def parse(fields: dict, audio: bytes = b"RIFF", lenient: bool = False, max_audio_bytes: int = 1 << 20):
     form = Form({k: v if isinstance(v, list) else [v] for k, v in fields.items()})
-    return parse_audio_form(form, {"file": [File(audio)]}, lenient=lenient, max_audio_bytes=max_audio_bytes)
+    return parse_audio_form(form, Form({"file": [File(audio)]}), lenient=lenient, max_audio_bytes=max_audio_bytes)
 
 
 def test_form_fields():
@@ -63,7 +63,7 @@ def test_bad_forms(fields, status, param):
 def test_unknown_fields_with_lenient_and_missing_or_large_files():
     assert parse({"model": "w", "colour": "red"}, lenient=True).ignored_fields == ("colour",)
     with pytest.raises(APIError) as info:
-        parse_audio_form(Form({"model": ["w"]}), {}, lenient=False, max_audio_bytes=10)
+        parse_audio_form(Form({"model": ["w"]}), Form(), lenient=False, max_audio_bytes=10)
     assert info.value.status == 400 and info.value.param == "file"
     with pytest.raises(APIError) as info:
         parse({"model": "w"}, audio=b"x" * 11, max_audio_bytes=10)
