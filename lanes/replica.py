@@ -21,7 +21,8 @@ import time
 import posix_ipc
 
 from lanes import wire
-from lanes.api import ChoiceDone, Embedding, LaneBusy, LaneError, SERVING_STATES, TranscriptPart
+from lanes.api import ChoiceDone, Embedding, LaneBusy, LaneError, SERVING_STATES
+from lanes.audio.records import transcript_part
 from lanes.channels import LaneChannels, request_ring_capacity
 from lanes.stream import RequestStream
 
@@ -253,17 +254,11 @@ class LaneReplica:
             stream = self.streams.get(rid)
             if stream is not None:
                 stream.push_embedding(Embedding(choice, vector, prompt_tokens))
-        elif rtype == wire.TRANSCRIPT:
-            from lanes.audio.records import decode_transcript
-
-            try:
-                rid, kind, value = decode_transcript(payload)
-            except ValueError:
-                log.warning("lane %s sent a malformed TRANSCRIPT record (%d bytes)", self.name, len(payload))
-                return
+        elif rtype == wire.TRANSCRIPT:  # audio lanes: metadata of a transcription (lanes/audio/)
+            rid, part = transcript_part(payload)
             stream = self.streams.get(rid)
-            if stream is not None:
-                stream.push_transcript(TranscriptPart(kind, value))
+            if stream is not None and part is not None:
+                stream.push_transcript(part)
         elif rtype == wire.STATS:
             self.stats = wire.decode_stats(payload)
         elif rtype == wire.ERROR:

@@ -7,6 +7,7 @@ import struct
 from dataclasses import dataclass
 
 from lanes import wire
+from lanes.api import TranscriptPart
 
 _AUDIO = struct.Struct(wire.AUDIO_REQUEST_HEADER.format)
 _TRANSCRIPT = struct.Struct(wire.TRANSCRIPT_HEADER.format)
@@ -63,6 +64,15 @@ def encode_transcript(request_id: int, kind: str, value: dict) -> bytes:
 
 
 _KIND_NAMES = {v: k for k, v in wire.TRANSCRIPT_KINDS.items()}
+
+
+def transcript_part(payload: bytes) -> tuple[int, TranscriptPart | None]:
+    """(request_id, the part), or (request_id or 0, None) for a malformed record."""
+    try:
+        request_id, kind, value = decode_transcript(payload)
+    except (ValueError, struct.error):
+        return (_TRANSCRIPT.unpack_from(payload)[0] if len(payload) >= _TRANSCRIPT.size else 0), None
+    return request_id, TranscriptPart(kind, value)
 
 
 def decode_transcript(payload: bytes) -> tuple[int, str, dict]:

@@ -73,3 +73,13 @@ def test_pcm_segment_round_trip():
     pcm.unlink_segment(name)  # idempotent
     with pytest.raises(ValueError):
         pcm.write_segment(name, np.zeros(0, np.float32))
+
+
+def test_malformed_transcript_records_become_none():
+    from lanes.audio.records import transcript_part
+
+    rid, part = transcript_part(encode_transcript(9, "segment", {"id": 1}))
+    assert rid == 9 and part.kind == "segment" and part.value == {"id": 1}
+    assert transcript_part(struct.pack("<QII", 4, 2, 0) + b"\xff{")[1] is None  # not UTF-8 JSON
+    assert transcript_part(struct.pack("<QII", 4, 2, 0) + b"[1]")[1] is None   # not an object
+    assert transcript_part(b"\x01\x02") == (0, None)
