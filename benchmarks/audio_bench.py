@@ -5,7 +5,9 @@ options, 2 CPU threads, decoding the same file), in alternating rounds of the sa
 
 Wall time per transcription: upload → answer for the server; file decode + transcription for
 the library. Prints one line: both RTFs (wall / audio length, medians) and the server's added
-wall time over the library's. The clip is the test clip (tests/data/audio) repeated to 30 s.
+wall time over the library's. The clip: benchmarks/data/speech_30s.flac (espeak-ng speech of a ~75-word script,
+made by make_speech_30s.py beside it). Not a repeated sentence: Whisper's repetition check would
+re-decode such windows at higher temperatures, with random results.
 Usage: python benchmarks/audio_bench.py [--rounds N]
 """
 from __future__ import annotations
@@ -17,11 +19,9 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 import httpx
-import numpy as np
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
@@ -29,25 +29,9 @@ sys.path.insert(0, REPO_ROOT)
 from lanes.audio.model_files import whisper_base_path  # noqa: E402
 from lanes.audio.transcriber import load_model, transcribe_options  # noqa: E402
 
-CLIP = os.path.join(REPO_ROOT, "tests", "data", "audio", "speech_en.wav")
+CLIP = os.path.join(REPO_ROOT, "benchmarks", "data", "speech_30s.flac")
 CLIP_S = 30.0
 THREADS = 2
-
-
-def make_clip(path: str) -> None:
-    """The test clip repeated (0.5 s pauses between) and cut to exactly CLIP_S, as 16-bit WAV."""
-    import av
-    from faster_whisper import decode_audio
-
-    speech = decode_audio(CLIP)
-    unit = np.concatenate([speech, np.zeros(8000, np.float32)])
-    samples = np.tile(unit, int(CLIP_S * 16000 // unit.size) + 1)[:int(CLIP_S * 16000)]
-    with av.open(path, "w") as out:
-        stream = out.add_stream("pcm_s16le", rate=16000, layout="mono")
-        frame = av.AudioFrame.from_ndarray((samples[None, :] * 32767).astype(np.int16), format="s16", layout="mono")
-        frame.sample_rate = 16000
-        out.mux(stream.encode(frame))
-        out.mux(stream.encode(None))
 
 
 def free_port() -> int:
@@ -85,42 +69,40 @@ def main() -> int:
 
     model_dir = str(whisper_base_path())
     options = transcribe_options("", "", -1.0, False, False)
-    with tempfile.TemporaryDirectory() as tmp:
-        clip = os.path.join(tmp, "clip30.wav")
-        make_clip(clip)
-        data = open(clip, "rb").read()
-        model = load_model(model_dir, THREADS)
+    with open(CLIP, "rb") as f:
+        data = f.read()
+    model = load_model(model_dir, THREADS)
 
-        def library() -> tuple[float, str]:
+    def library() -> tuple[float, str]:
+        start = time.perf_counter()
+        segments, _ = model.transcribe(decode_audio(CLIP), **options)
+        text = "".join(s.text for s in segments)
+        return time.perf_counter() - start, text
+
+    proc, base = start_server()
+    try:
+        http = httpx.Client(timeout=300)
+
+        def server() -> tuple[float, str]:
             start = time.perf_counter()
-            segments, _ = model.transcribe(decode_audio(clip), **options)
-            text = "".join(s.text for s in segments)
-            return time.perf_counter() - start, text
+            r = http.post(base + "/v1/audio/transcriptions", files={"file": ("speech_30s.flac", data, "audio/flac")},
+                          data={"model": "whisper"})
+            r.raise_for_status()
+            return time.perf_counter() - start, r.json()["text"]
 
-        proc, base = start_server()
+        library(), server()  # warm-up: first-call allocations on both sides
+        lib_s, srv_s = [], []
+        for _ in range(args.rounds):
+            t, lib_text = library()
+            lib_s.append(t)
+            t, srv_text = server()
+            srv_s.append(t)
+    finally:
+        proc.send_signal(signal.SIGTERM)
         try:
-            http = httpx.Client(timeout=300)
-
-            def server() -> tuple[float, str]:
-                start = time.perf_counter()
-                r = http.post(base + "/v1/audio/transcriptions", files={"file": ("clip30.wav", data, "audio/wav")},
-                              data={"model": "whisper"})
-                r.raise_for_status()
-                return time.perf_counter() - start, r.json()["text"]
-
-            library(), server()  # warm-up: first-call allocations on both sides
-            lib_s, srv_s = [], []
-            for _ in range(args.rounds):
-                t, lib_text = library()
-                lib_s.append(t)
-                t, srv_text = server()
-                srv_s.append(t)
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
     lib, srv = statistics.median(lib_s), statistics.median(srv_s)
     same = "same text" if lib_text.strip() == srv_text.strip() else "TEXT DIFFERS"
     print(f"audio_bench: {CLIP_S:.0f} s clip, {THREADS} threads, {args.rounds} rounds: library RTF {lib / CLIP_S:.3f} "

@@ -240,6 +240,43 @@ def test_cancel_by_disconnect(audio_server, client, tmp_path):
     assert client.audio.transcriptions.create(model="whisper", file=CLIP.open("rb")).text  # still serving
 
 
+def test_cancel_by_request_id_while_queued_and_running(audio_server, client, tmp_path):
+    """Two transcriptions on the one-slot lane: the second queues; DELETE /v1/requests/{id}
+    cancels each (queued: it leaves the queue; running: the lane stops) → 499 for both."""
+    path = _long_clip(tmp_path, 10)
+    _wait_idle(audio_server, "whisper", timeout_s=120)
+    outcomes = {}
+
+    def transcribe(request_id: str):
+        try:
+            client.audio.transcriptions.create(model="whisper", file=path.open("rb"),
+                                               extra_headers={"X-Request-ID": request_id})
+            outcomes[request_id] = 200
+        except openai.APIStatusError as exc:
+            outcomes[request_id] = (exc.status_code, exc.code)
+
+    workers = [threading.Thread(target=transcribe, args=(rid,)) for rid in ("audio-running", "audio-queued")]
+    workers[0].start()
+    deadline = time.monotonic() + 30
+    while _lane(audio_server, "whisper")["slots_in_use"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    workers[1].start()
+    ready = {}
+    while time.monotonic() < deadline:
+        ready = httpx.get(audio_server.base_url + "/health/ready", timeout=10).json()["models"]["whisper"]
+        if ready["queued"] == 1:
+            break
+        time.sleep(0.05)
+    assert ready["queued"] == 1, ready
+    for rid in ("audio-queued", "audio-running"):
+        r = httpx.delete(f"{audio_server.base_url}/v1/requests/{rid}", timeout=10)
+        assert r.status_code == 200 and r.json() == {"id": rid, "cancelled": True}
+    for worker in workers:
+        worker.join(120)
+    assert outcomes == {"audio-running": (499, "request_cancelled"), "audio-queued": (499, "request_cancelled")}
+    _wait_idle(audio_server, "whisper", timeout_s=120)
+
+
 def test_lane_sigkill_fails_the_request_and_respawns(audio_server, client, tmp_path):
     path = _long_clip(tmp_path, 10)
     before = _wait_idle(audio_server, "whisper", timeout_s=120)

@@ -89,7 +89,7 @@ def _encode(fmt: str, codec: str, rate: int, samples: np.ndarray) -> bytes:
                                                ("ogg", "libopus", 48000), ("webm", "libopus", 48000),
                                                ("mp3", "libmp3lame", 44100), ("ipod", "aac", 44100)])
 def test_common_formats_decode_to_16_khz(fmt, codec, rate):
-    import av
+    av = pytest.importorskip("av")  # the `audio` extra
 
     if codec not in av.codecs_available:
         pytest.skip(f"this FFmpeg build has no {codec} encoder")
@@ -100,6 +100,7 @@ def test_common_formats_decode_to_16_khz(fmt, codec, rate):
 
 
 def test_undecodable_empty_and_long_audio():
+    pytest.importorskip("av")
     clip = CLIP.read_bytes()
     assert abs(decode_audio(clip, 60).size / 16000 - 6.93) < 0.05
     for bad in (b"", b"not audio at all" * 64, clip[:44]):
