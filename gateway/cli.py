@@ -87,12 +87,13 @@ def serve_config(args: argparse.Namespace, environ_settings: dict) -> GatewayCon
 def _models() -> int:
     from lanes.model_files import KNOWN_MODELS, find_model_file
 
+    width = max(len(name) for name in KNOWN_MODELS)
     for name, known in KNOWN_MODELS.items():
         try:
             where = str(find_model_file(name))
         except (FileNotFoundError, ValueError) as exc:
             where = f"not installed ({exc})"
-        print(f"{name:10s} {known.description}\n           {where}")
+        print(f"{name:{width}s} {known.description}\n{'':{width}s} {where}")
     return 0
 
 

@@ -176,6 +176,9 @@ async def _serve(request, route: str, translate: bool):
             except AudioTooLong as exc:
                 segment = None
                 raise APIError(413, str(exc), param="file", code="audio_too_long") from None
+            except OSError as exc:  # /dev/shm full (ENOSPC) or out of names
+                raise unavailable(f"no shared memory for this audio now ({exc.strerror}); retry later or "
+                                  "enlarge /dev/shm", state.config.retry_after_s, code="shm_full") from None
             job = AudioJob(job_id, segment, num_samples, translate=translate, word_timestamps=req.word_timestamps,
                            language=req.language, prompt=req.prompt, temperature=req.temperature)
             framings = [(0, CONTENT, *delta_framing())] if req.stream else []

@@ -32,6 +32,9 @@ def write_segment(name: str, samples: np.ndarray) -> None:
         raise ValueError("samples must be a non-empty 1-D array")
     shm = posix_ipc.SharedMemory(name, posix_ipc.O_CREX, mode=0o600, size=data.nbytes)
     try:
+        # Reserve the pages first: /dev/shm (tmpfs) may be small (Docker: 64 MiB), and writing
+        # through a mapping past its free space is SIGBUS, while this is a plain ENOSPC OSError.
+        os.posix_fallocate(shm.fd, 0, data.nbytes)
         with mmap.mmap(shm.fd, data.nbytes) as m:
             m.write(data.tobytes())
     except BaseException:

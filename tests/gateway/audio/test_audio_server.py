@@ -187,6 +187,8 @@ def test_text_routes_refuse_the_audio_model(client, audio_server):
     assert models["whisper"] == ["transcription", "translation"] and "chat" in models["chat"]
     tags = httpx.get(audio_server.base_url + "/api/tags", timeout=10).json()
     assert [m["name"] for m in tags["models"]] == ["chat"]
+    metrics = httpx.get(audio_server.base_url + "/metrics", timeout=10).text
+    assert re.search(r'laneserve_requests_total\{[^}]*route="transcriptions"', metrics)
 
 
 def _long_clip(tmp_path, repeats: int) -> Path:
