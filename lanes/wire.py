@@ -27,7 +27,7 @@ ERROR = 19
 STATS = 20
 EMBEDDING = 21
 AUDIO_REQUEST = 4   # audio lanes only (lanes/audio/)
-TRANSCRIPT = 22
+TRANSCRIPT = 30  # numbers after 21 are claimed by other output records (logprobs: 22)
 RECORD_TYPES = {"PAD": PAD, "REQUEST": REQUEST, "CANCEL": CANCEL, "SHUTDOWN": SHUTDOWN,
                 "HELLO": HELLO, "DELTA": DELTA, "DONE": DONE, "ERROR": ERROR, "STATS": STATS,
                 "EMBEDDING": EMBEDDING, "AUDIO_REQUEST": AUDIO_REQUEST, "TRANSCRIPT": TRANSCRIPT}

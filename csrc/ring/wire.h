@@ -38,7 +38,7 @@ enum class RecordType : uint32_t {
   Stats = 20,
   Embedding = 21,
   AudioRequest = 4,  // audio lanes only (see "Audio lanes" below)
-  Transcript = 22,
+  Transcript = 30,  // 22+ are taken by other output records (logprobs)
 };
 
 // REQUEST payload: RequestHeader, then in order
