@@ -131,3 +131,28 @@ def test_subtitles_and_verbose_json():
     assert body["words"] == [{"word": "Hello", "start": 0.0, "end": 0.6}, {"word": "there.", "start": 0.6, "end": 1.5}]
     assert "words" not in verbose_json_body(t, "transcribe", words=False)
     assert render(t, "text", "transcribe", False) == (b"Hello there. Bye.\n", "text/plain; charset=utf-8")
+
+
+def test_audio_settings_and_lane_specs(tmp_path, monkeypatch):
+    from gateway.app import MULTIPART_OVERHEAD_BYTES, request_max_bytes
+    from gateway.backend import AUDIO_CTX_SIZE, lane_specs, model_kind
+    from gateway.config import ConfigError, GatewayConfig, ModelEntry
+
+    for bad in ({"max_audio_bytes": 10}, {"audio_threads": -1}, {"max_audio_s": 0.0}):
+        with pytest.raises(ConfigError):
+            GatewayConfig(**bad)
+    config = GatewayConfig(max_audio_bytes=5 << 20, max_body_bytes=1 << 20)
+    assert request_max_bytes(config) == (5 << 20) + MULTIPART_OVERHEAD_BYTES
+    model_dir = tmp_path / "whisper"
+    model_dir.mkdir()
+    for name in ("model.bin", "config.json", "tokenizer.json"):
+        (model_dir / name).write_bytes(b"x")
+    assert model_kind(str(model_dir)) == "audio" and model_kind(str(tmp_path / "m.gguf")) == "text"
+    monkeypatch.setattr("gateway.config.available_cores", lambda: 8)
+    config = GatewayConfig(models=(ModelEntry("w", str(model_dir)), ModelEntry("t", "synthetic:step_us=1")),
+                           parallel=4)
+    specs = {s.name: s for s in lane_specs(config, {"w": str(model_dir), "t": "synthetic:step_us=1"})}
+    assert (specs["w"].kind, specs["w"].num_slots, specs["w"].threads, specs["w"].ctx_size) == ("audio", 1, 4, AUDIO_CTX_SIZE)
+    assert (specs["t"].kind, specs["t"].threads) == ("text", 4)
+    config = GatewayConfig(models=config.models, audio_threads=2, threads=1)
+    assert (config.audio_lane_threads(), config.lane_threads()) == (2, 1)
