@@ -8,7 +8,7 @@ the library. Prints one line: both RTFs (wall / audio length, medians) and the s
 wall time over the library's. The clip: benchmarks/data/speech_30s.flac (espeak-ng speech of a ~75-word script,
 made by make_speech_30s.py beside it). Not a repeated sentence: Whisper's repetition check would
 re-decode such windows at higher temperatures, with random results.
-Usage: python benchmarks/audio_bench.py [--rounds N]
+Usage: python benchmarks/audio_bench.py [--rounds N] [--pause-s S]
 """
 from __future__ import annotations
 
@@ -64,6 +64,9 @@ def start_server() -> tuple[subprocess.Popen, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pause-s", type=float, default=1.0,
+                        help="idle time before every timed run, so neither side starts while the other's "
+                             "worker threads are still busy")
     args = parser.parse_args()
     from faster_whisper import decode_audio
 
@@ -93,8 +96,10 @@ def main() -> int:
         library(), server()  # warm-up: first-call allocations on both sides
         lib_s, srv_s = [], []
         for _ in range(args.rounds):
+            time.sleep(args.pause_s)
             t, lib_text = library()
             lib_s.append(t)
+            time.sleep(args.pause_s)
             t, srv_text = server()
             srv_s.append(t)
     finally:
