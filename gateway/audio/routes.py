@@ -67,8 +67,9 @@ def _prepare(data: bytes, max_seconds: float, name: str) -> int:
     return int(samples.size)
 
 
-async def _run(request, state, tracker, req: AudioRequest, served, generation: AudioGeneration, task: str,
+async def _run(request, state, tracker, req: AudioRequest, generation: AudioGeneration, task: str,
                headers: dict) -> HTTPResponse | None:
+    """The admitted request to its end: one body in the requested format, or the SSE stream."""
     transcript = Transcript()
     retry_after_s = state.config.retry_after_s
     if not req.stream:
@@ -202,7 +203,7 @@ async def _serve(request, route: str, translate: bool):
             try:
                 headers = {REQUEST_ID_HEADER: request_id,
                            **cors_headers(state.config.cors_origins, request.headers.get("origin"))}
-                answer = await _run(request, state, tracker, req, served, generation,
+                answer = await _run(request, state, tracker, req, generation,
                                     "translate" if translate else "transcribe", headers)
                 generation = None
                 return answer
