@@ -166,6 +166,8 @@ def test_bad_uploads(client, audio_server):
     assert err.status_code == 400 and err.code == "invalid_audio"
     err = _status(client, model="whisper", file=("big.wav", os.urandom(MAX_AUDIO_BYTES + 1)))
     assert err.status_code == 413
+    err = _status(client, model="whisper", file=CLIP.open("rb"), language="xx")  # well-formed, unknown to Whisper
+    assert err.status_code == 400 and err.param == "language"
     err = _status(client, model="nope", file=CLIP.open("rb"))
     assert err.status_code == 404
     err = _status(client, model="chat", file=CLIP.open("rb"))
