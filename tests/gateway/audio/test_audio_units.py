@@ -156,3 +156,16 @@ def test_audio_settings_and_lane_specs(tmp_path, monkeypatch):
     assert (specs["t"].kind, specs["t"].threads) == ("text", 4)
     config = GatewayConfig(models=config.models, audio_threads=2, threads=1)
     assert (config.audio_lane_threads(), config.lane_threads()) == (2, 1)
+
+
+def test_openapi_operations_follow_the_form_tables():
+    from gateway.audio.openapi import operations
+    from gateway.audio.requests import RESPONSE_FORMATS
+
+    ops = operations(lenient=False)
+    assert set(ops) == {("post", "/v1/audio/transcriptions"), ("post", "/v1/audio/translations")}
+    schema = ops[("post", "/v1/audio/transcriptions")]["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert schema["required"] == ["file", "model"] and schema["additionalProperties"] is False
+    assert schema["properties"]["response_format"]["enum"] == list(RESPONSE_FORMATS)
+    assert operations(lenient=True)[("post", "/v1/audio/translations")]["requestBody"]["content"][
+        "multipart/form-data"]["schema"]["additionalProperties"] is True
