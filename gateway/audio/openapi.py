@@ -55,6 +55,9 @@ def operations(*, lenient: bool = False) -> dict[tuple[str, str], dict]:
           "text/vtt": {"schema": {"type": "string"}}, "text/event-stream": {"schema": _EVENT}}
     errors = {str(status): {"description": words, "content": {"application/json": {"schema": _ERROR}}}
               for status, words in _ERRORS.items()}
+    for status in ("429", "503"):
+        errors[status]["headers"] = {"Retry-After": {"description": "seconds to wait before retrying",
+                                                     "schema": {"type": "integer"}}}
     body = {"required": True, "content": {"multipart/form-data": {"schema": form_schema(lenient=lenient)}}}
 
     def op(summary: str) -> dict:
