@@ -98,6 +98,7 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(info_routes.health_live, "/health/live", "GET")
     route(info_routes.health_ready, "/health/ready", "GET")
     route(info_routes.metrics, "/metrics", "GET")
+    route(info_routes.openapi_document, "/openapi.json", "GET")
     route(tokenize_routes.tokenize, "/tokenize", "POST")
     route(tokenize_routes.detokenize, "/detokenize", "POST")
     route(ollama_routes.chat, "/api/chat", "POST")
@@ -125,7 +126,8 @@ def _build(config: GatewayConfig, backend) -> Sanic:
 
 
 async def _before_start(app: Sanic) -> None:
-    from gateway.serving import Backend, freeze_startup_heap, open_observers  # lanes only where they run
+    # lanes only where they run
+    from gateway.serving import Backend, freeze_startup_heap, open_observers, startup_summary
 
     state: ServerState = app.ctx.state
     configure_logging(state.config.log_level, state.config.log_format)
@@ -146,7 +148,7 @@ async def _before_start(app: Sanic) -> None:
     open_observers(state)
     backend.attach(state, asyncio.get_running_loop())
     freeze_startup_heap()
-    state.log.info("serving", models=list(state.models), replicas=state.config.replicas, pid=os.getpid(),
+    state.log.info("serving", **startup_summary(state, app.serve_location, backend.load_s), pid=os.getpid(),
                    api_key=state.config.api_key is not None or state.config.api_key_file is not None)
 
 

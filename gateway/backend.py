@@ -27,6 +27,7 @@ from lanes.pool import (  # noqa: F401  (re-exported)
     LaneStartupError,
     LaneStatus,
     RequestStream,
+    ScoredChunk,
 )
 
 from gateway.config import GatewayConfig
@@ -117,17 +118,21 @@ _SHARED_PARAMS = tuple(f.name for f in dataclasses.fields(GenerationParams)
                        if f.name not in ("max_tokens", "min_tokens") and f.name in {g.name for g in dataclasses.fields(Sampling)})
 
 
-def generation_params(sampling: Sampling, max_tokens: int, reasoning: ReasoningMarkers | None = None) -> GenerationParams:
+def generation_params(sampling: Sampling, max_tokens: int, reasoning: ReasoningMarkers | None = None, *,
+                      prompt_logprobs: bool = False) -> GenerationParams:
     """The lane parameters: every sampling field the request carries, by name (Sampling uses
-    GenerationParams' names), with the resolved token budget; the rest keep their defaults."""
+    GenerationParams' names), with the resolved token budget; the rest keep their defaults.
+    prompt_logprobs (completions echo): the lane scores the prompt too (logprobs then on)."""
     shared = {name: getattr(sampling, name) for name in _SHARED_PARAMS}
+    if prompt_logprobs and shared.get("logprobs") is None:
+        shared["logprobs"] = 0
     return GenerationParams(max_tokens=max_tokens, min_tokens=min(sampling.min_tokens, max_tokens),
-                            reasoning=reasoning, **shared)
+                            reasoning=reasoning, prompt_logprobs=prompt_logprobs, **shared)
 
 
 __all__ = [
     "LANE_STATES", "SERVING_STATES", "ChoiceDone", "Chunk", "Embedding", "Framing", "GenerationParams", "LaneBusy",
     "LaneError", "LaneModelSpec", "LanePool", "LaneStartupError", "LaneStatus", "REASONING", "ReasoningMarkers",
-    "RequestStream", "create_pool", "generation_params", "is_synthetic", "model_kind",
+    "RequestStream", "ScoredChunk", "create_pool", "generation_params", "is_synthetic", "model_kind",
     "lane_specs", "resolve_model_paths", "text_model_path",
 ]

@@ -1,4 +1,4 @@
-"""The `laneserve` command line: serve, pull, models, tokenizer export, ps, run.
+"""The `laneserve` command line: serve, pull, models, tokenizer export, ps, run, bench.
 
 `serve` flags map 1:1 to GatewayConfig fields (generated from the dataclass, so none can be
 forgotten); LANESERVE_* environment variables fill in what the flags leave unset.
@@ -76,7 +76,37 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="chat with a model of a running server in the terminal")
     run.add_argument("model", help="served model name (as in `laneserve ps`)")
     run.add_argument("--url", default=DEFAULT_URL, help=f"server address (default {DEFAULT_URL})")
+    bench = sub.add_parser(
+        "bench", help="measure OpenAI-compatible servers (ours by default): latency/throughput table, JSON, PNG",
+        description="Closed-loop concurrency sweep (or open-loop Poisson rates) of streamed requests with "
+                    "synthetic prompts of a fixed token length and a fixed output length (ignore_eos); "
+                    "prints TTFT / inter-token / end-to-end latency p50/p90/p99, output tok/s, req/s, errors "
+                    "and goodput per server, and the ratio between two servers. LANESERVE_API_KEY, when set, "
+                    "is sent as the bearer key (and a laneserve started for the run requires it).")
+    from gateway.bench.args import add_bench_arguments
+
+    add_bench_arguments(bench)
     return parser
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from gateway.bench.args import BenchConfigError, config_from_args
+    from gateway.bench.runner import BenchError, run_bench
+
+    try:
+        config = config_from_args(args)
+        result = run_bench(config)
+    except (BenchConfigError, BenchError, OSError) as exc:
+        print(f"laneserve bench: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("laneserve bench: interrupted", file=sys.stderr)
+        return 130
+    silent = [s["label"] for s in result["servers"] if not any(level["ok"] for level in s["levels"])]
+    if silent:
+        print(f"laneserve bench: no request succeeded on {', '.join(silent)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def serve_config(args: argparse.Namespace, environ_settings: dict) -> GatewayConfig:
@@ -132,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         return ps(args.url)
     if args.command == "run":
         return _run(args.model, args.url)
+    if args.command == "bench":
+        return _bench(args)
     if args.command == "tokenizer":
         return _tokenizer_export(args.model, args.dir)
     if args.command == "pull":

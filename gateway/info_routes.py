@@ -1,9 +1,10 @@
-"""GET /v1/models, /v1/models/<id>, /health/live, /health/ready, /metrics."""
+"""GET /v1/models, /v1/models/<id>, /health/live, /health/ready, /metrics, /openapi.json."""
 from __future__ import annotations
 
 import orjson
 from sanic.response import HTTPResponse
 
+from gateway import openapi
 from gateway.backend import SERVING_STATES
 
 
@@ -95,6 +96,12 @@ async def health_ready(request):
     code, body = readiness(state)
     headers = {"Retry-After": str(state.config.retry_after_s)} if code == 503 else None
     return _json(body, code, headers)
+
+
+async def openapi_document(request):
+    config = request.app.ctx.state.config
+    key = config.api_key is not None or config.api_key_file is not None
+    return _json(openapi.document(lenient=config.lenient, api_key=key))
 
 
 async def metrics(request):

@@ -18,16 +18,18 @@ class StartupFailed(RuntimeError):
 
 
 class Backend:
-    def __init__(self, pool, paths: dict[str, str], texts: dict) -> None:
+    def __init__(self, pool, paths: dict[str, str], texts: dict, load_s: float = 0.0) -> None:
         self.pool = pool
         self.paths = paths
         self.texts = texts
+        self.load_s = load_s  # model files read + every lane loaded and handshaken
         self._closed = False
 
     @classmethod
     def start(cls, config: GatewayConfig) -> "Backend":
         from gateway.model_text import ModelText
 
+        t0 = time.monotonic()
         try:
             paths = resolve_model_paths(config)
         except (FileNotFoundError, ValueError) as exc:
@@ -45,7 +47,7 @@ class Backend:
         except BaseException:
             pool.close()
             raise
-        return cls(pool, paths, texts)
+        return cls(pool, paths, texts, load_s=time.monotonic() - t0)
 
     def attach(self, state: ServerState, loop) -> None:
         self.pool.attach(loop)
@@ -77,6 +79,17 @@ class Backend:
         if not self._closed:
             self._closed = True
             self.pool.close()
+
+
+def startup_summary(state: ServerState, url: str, load_s: float) -> dict:
+    """What an operator wants to see once at start: where, what, how much (one log event)."""
+    config = state.config
+    models = {name: f"{config.replicas} lane(s) x {m.num_slots} slots, ctx {m.n_ctx}/slot"
+              for name, m in state.models.items()}
+    kv_bytes = sum(m.kv_cache_bytes for m in state.models.values()) * config.replicas
+    return {"url": url, "models": models, "lanes": config.replicas * len(state.models),
+            "threads_per_lane": config.lane_threads(), "kv_cache_mib": round(kv_bytes / 2**20, 1),
+            "load_s": round(load_s, 2)}
 
 
 def freeze_startup_heap() -> None:

@@ -15,7 +15,7 @@ import time
 
 from lanes import wire
 from lanes.api import (LANE_STATES, SERVING_STATES, ChoiceDone, Chunk, Embedding, Framing, GenerationParams,
-                       LaneBusy, LaneError, LaneModelSpec, LaneStartupError, LaneStatus)
+                       LaneBusy, LaneError, LaneModelSpec, LaneStartupError, LaneStatus, ScoredChunk)
 from lanes.channels import request_ring_capacity, total_bytes
 from lanes.config import PoolConfig, config_from_env
 from lanes.names import ShmSpaceError, check_free_space, new_run_id, sweep_stale, unlink_run
@@ -24,7 +24,7 @@ from lanes.stream import RequestStream
 
 __all__ = ["LanePool", "LaneModelSpec", "Framing", "GenerationParams", "Chunk", "ChoiceDone", "Embedding", "LaneBusy",
            "LaneError", "LaneStartupError", "LaneStatus", "RequestStream", "PoolConfig", "LANE_STATES",
-           "SERVING_STATES"]
+           "SERVING_STATES", "ScoredChunk"]
 
 log = logging.getLogger("laneserve.lanes")
 HEALTH_PERIOD_S = 0.1

@@ -21,7 +21,7 @@ import time
 import posix_ipc
 
 from lanes import wire
-from lanes.api import ChoiceDone, Embedding, LaneBusy, LaneError, SERVING_STATES
+from lanes.api import ChoiceDone, Embedding, LaneBusy, LaneError, ScoredChunk, SERVING_STATES
 from lanes.audio.records import transcript_part
 from lanes.channels import LaneChannels, request_ring_capacity
 from lanes.stream import RequestStream
@@ -249,6 +249,11 @@ class LaneReplica:
                              last)
             if last:
                 self._request_over(rid)
+        elif rtype == wire.LOGPROBS:
+            rid, choice, positions, num_prompt, content, reasoning = wire.decode_logprobs(payload)
+            stream = self.streams.get(rid)
+            if stream is not None:
+                stream.push_item(ScoredChunk(choice, positions, num_prompt, content, reasoning))
         elif rtype == wire.EMBEDDING:
             rid, choice, prompt_tokens, vector = wire.decode_embedding(payload)
             stream = self.streams.get(rid)

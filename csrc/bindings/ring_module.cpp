@@ -140,6 +140,7 @@ py::dict wire_layout() {
   types["EMBEDDING"] = uint32_t(wire::RecordType::Embedding);
   types["AUDIO_REQUEST"] = uint32_t(wire::RecordType::AudioRequest);
   types["TRANSCRIPT"] = uint32_t(wire::RecordType::Transcript);
+  types["LOGPROBS"] = uint32_t(wire::RecordType::Logprobs);
   finish["none"] = uint32_t(wire::FinishCode::None);
   finish["stop"] = uint32_t(wire::FinishCode::Stop);
   finish["length"] = uint32_t(wire::FinishCode::Length);
@@ -154,7 +155,10 @@ py::dict wire_layout() {
   flags["REQUEST_IGNORE_EOS"] = wire::kRequestIgnoreEos;
   flags["REQUEST_SPLIT_REASONING"] = wire::kRequestSplitReasoning;
   flags["REQUEST_REASONING_STARTS_INSIDE"] = wire::kRequestReasoningStartsInside;
+  flags["REQUEST_GRAMMAR"] = wire::kRequestGrammar;
   flags["REQUEST_EMBED"] = wire::kRequestEmbed;
+  flags["REQUEST_LOGPROBS"] = wire::kRequestLogprobs;
+  flags["REQUEST_PROMPT_LOGPROBS"] = wire::kRequestPromptLogprobs;
   flags["DONE_LAST_CHOICE"] = wire::kDoneLastChoice;
   flags["AUDIO_TRANSLATE"] = wire::kAudioTranslate;
   flags["AUDIO_WORD_TIMESTAMPS"] = wire::kAudioWordTimestamps;
@@ -216,6 +220,19 @@ py::dict wire_layout() {
     FIELD(wire::EmbeddingHeader, n_embd); FIELD(wire::EmbeddingHeader, prompt_tokens);
     FIELD(wire::EmbeddingHeader, reserved);
     structs["EmbeddingHeader"] = py::dict(py::arg("size") = sizeof(wire::EmbeddingHeader), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::LogprobsHeader, request_id); FIELD(wire::LogprobsHeader, choice);
+    FIELD(wire::LogprobsHeader, num_positions); FIELD(wire::LogprobsHeader, num_prompt_positions);
+    FIELD(wire::LogprobsHeader, num_top); FIELD(wire::LogprobsHeader, content_bytes);
+    FIELD(wire::LogprobsHeader, reasoning_bytes);
+    structs["LogprobsHeader"] = py::dict(py::arg("size") = sizeof(wire::LogprobsHeader), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::LogprobEntry, token); FIELD(wire::LogprobEntry, logprob);
+    structs["LogprobEntry"] = py::dict(py::arg("size") = sizeof(wire::LogprobEntry), py::arg("offsets") = d);
   }
   {
     py::dict d;
@@ -301,6 +318,8 @@ py::dict decode_request_py(py::bytes payload) {
   d["num_choices"] = r.num_choices;
   d["embed"] = r.embed;
   d["prompt_lengths"] = r.prompt_lengths;
+  d["num_top_logprobs"] = r.num_top_logprobs;
+  d["prompt_logprobs"] = r.prompt_logprobs;
   return d;
 }
 
@@ -345,6 +364,20 @@ PYBIND11_MODULE(_ring, m) {
                           uint32_t flags, uint64_t pre, uint64_t dec) {
     return struct_bytes(wire::DoneRecord{rid, choice, reason, pt, ct, cached, flags, pre, dec});
   });
+  m.def("encode_logprobs", [](uint64_t rid, uint32_t choice, uint32_t num_prompt, uint32_t num_top,
+                              const std::vector<std::pair<int32_t, float>>& entries, py::bytes content,
+                              py::bytes reasoning) {
+    const std::string c = content, r = reasoning;
+    const uint32_t stride = num_top + 1;
+    const wire::LogprobsHeader h{rid, choice, uint32_t(entries.size() / stride), num_prompt, num_top,
+                                 uint32_t(c.size()), uint32_t(r.size())};
+    std::string out(reinterpret_cast<const char*>(&h), sizeof h);
+    for (const auto& [token, logprob] : entries) {
+      const wire::LogprobEntry e{token, logprob};
+      out.append(reinterpret_cast<const char*>(&e), sizeof e);
+    }
+    return py::bytes(out + c + r);
+  }, "A LOGPROBS payload as a lane writes it (tests): entries [positions * (1 + num_top)].");
   m.def("encode_delta_header", [](uint64_t rid, uint32_t choice, uint32_t channel, uint32_t n, uint64_t emit_ns) {
     return struct_bytes(wire::DeltaHeader{rid, choice, channel, n, 0, emit_ns});
   });

@@ -58,6 +58,12 @@ async def ps(request):
     return _json({"models": models})
 
 
+# What `show` reads: `model`, or the older spelling `name` when `model` is absent; both are
+# type-checked when present.
+SHOW_BODY = {"type": "object", "properties": {"model": {"type": "string", "minLength": 1}, "name": {"type": "string"}},
+             "anyOf": [{"required": ["model"]}, {"required": ["name"]}], "additionalProperties": True}
+
+
 def capabilities(served) -> list[str]:
     return ["completion", "thinking"] if served.text.supports_thinking else ["completion"]
 
@@ -66,8 +72,11 @@ def capabilities(served) -> list[str]:
 async def show(request):
     state = request.app.ctx.state
     body = parse_json_object(request.body, None, state.config.max_json_depth)
+    for key in ("model", "name"):
+        if key in body and type(body[key]) is not str:
+            raise OllamaError(400, f"{key} must be a string")
     name = body.get("model", body.get("name"))  # "name" is the older spelling
-    if type(name) is not str or not name:
+    if not name:
         raise OllamaError(400, "model is required")
     served = served_model(state, name)
     facts = _facts(served)
