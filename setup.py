@@ -97,6 +97,13 @@ setup(
             "openapi-spec-validator>=0.7",
             "schemathesis>=4.0",
         ],
+        # Speech to text (gateway/audio/, lanes/audio/): the Whisper lane's runtime and the
+        # gateway's audio decoder. The model itself: `laneserve pull whisper-base`.
+        "audio": [
+            "faster-whisper>=1.1",
+            "ctranslate2>=4.5",
+            "av>=12",
+        ],
     },
     entry_points={"console_scripts": ["laneserve=gateway.cli:main"]},
     zip_safe=False,

@@ -18,6 +18,7 @@ import signal
 from sanic import Sanic
 
 from gateway import auth, control_routes, embedding_routes, errors_http, info_routes, openai_routes, tokenize_routes
+from gateway.audio import routes as audio_routes
 from gateway.ollama import info as ollama_info
 from gateway.ollama import routes as ollama_routes
 from gateway.config import ConfigError, GatewayConfig, config_from_strings, field_names
@@ -60,10 +61,19 @@ def create_app(args: object = None, *, config: GatewayConfig | None = None, back
         raise RuntimeError(f"laneserve: could not build the app: {exc}") from exc
 
 
+MULTIPART_OVERHEAD_BYTES = 1 << 20  # the form's other fields and part headers around the file
+
+
+def request_max_bytes(config: GatewayConfig) -> int:
+    """Sanic's body limit: --max-body-bytes, raised to fit an audio upload of --max-audio-bytes
+    (JSON routes still refuse bodies above --max-body-bytes: errors_http.with_request_id)."""
+    return max(config.max_body_bytes, config.max_audio_bytes + MULTIPART_OVERHEAD_BYTES)
+
+
 def _build(config: GatewayConfig, backend) -> Sanic:
     app = Sanic(APP_NAME)
     app.config.update(
-        REQUEST_MAX_SIZE=config.max_body_bytes,
+        REQUEST_MAX_SIZE=request_max_bytes(config),
         RESPONSE_TIMEOUT=config.response_timeout_s,
         REQUEST_TIMEOUT=config.request_deadline_s,
         GRACEFUL_SHUTDOWN_TIMEOUT=config.drain_grace_s + 5.0,
@@ -104,6 +114,8 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(embedding_routes.openai_embeddings, "/v1/embeddings", "POST")
     route(embedding_routes.ollama_embed, "/api/embed", "POST")
     route(embedding_routes.ollama_embeddings, "/api/embeddings", "POST")
+    route(audio_routes.transcriptions, "/v1/audio/transcriptions", "POST")
+    route(audio_routes.translations, "/v1/audio/translations", "POST")
     errors_http.install(app)
     add_cors(app, config.cors_origins)
 

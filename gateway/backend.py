@@ -51,6 +51,18 @@ def resolve_model_paths(config: GatewayConfig) -> dict[str, str]:
             for entry in config.models}
 
 
+def model_kind(lane_path: str) -> str:
+    """'audio' for a speech-to-text model directory (lanes/audio/), else 'text'."""
+    from pathlib import Path
+
+    from lanes.audio.model_files import is_audio_model_dir
+
+    return "audio" if not is_synthetic(lane_path) and is_audio_model_dir(Path(lane_path)) else "text"
+
+
+AUDIO_CTX_SIZE = 448  # Whisper's decoder context; sizes the (tiny) request ring of an audio lane
+
+
 def text_model_path(lane_path: str) -> str:
     """The GGUF whose tokenizer and chat template the gateway uses for a lane's model; a
     synthetic lane has no vocabulary of its own and borrows SmolLM2's."""
@@ -84,6 +96,12 @@ def slots_for(config: GatewayConfig, path: str) -> int:
 def lane_specs(config: GatewayConfig, paths: dict[str, str]) -> list[LaneModelSpec]:
     specs = []
     for name, path in paths.items():
+        if model_kind(path) == "audio":
+            # One transcription at a time per lane: it uses all of the lane's threads.
+            specs.append(LaneModelSpec(name=name, path=path, replicas=config.replicas,
+                                       threads=config.audio_lane_threads(), ctx_size=AUDIO_CTX_SIZE, num_slots=1,
+                                       max_batch_tokens=1, kind="audio"))
+            continue
         slots = slots_for(config, path)
         specs.append(LaneModelSpec(name=name, path=path, replicas=config.replicas, threads=config.lane_threads(),
                                    ctx_size=config.ctx_size, num_slots=slots,
@@ -124,6 +142,6 @@ def generation_params(sampling: Sampling, max_tokens: int, reasoning: ReasoningM
 __all__ = [
     "LANE_STATES", "SERVING_STATES", "ChoiceDone", "Chunk", "Embedding", "Framing", "GenerationParams", "LaneBusy",
     "LaneError", "LaneModelSpec", "LanePool", "LaneStartupError", "LaneStatus", "REASONING", "ReasoningMarkers",
-    "RequestStream", "ScoredChunk", "create_pool", "generation_params", "is_synthetic",
+    "RequestStream", "ScoredChunk", "create_pool", "generation_params", "is_synthetic", "model_kind",
     "lane_specs", "resolve_model_paths", "text_model_path",
 ]

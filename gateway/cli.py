@@ -13,7 +13,8 @@ from gateway.config import FIELDS, ConfigError, GatewayConfig, config_from_strin
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 _HELP = {
-    "models": "model to serve as NAME=PATH_OR_ALIAS (repeatable; alias: smollm2, gemma3); default smollm2",
+    "models": "model to serve as NAME=PATH_OR_ALIAS (repeatable; alias: smollm2, gemma3, whisper-base "
+              "(speech to text)); default smollm2",
     "replicas": "lane processes per model (isolation: a crash takes down one replica's requests only)",
     "threads": "compute threads per lane (0 = share the cores evenly among all lanes)",
     "ctx_size": "context window per sequence slot, in tokens (capped by the model's trained context)",
@@ -32,6 +33,9 @@ _HELP = {
     "log_format": "auto (default): human-readable coloured lines when stderr is a terminal, JSON lines "
                   "otherwise; json; console",
     "api_key_file": "read the API key from FILE (surrounding whitespace dropped); see --api-key",
+    "max_audio_bytes": "largest audio upload on /v1/audio/* in bytes; beyond it 413 (default 25 MiB)",
+    "max_audio_s": "longest decoded audio in seconds; beyond it 413 (default 3600)",
+    "audio_threads": "compute threads per audio lane (0 = the same share of the cores as every lane)",
 }
 
 
@@ -113,12 +117,13 @@ def serve_config(args: argparse.Namespace, environ_settings: dict) -> GatewayCon
 def _models() -> int:
     from lanes.model_files import KNOWN_MODELS, find_model_file
 
+    width = max(len(name) for name in KNOWN_MODELS)
     for name, known in KNOWN_MODELS.items():
         try:
             where = str(find_model_file(name))
         except (FileNotFoundError, ValueError) as exc:
             where = f"not installed ({exc})"
-        print(f"{name:10s} {known.description}\n           {where}")
+        print(f"{name:{width}s} {known.description}\n{'':{width}s} {where}")
     return 0
 
 

@@ -94,7 +94,7 @@ async def _generate(request, chat: bool):
                 state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(parsed.ignored_fields)[:16])
             sampling = parsed.sampling
             tools = parsed.tools if chat and parsed.tools is not None and parsed.tools.active else None
-            served = state.model(sampling.model)
+            served = state.text_model(sampling.model)
             if tools is not None:  # the answer follows the model's tool-call format (gateway.tools)
                 tools = dataclasses.replace(tools, fmt=served.text.tool_format or HERMES)
                 sampling = dataclasses.replace(sampling, grammar=tool_grammar(tools))

@@ -13,6 +13,7 @@ declares bearer auth on every route but the public ones (gateway/auth.py's PUBLI
 from __future__ import annotations
 
 from gateway import auth, control_routes, embeddings, openapi_responses as r, tokenize_routes
+from gateway.audio import openapi as audio_openapi
 from gateway.fields import object_schema
 from gateway.framing import SYSTEM_FINGERPRINT
 from gateway.ollama import info as ollama_info
@@ -133,6 +134,7 @@ def _operations(lenient: bool) -> dict[tuple[str, str], dict]:
         ("get", "/"): _op("\"Ollama is running\"", {"text/plain": {"schema": r.TEXT}}, errors=()),
         ("head", "/"): _op("\"Ollama is running\" (headers only)", {"text/plain": {"schema": r.TEXT}}, errors=()),
         ("get", PATH): _op("this document", _content({"type": "object"}), errors=()),
+        **audio_openapi.operations(lenient=lenient),
     }
 
 

@@ -6,7 +6,7 @@ import gc
 import time
 
 from gateway.admission import AdmissionQueue
-from gateway.backend import LaneStartupError, create_pool, resolve_model_paths, text_model_path
+from gateway.backend import LaneStartupError, create_pool, model_kind, resolve_model_paths, text_model_path
 from gateway.config import GatewayConfig
 from gateway.metrics import Metrics
 from gateway.records import RecordsFile
@@ -35,7 +35,8 @@ class Backend:
         except (FileNotFoundError, ValueError) as exc:
             raise StartupFailed(str(exc)) from None
         try:
-            texts = {name: ModelText(text_model_path(path)) for name, path in paths.items()}
+            texts = {name: ModelText(text_model_path(path)) for name, path in paths.items()
+                     if model_kind(path) == "text"}
         except Exception as exc:
             raise StartupFailed(f"cannot read model files: {exc}") from None
         pool = create_pool(config, paths)
@@ -53,12 +54,13 @@ class Backend:
         created_s = int(time.time())
         for name, path in self.paths.items():
             info = self.pool.lane_info(name)
-            text = self.texts[name]
+            text = self.texts.get(name)  # None: an audio model (no GGUF tokenizer or template)
             state.models[name] = ServedModel(name=name, path=path, text=text, n_ctx=int(info["n_ctx"]),
-                                             n_vocab=int(info.get("n_vocab", text.n_vocab)), created_s=created_s,
+                                             n_vocab=int(info["n_vocab"]), created_s=created_s,
                                              num_slots=int(info.get("num_slots", 1)),
                                              kv_cache_bytes=int(info.get("kv_cache_bytes", 0)),
-                                             n_embd=int(info.get("n_embd", 0)))
+                                             n_embd=int(info.get("n_embd", 0)),
+                                             kind="text" if text is not None else "audio")
             state.log.info("model_ready", model=name, replicas=state.config.replicas,
                            slots_per_lane=info.get("num_slots"), ctx_per_slot=info.get("n_ctx"),
                            kv_cache_mib_per_lane=round(info.get("kv_cache_bytes", 0) / 2**20, 1),

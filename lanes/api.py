@@ -7,6 +7,7 @@ from dataclasses import dataclass
 # Lane replica states (one definition: metrics, health and admission import these).
 LANE_STATES = ("starting", "ready", "busy", "restarting", "failed", "stopped")
 SERVING_STATES = ("ready", "busy")  # handshaken and alive: ready = idle, busy = serving requests
+LANE_KINDS = ("text", "audio")  # text: the native GGUF lane; audio: lanes/audio (speech to text)
 
 
 @dataclass(frozen=True)
@@ -18,8 +19,11 @@ class LaneModelSpec:
     ctx_size: int = 4096     # per sequence slot
     num_slots: int = 8       # sequences one replica serves at once (one forward pass per step)
     max_batch_tokens: int = 256  # per-step token budget: decode tokens + one prefill chunk
+    kind: str = "text"       # LANE_KINDS
 
     def __post_init__(self) -> None:
+        if self.kind not in LANE_KINDS:
+            raise ValueError(f"kind must be one of {LANE_KINDS}, got {self.kind!r}")
         if not 1 <= self.num_slots <= 256:
             raise ValueError(f"num_slots must be in [1, 256], got {self.num_slots}")
         if self.max_batch_tokens < self.num_slots:
@@ -136,6 +140,14 @@ class Embedding:
     choice: int
     vector: bytes        # float32 little-endian [n_embd], L2 norm 1
     prompt_tokens: int
+
+
+@dataclass(frozen=True)
+class TranscriptPart:
+    """Metadata of an audio request (lanes.audio.records TRANSCRIPT): kind "info" (language,
+    language_probability, duration) once, then one "segment" per decoded segment."""
+    kind: str
+    value: dict
 
 
 class LaneBusy(Exception):

@@ -129,6 +129,8 @@ class RequestStream:
         if not self._cancelled:
             self._items.append(embedding)  # its ChoiceDone follows and wakes the consumer
 
+    push_transcript = push_embedding  # TranscriptPart: likewise, the ChoiceDone wakes the consumer
+
     def push_done(self, done: ChoiceDone, last: bool) -> None:
         if not self._cancelled:
             self._items.append(done)

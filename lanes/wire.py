@@ -27,9 +27,12 @@ ERROR = 19
 STATS = 20
 EMBEDDING = 21
 LOGPROBS = 22
+AUDIO_REQUEST = 4   # audio lanes only (lanes/audio/)
+TRANSCRIPT = 30
 RECORD_TYPES = {"PAD": PAD, "REQUEST": REQUEST, "CANCEL": CANCEL, "SHUTDOWN": SHUTDOWN,
                 "HELLO": HELLO, "DELTA": DELTA, "DONE": DONE, "ERROR": ERROR, "STATS": STATS,
-                "EMBEDDING": EMBEDDING, "LOGPROBS": LOGPROBS}
+                "EMBEDDING": EMBEDDING, "LOGPROBS": LOGPROBS, "AUDIO_REQUEST": AUDIO_REQUEST,
+                "TRANSCRIPT": TRANSCRIPT}
 CHANNELS = {"content": 0, "reasoning": 1, "tool_arguments": 2}
 CONTENT = CHANNELS["content"]
 # STATS histograms: bucket i counts steps whose value is <= bound i; the last bucket is +Inf.
@@ -53,7 +56,11 @@ REQUEST_GRAMMAR = 1 << 6                  # an llguidance grammar (last section)
 REQUEST_LOGPROBS = 1 << 8          # u32 num_top_logprobs follows; LOGPROBS records replace DELTAs
 REQUEST_PROMPT_LOGPROBS = 1 << 9   # score the prompt tokens too (echo); max_tokens may be 0
 DONE_LAST_CHOICE = 1
-FLAGS = {"REQUEST_HAS_SEED": REQUEST_HAS_SEED, "REQUEST_IGNORE_EOS": REQUEST_IGNORE_EOS,
+AUDIO_TRANSLATE = 1
+AUDIO_WORD_TIMESTAMPS = 2
+TRANSCRIPT_KINDS = {"info": 1, "segment": 2}
+FLAGS = {"AUDIO_TRANSLATE": AUDIO_TRANSLATE, "AUDIO_WORD_TIMESTAMPS": AUDIO_WORD_TIMESTAMPS,
+         "REQUEST_HAS_SEED": REQUEST_HAS_SEED, "REQUEST_IGNORE_EOS": REQUEST_IGNORE_EOS,
          "REQUEST_EMBED": REQUEST_EMBED, "REQUEST_SPLIT_REASONING": REQUEST_SPLIT_REASONING,
          "REQUEST_REASONING_STARTS_INSIDE": REQUEST_REASONING_STARTS_INSIDE, "REQUEST_GRAMMAR": REQUEST_GRAMMAR,
          "REQUEST_LOGPROBS": REQUEST_LOGPROBS, "REQUEST_PROMPT_LOGPROBS": REQUEST_PROMPT_LOGPROBS,
@@ -124,6 +131,11 @@ LOGPROBS_HEADER = StructSpec("LogprobsHeader", (
     ("content_bytes", "I"), ("reasoning_bytes", "I"),
 ))
 LOGPROB_ENTRY = StructSpec("LogprobEntry", (("token", "i"), ("logprob", "f")))
+AUDIO_REQUEST_HEADER = StructSpec("AudioRequestHeader", (
+    ("request_id", "Q"), ("num_samples", "Q"), ("flags", "I"), ("temperature", "f"), ("name_bytes", "I"),
+    ("language_bytes", "I"), ("prompt_bytes", "I"), ("reserved", "I"),
+))
+TRANSCRIPT_HEADER = StructSpec("TranscriptHeader", (("request_id", "Q"), ("kind", "I"), ("reserved", "I")))
 # Only sizes/offsets are mirrored for the segment header: Python never reads or writes it.
 SEGMENT_HEADER_OFFSETS = {
     "magic": 0, "version": 4, "capacity_bytes": 8, "max_record_bytes": 16, "creator_pid": 24,
@@ -131,7 +143,8 @@ SEGMENT_HEADER_OFFSETS = {
     "quiet_until_ns": 400, "writer_pid": 408, "reader_pid": 412,
 }
 STRUCTS = (REQUEST_HEADER, LOGIT_BIAS_ENTRY, CANCEL_RECORD, HELLO_RECORD, DELTA_HEADER,
-           DONE_RECORD, STATS_RECORD, EMBEDDING_HEADER, ERROR_HEADER, LOGPROBS_HEADER, LOGPROB_ENTRY)
+           DONE_RECORD, STATS_RECORD, EMBEDDING_HEADER, ERROR_HEADER, LOGPROBS_HEADER, LOGPROB_ENTRY,
+           AUDIO_REQUEST_HEADER, TRANSCRIPT_HEADER)
 
 _REQUEST = struct.Struct(REQUEST_HEADER.format)
 _CANCEL = struct.Struct(CANCEL_RECORD.format)

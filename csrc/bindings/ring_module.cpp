@@ -138,6 +138,8 @@ py::dict wire_layout() {
   types["ERROR"] = uint32_t(wire::RecordType::Error);
   types["STATS"] = uint32_t(wire::RecordType::Stats);
   types["EMBEDDING"] = uint32_t(wire::RecordType::Embedding);
+  types["AUDIO_REQUEST"] = uint32_t(wire::RecordType::AudioRequest);
+  types["TRANSCRIPT"] = uint32_t(wire::RecordType::Transcript);
   types["LOGPROBS"] = uint32_t(wire::RecordType::Logprobs);
   finish["none"] = uint32_t(wire::FinishCode::None);
   finish["stop"] = uint32_t(wire::FinishCode::Stop);
@@ -158,6 +160,8 @@ py::dict wire_layout() {
   flags["REQUEST_LOGPROBS"] = wire::kRequestLogprobs;
   flags["REQUEST_PROMPT_LOGPROBS"] = wire::kRequestPromptLogprobs;
   flags["DONE_LAST_CHOICE"] = wire::kDoneLastChoice;
+  flags["AUDIO_TRANSLATE"] = wire::kAudioTranslate;
+  flags["AUDIO_WORD_TIMESTAMPS"] = wire::kAudioWordTimestamps;
   {
     py::dict d;
     FIELD(wire::RequestHeader, request_id); FIELD(wire::RequestHeader, seed);
@@ -237,6 +241,20 @@ py::dict wire_layout() {
   }
   {
     py::dict d;
+    FIELD(wire::AudioRequestHeader, request_id); FIELD(wire::AudioRequestHeader, num_samples);
+    FIELD(wire::AudioRequestHeader, flags); FIELD(wire::AudioRequestHeader, temperature);
+    FIELD(wire::AudioRequestHeader, name_bytes); FIELD(wire::AudioRequestHeader, language_bytes);
+    FIELD(wire::AudioRequestHeader, prompt_bytes); FIELD(wire::AudioRequestHeader, reserved);
+    structs["AudioRequestHeader"] = py::dict(py::arg("size") = sizeof(wire::AudioRequestHeader), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::TranscriptHeader, request_id); FIELD(wire::TranscriptHeader, kind);
+    FIELD(wire::TranscriptHeader, reserved);
+    structs["TranscriptHeader"] = py::dict(py::arg("size") = sizeof(wire::TranscriptHeader), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
     FIELD(SegmentHeader, magic); FIELD(SegmentHeader, version); FIELD(SegmentHeader, capacity_bytes);
     FIELD(SegmentHeader, max_record_bytes); FIELD(SegmentHeader, creator_pid); FIELD(SegmentHeader, tail);
     FIELD(SegmentHeader, head); FIELD(SegmentHeader, reader_waiting); FIELD(SegmentHeader, closed);
@@ -255,6 +273,10 @@ py::dict wire_layout() {
   out["step_time_bounds_ns"] = step_bounds;
   out["batch_token_bounds"] = batch_bounds;
   out["step_buckets"] = wire::kStepBuckets;
+  py::dict transcript_kinds;
+  transcript_kinds["info"] = uint32_t(wire::TranscriptKind::Info);
+  transcript_kinds["segment"] = uint32_t(wire::TranscriptKind::Segment);
+  out["transcript_kinds"] = transcript_kinds;
   out["magic"] = kMagic;
   out["version"] = kVersion;
   out["record_header_bytes"] = kRecordHeaderBytes;
@@ -374,6 +396,8 @@ PYBIND11_MODULE(_ring, m) {
       .def("write", &RingWriter::write, py::arg("type"), py::arg("payload"))
       .def_property_readonly("max_payload_bytes", &RingWriter::max_payload_bytes)
       .def("close", &RingWriter::close)
+      .def("heartbeat", [](RingWriter& w) { w.producer().heartbeat(monotonic_ns()); },
+           "Write the producer's heartbeat word (a lane written in Python beats from its loop).")
       .def(
           "stress_produce",
           [](RingWriter& w, uint32_t num_streams, uint32_t records_per_stream, uint64_t seed) {

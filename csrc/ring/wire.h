@@ -5,8 +5,8 @@
 // All fields little-endian, fixed width, read with memcpy (records are only 8-byte aligned and
 // variable sections are unaligned). Version bumps go in ring.h kVersion.
 //
-// Request ring (gateway → lane):  REQUEST, CANCEL, SHUTDOWN
-// Output ring  (lane → gateway):  HELLO, DELTA, DONE, ERROR, STATS, EMBEDDING, LOGPROBS
+// Request ring (gateway → lane):  REQUEST, CANCEL, SHUTDOWN; audio lanes: AUDIO_REQUEST
+// Output ring  (lane → gateway):  HELLO, DELTA, DONE, ERROR, STATS, EMBEDDING, LOGPROBS; audio: TRANSCRIPT
 //
 // Output is protocol-neutral: a DELTA carries raw UTF-8 text of one (request, choice, channel);
 // the gateway's native relay (ring/delta_relay.h) escapes and frames it per protocol. Records of
@@ -38,6 +38,8 @@ enum class RecordType : uint32_t {
   Stats = 20,
   Embedding = 21,
   Logprobs = 22,
+  AudioRequest = 4,  // audio lanes only (see "Audio lanes" below)
+  Transcript = 30,
 };
 
 // REQUEST payload: RequestHeader, then in order
@@ -184,6 +186,37 @@ struct ErrorHeader {
   uint32_t code;  // ErrorCode
   uint32_t reserved;
 };
+
+// --- Audio lanes (lanes/audio/: a Python process running a speech-to-text model) -------------
+// AUDIO_REQUEST payload: AudioRequestHeader, then three UTF-8 strings back to back: the name of a
+// POSIX shared-memory segment holding num_samples float32 mono 16 kHz samples (the gateway
+// creates, fills and unlinks it; the lane only reads it), the language code (empty: detect) and
+// the prompt. The lane answers DELTA (content text per decoded segment; the deltas concatenate to
+// the whole transcript), TRANSCRIPT records, then one DONE (choice 0, last) or an ERROR.
+struct AudioRequestHeader {
+  uint64_t request_id;
+  uint64_t num_samples;
+  uint32_t flags;  // kAudioTranslate | kAudioWordTimestamps
+  float temperature;  // < 0: the fallback schedule (0, 0.2, … 1.0, raised on a failed decode)
+  uint32_t name_bytes;
+  uint32_t language_bytes;
+  uint32_t prompt_bytes;
+  uint32_t reserved;  // explicit padding to the 8-byte size
+};
+constexpr uint32_t kAudioTranslate = 1u;       // translate to English instead of transcribing
+constexpr uint32_t kAudioWordTimestamps = 2u;  // segments carry per-word timings
+
+// TRANSCRIPT payload: TranscriptHeader + one UTF-8 JSON object: kind Info (sent once, before
+// the first DELTA: language, language_probability, duration) or kind Segment (after the
+// segment's DELTA: id, start, end, text, tokens, temperature, avg_logprob, compression_ratio,
+// no_speech_prob, words). JSON keeps this variable, nested metadata out of fixed structs; it is
+// never on a per-token path (one record per ~30 s window at most).
+struct TranscriptHeader {
+  uint64_t request_id;
+  uint32_t kind;  // TranscriptKind
+  uint32_t reserved;
+};
+enum class TranscriptKind : uint32_t { Info = 1, Segment = 2 };
 
 enum class FinishCode : uint32_t { None = 0, Stop = 1, Length = 2, Cancelled = 3, Error = 4 };
 enum class ErrorCode : uint32_t {

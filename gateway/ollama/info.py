@@ -40,7 +40,8 @@ async def _entry(served) -> dict:
 @ollama_errors
 async def tags(request):
     state = request.app.ctx.state
-    return _json({"models": [await _entry(m) for m in state.models.values()]})
+    # Ollama has no speech-to-text models: its clients expect GGUF details, so only text models show.
+    return _json({"models": [await _entry(m) for m in state.models.values() if not m.is_audio]})
 
 
 @ollama_errors
@@ -49,7 +50,7 @@ async def ps(request):
     serving = {s.model for s in state.statuses() if s.state in SERVING_STATES}
     models = []
     for served in state.models.values():
-        if served.name not in serving:
+        if served.name not in serving or served.is_audio:
             continue
         entry = await _entry(served)
         entry.update(expires_at=rfc3339(FAR_FUTURE), size_vram=0, context_length=served.n_ctx)

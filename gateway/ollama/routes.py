@@ -56,6 +56,9 @@ def served_model(state, name: str):
     if served is None:
         shown = name if len(name) <= 64 and name.isprintable() else "<model>"
         raise OllamaError(404, f"model '{shown}' not found")
+    if served.is_audio:
+        raise OllamaError(400, f"model '{served.name}' is a speech-to-text model; the Ollama routes serve text "
+                          "models (use /v1/audio/transcriptions)")
     return served
 
 

@@ -191,3 +191,13 @@ def test_json_escape_replaces_invalid_utf8():
         out = _ring.json_escape(bad)
         json.loads(b'"' + out + b'"')  # valid JSON whatever the input
         assert b"\\ufffd" in out
+
+
+def test_audio_records_agree():
+    assert LAYOUT["transcript_kinds"] == wire.TRANSCRIPT_KINDS
+    from lanes.audio.records import AudioJob, encode_audio_request
+
+    payload = encode_audio_request(AudioJob(3, "seg", 16000, translate=True, language="fr", prompt="p"))
+    offsets = wire.AUDIO_REQUEST_HEADER.offsets()
+    assert struct.unpack_from("<Q", payload, offsets["num_samples"])[0] == 16000
+    assert struct.unpack_from("<I", payload, offsets["flags"])[0] == wire.AUDIO_TRANSLATE
