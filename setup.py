@@ -77,7 +77,7 @@ setup(
         "prometheus-client>=0.20",
         "jinja2>=3.1",
         "orjson>=3.9",
-        "llguidance>=1.2",  # grammar-constrained decoding (structured outputs, tool calls)
+        "llguidance>=1.9",  # grammar-constrained decoding (structured outputs, tool calls)
     ],
     extras_require={
         # `laneserve bench`: the PNG plot and the progress bar

@@ -61,19 +61,12 @@ def create_app(args: object = None, *, config: GatewayConfig | None = None, back
         raise RuntimeError(f"laneserve: could not build the app: {exc}") from exc
 
 
-MULTIPART_OVERHEAD_BYTES = 1 << 20  # the form's other fields and part headers around the file
-
-
-def request_max_bytes(config: GatewayConfig) -> int:
-    """Sanic's body limit: --max-body-bytes, raised to fit an audio upload of --max-audio-bytes
-    (JSON routes still refuse bodies above --max-body-bytes: errors_http.with_request_id)."""
-    return max(config.max_body_bytes, config.max_audio_bytes + MULTIPART_OVERHEAD_BYTES)
 
 
 def _build(config: GatewayConfig, backend) -> Sanic:
     app = Sanic(APP_NAME)
     app.config.update(
-        REQUEST_MAX_SIZE=request_max_bytes(config),
+        REQUEST_MAX_SIZE=config.max_body_bytes,
         RESPONSE_TIMEOUT=config.response_timeout_s,
         REQUEST_TIMEOUT=config.request_deadline_s,
         GRACEFUL_SHUTDOWN_TIMEOUT=config.drain_grace_s + 5.0,
@@ -87,9 +80,9 @@ def _build(config: GatewayConfig, backend) -> Sanic:
 
     key_check = auth.key_check(config)  # None: no API key configured, every route open
 
-    def route(handler, path: str, method: str) -> None:
+    def route(handler, path: str, method: str, stream: bool = False) -> None:
         wrapped = auth.protect(errors_http.with_request_id(handler), path, key_check)
-        app.add_route(wrapped, path, methods=[method], name=handler.__name__)
+        app.add_route(wrapped, path, methods=[method], name=handler.__name__, stream=stream)
 
     route(openai_routes.completions, "/v1/completions", "POST")
     route(openai_routes.chat_completions, "/v1/chat/completions", "POST")
@@ -114,8 +107,8 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(embedding_routes.openai_embeddings, "/v1/embeddings", "POST")
     route(embedding_routes.ollama_embed, "/api/embed", "POST")
     route(embedding_routes.ollama_embeddings, "/api/embeddings", "POST")
-    route(audio_routes.transcriptions, "/v1/audio/transcriptions", "POST")
-    route(audio_routes.translations, "/v1/audio/translations", "POST")
+    route(audio_routes.transcriptions, "/v1/audio/transcriptions", "POST", stream=True)  # reads its own body
+    route(audio_routes.translations, "/v1/audio/translations", "POST", stream=True)
     errors_http.install(app)
     add_cors(app, config.cors_origins)
 

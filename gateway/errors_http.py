@@ -29,9 +29,6 @@ _SANIC_MESSAGES = {
 }
 
 
-BIG_BODY_ROUTES = ("transcriptions", "translations")  # handler names (gateway/audio/routes.py)
-
-
 def _from_sanic(exc: SanicException) -> APIError:
     status = int(getattr(exc, "status_code", 500) or 500)
     if status == 413 and "header" in str(exc).lower():
@@ -59,11 +56,6 @@ def with_request_id(handler):
         except APIError:
             request.ctx.request_id = new_request_id()
             raise
-        # Sanic's limit fits audio uploads (gateway.app.request_max_bytes); every other route
-        # keeps --max-body-bytes.
-        body = request.body
-        if body and len(body) > request.app.ctx.state.config.max_body_bytes and handler.__name__ not in BIG_BODY_ROUTES:
-            raise APIError(413, _SANIC_MESSAGES[413], code="request_too_large")
         return await handler(request, *args, **kwargs)
 
     return handle_with_id

@@ -53,6 +53,17 @@ def _bool(name: str, text: str) -> bool:
     raise invalid(f"'{name}' must be true or false", param=name, code="invalid_type")
 
 
+MULTIPART_OVERHEAD_BYTES = 1 << 20  # the form's other fields and part headers around the file
+
+
+def audio_body_max_bytes(config) -> int:
+    """The body limit of the audio routes: an upload of --max-audio-bytes plus the form around it.
+    Every other route keeps Sanic's limit, --max-body-bytes, enforced while the body arrives (an
+    oversized chunked upload is refused at the limit, not after it ends); the audio routes are
+    streaming routes that raise their own limit before reading the body (gateway/audio/routes.py)."""
+    return max(config.max_body_bytes, config.max_audio_bytes + MULTIPART_OVERHEAD_BYTES)
+
+
 def parse_audio_form(form, files, *, lenient: bool, max_audio_bytes: int) -> AudioRequest:
     """form: name → [str] (Sanic's request.form); files: name → [File] (request.files)."""
     names = set(form or ()) | set(files or ())

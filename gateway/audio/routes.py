@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 
+from sanic.exceptions import PayloadTooLarge
 from sanic.response import HTTPResponse
 
 from gateway.admission import QueueFull, QueueTimeout
 from gateway.audio.decode import AudioDecodeError, AudioTooLong, decode_audio
 from gateway.audio.formats import Transcript, delta_framing, done_event, render
-from gateway.audio.requests import AudioRequest, parse_audio_form
+from gateway.audio.requests import AudioRequest, audio_body_max_bytes, parse_audio_form
 from gateway.backend import CONTENT, ChoiceDone, LaneError, SERVING_STATES
 from gateway.control import cancelled_error, outcome_for
 from gateway.cors import cors_headers
@@ -159,6 +160,13 @@ async def _serve(request, route: str, translate: bool):
             content_type = (request.headers.get("content-type") or "").lower()
             if not content_type.startswith("multipart/form-data"):
                 raise APIError(415, "send the audio as multipart/form-data", code="unsupported_media_type")
+            # A streaming route: the body is read here, under the audio routes' own limit.
+            request.stream.request_max_size = audio_body_max_bytes(state.config)
+            try:
+                await request.receive_body()
+            except PayloadTooLarge:
+                raise APIError(413, f"the upload is larger than {audio_body_max_bytes(state.config)} bytes",
+                               code="request_too_large") from None
             req = parse_audio_form(request.form, request.files, lenient=state.config.lenient,
                                    max_audio_bytes=state.config.max_audio_bytes)
             if req.ignored_fields:

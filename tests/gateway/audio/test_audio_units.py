@@ -134,7 +134,7 @@ def test_subtitles_and_verbose_json():
 
 
 def test_audio_settings_and_lane_specs(tmp_path, monkeypatch):
-    from gateway.app import MULTIPART_OVERHEAD_BYTES, request_max_bytes
+    from gateway.audio.requests import MULTIPART_OVERHEAD_BYTES, audio_body_max_bytes
     from gateway.backend import AUDIO_CTX_SIZE, lane_specs, model_kind
     from gateway.config import ConfigError, GatewayConfig, ModelEntry
 
@@ -142,7 +142,7 @@ def test_audio_settings_and_lane_specs(tmp_path, monkeypatch):
         with pytest.raises(ConfigError):
             GatewayConfig(**bad)
     config = GatewayConfig(max_audio_bytes=5 << 20, max_body_bytes=1 << 20)
-    assert request_max_bytes(config) == (5 << 20) + MULTIPART_OVERHEAD_BYTES
+    assert audio_body_max_bytes(config) == (5 << 20) + MULTIPART_OVERHEAD_BYTES
     model_dir = tmp_path / "whisper"
     model_dir.mkdir()
     for name in ("model.bin", "config.json", "tokenizer.json"):
