@@ -50,16 +50,13 @@ def run(engine, prompt_ids, n_seqs: int, tokens: int, g: str | None, rid0: int) 
     for i in range(n_seqs):
         # Different seeds and first tokens: no two sequences are identical.
         engine.add(rid0 + i, 0, prompt_ids, tokens, [], temperature=0.8, seed=rid0 + i, **kw)
-    started = {}
     done_tokens = 0
     t_first = None
     while engine.has_work():
         events = engine.step()
         now = time.perf_counter()
         for rid, _, _, finished, _, stats in events:
-            if rid not in started:
-                started[rid] = now
-                t_first = t_first or now
+            t_first = t_first or now
             if finished:
                 done_tokens += stats["completion_tokens"]
     elapsed = time.perf_counter() - t_first
@@ -84,7 +81,7 @@ def main() -> None:
         compiled.append(json_schema_grammar(schema, "bench"))
         gateway_ms.append((time.perf_counter() - t) * 1e3)
     engine = _runtime.BatchEngine(path, threads=args.threads, num_slots=8, max_batch_tokens=256)
-    ids = engine_ids = list(_runtime.Tokenizer(path).encode(PROMPT, True, True))
+    ids = list(_runtime.Tokenizer(path).encode(PROMPT, True, True))
     lane_ms, clone_ms = [], []
     for i, g in enumerate(compiled):
         t = time.perf_counter()
@@ -105,7 +102,7 @@ def main() -> None:
     for r in range(args.rounds):
         for conc in (1, 8):
             for name in ("free", "regex", "json"):
-                tps, _ = run(engine, engine_ids, conc, args.tokens, gs.get(name), rid)
+                tps, _ = run(engine, ids, conc, args.tokens, gs.get(name), rid)
                 rid += conc
                 best[(name, conc)] = max(best.get((name, conc), 0.0), tps)
                 print(f"round {r} c{conc} {name:5s} {tps:7.1f} tok/s", flush=True)

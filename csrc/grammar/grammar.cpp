@@ -114,11 +114,6 @@ MatcherPtr LazyGrammarCompiler::compile(const Tokenizer& tok, const std::string&
   return compiler_->compile(grammar);
 }
 
-size_t GrammarCompiler::num_cached() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return cache_.size();
-}
-
 void GrammarState::reset(MatcherPtr m) {
   matcher_ = std::move(m);
   if (matcher_) mask_.resize(matcher_.get_deleter().api->matcher_get_mask_byte_size(matcher_.get()) / 4);

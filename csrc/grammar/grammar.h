@@ -48,7 +48,6 @@ class GrammarCompiler {
   // message when the grammar does not compile. Thread-safe.
   MatcherPtr compile(const std::string& grammar);
   const llg::Api& api() const { return *api_; }
-  size_t num_cached() const;
 
  private:
   static constexpr size_t kMaxCached = 64;  // compiled grammars kept (oldest dropped first)
