@@ -59,6 +59,10 @@ int scores_block(const float* q, const uint16_t* k, int64_t stride, int n_pos, i
     __m256 acc[G * P];
     for (int a = 0; a < G * P; ++a) acc[a] = _mm256_setzero_ps();
     const uint16_t* kp = k + p * stride;
+    // The rows are kv_dim apart (several kv heads interleaved): fetch rows 16 positions ahead
+    // so the strided loads below do not wait on L2/DRAM one line at a time.
+    for (int j = 16; j < 16 + P && p + j < n_pos; ++j)
+      for (int i = 0; i < hd; i += 32) _mm_prefetch(reinterpret_cast<const char*>(kp + j * stride + i), _MM_HINT_T0);
     for (int i = 0; i < hd; i += 8) {
       __m256 kv[P];
       for (int j = 0; j < P; ++j) kv[j] = load8_f16(kp + j * stride + i);
@@ -188,6 +192,9 @@ int weighted_block(const float* w, int64_t w_stride, const uint16_t* v, int64_t 
     for (int a = 0; a < G * D; ++a) acc[a] = _mm256_setzero_ps();
     const uint16_t* vr = v + j;
     for (int p = 0; p < n_pos; ++p, vr += stride) {
+      // The first pass fetches whole rows 8 positions ahead (later passes then read L2).
+      if (j == 0 && p + 8 < n_pos)
+        for (int d = 0; d < hd; d += 32) _mm_prefetch(reinterpret_cast<const char*>(vr + 8 * stride + d), _MM_HINT_T0);
       __m256 vv[D];
       for (int d = 0; d < D; ++d) vv[d] = load8_f16(vr + 8 * d);
       for (int h = 0; h < G; ++h) {
