@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 #include "common/fp16.h"
 #include "model/attention_exp.h"
@@ -334,6 +335,8 @@ void AttentionScratch::release_thread_row(int r) { busy_[r - kMaxSplitTokens].st
 
 void run_attention(ThreadPool& pool, const AttentionJob& job, int n, AttentionScratch& scratch) {
   if (n <= 0) return;
+  if (!scratch.fits(job, pool.num_threads()))
+    throw std::invalid_argument("run_attention: scratch sized for a smaller model shape or thread pool");
   // Splitting a token's chunks over threads costs two extra pool calls; worth it only when a
   // few tokens have several chunks (long-context decode).
   bool any_multi = false;

@@ -102,6 +102,10 @@ class AttentionScratch {
   int acquire_thread_row();
   void release_thread_row(int r);
   int n_threads() const { return n_threads_; }
+  // True when the rows hold this job's heads and positions for a pool of `pool_threads`.
+  bool fits(const AttentionJob& job, int pool_threads) const {
+    return pool_threads <= n_threads_ && job.n_head <= n_head_ && job.hd <= hd_ && job.ctx_size <= ctx_size_;
+  }
 
  private:
   int n_threads_ = 0, n_head_ = 0, hd_ = 0, ctx_size_ = 0, max_chunks_ = 0;
@@ -111,7 +115,8 @@ class AttentionScratch {
 };
 
 // Runs the attention of the n batch tokens over the pool. Each token's K/V (and those of every
-// earlier position of its sequence) must already be in the cache. Batches of at most
+// earlier position of its sequence) must already be in the cache. Throws std::invalid_argument
+// when the scratch was sized for a smaller shape or pool (AttentionScratch::fits). Batches of at most
 // kMaxSplitTokens tokens split each token's chunks (and query heads) over threads; larger
 // batches give each (token, kv head) to one thread. Both give identical bits.
 void run_attention(ThreadPool& pool, const AttentionJob& job, int n, AttentionScratch& scratch);

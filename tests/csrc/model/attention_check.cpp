@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -299,6 +300,18 @@ void check_identity() {
       if (L.window > 0) short_toks.push_back({0, 2599, 4});  // a window is one chunk at any depth
       report(same(run(s, short_toks, *kern, 2), plain_softmax(s, short_toks, *kern)), "one_chunk_is_plain_softmax" + tag);
     }
+  }
+  {  // A scratch sized for fewer threads or a shorter context is refused, not overrun.
+    Setup s(kLayouts[0], 700, 1, 1, 9);
+    ThreadPool pool(2);
+    std::vector<float> out(s.q_dim);
+    const std::vector<BatchToken> t = {{0, 699, 0}};
+    int refused = 0;
+    for (AttentionScratch* bad : {new AttentionScratch(1, s.L.n_head, s.L.hd, 700), new AttentionScratch(2, s.L.n_head, s.L.hd, 512)}) {
+      try { run_attention(pool, s.job(t, out.data(), attention_kernels()), 1, *bad); } catch (const std::invalid_argument&) { ++refused; }
+      delete bad;
+    }
+    report(refused == 2, "undersized_scratch_refused", std::to_string(refused) + " of 2");
   }
   // The AVX-512 kernels reproduce the AVX2 ones exactly.
   if (attention_kernels_avx2() && attention_kernels_avx512()) {
