@@ -186,7 +186,7 @@ void ModelRuntime::project3(const Weight& a, float* ya, const Weight& b, float* 
 }
 
 // Causal (and, on local layers, sliding-window) attention for the n batch tokens, whose K/V
-// are already in the cache (model/attention.h: tasks are (token, head) pairs).
+// are already in the cache (model/attention.h: chunks of positions and query heads over threads).
 void ModelRuntime::attention(int il, const BatchToken* tokens, int n) {
   const ModelConfig& c = cfg_;
   AttentionJob job;
