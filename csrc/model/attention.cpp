@@ -180,11 +180,14 @@ int pick_n_sub(int n_threads, int64_t base_tasks, int group) {
   return int(std::min<int64_t>(group, (want + base_tasks - 1) / base_tasks));
 }
 
-// Split mode: tasks (token, kv head, subgroup, chunk) in two passes and a merge.
+// Split mode: tasks (token, kv heads, subgroup, chunk) in two passes and a merge. With chunks
+// enough to occupy the threads, a task takes every kv head of its chunk: the chunk's K/V rows
+// (kv heads interleaved in each) then stream through one core once, instead of each kv head's
+// slice being fetched separately, possibly on another core.
 struct SplitPlan {
   const AttentionJob* job;
   AttentionScratch* scratch;
-  int n, n_sub, n_kv;
+  int n, n_sub, n_kv, kv_per_task;
   TokenView tv[AttentionScratch::kMaxSplitTokens];
   int64_t task_end[AttentionScratch::kMaxSplitTokens];  // prefix sums of tasks per token
 
@@ -195,7 +198,7 @@ struct SplitPlan {
     c = int(t % tv[i].n_chunks);
     t /= tv[i].n_chunks;
     sub = int(t % n_sub);
-    kvh = int(t / n_sub);
+    kvh = int(t / n_sub) * kv_per_task;
   }
 };
 
@@ -205,32 +208,38 @@ void run_split(ThreadPool& pool, const AttentionJob& job, int n, AttentionScratc
   plan.scratch = &scratch;
   plan.n = n;
   plan.n_kv = job.n_head / job.group;
-  int64_t base = 0;
+  int64_t n_chunks = 0;
   for (int i = 0; i < n; ++i) {
     plan.tv[i] = token_view(job, i);
-    base += int64_t(plan.n_kv) * plan.tv[i].n_chunks;
+    n_chunks += plan.tv[i].n_chunks;
   }
-  plan.n_sub = pick_n_sub(pool.num_threads(), base, job.group);
+  plan.kv_per_task = n_chunks >= 2 * pool.num_threads() ? plan.n_kv : 1;
+  plan.n_sub = plan.kv_per_task > 1 ? 1 : pick_n_sub(pool.num_threads(), n_chunks * plan.n_kv, job.group);
+  const int kv_tasks = plan.n_kv / plan.kv_per_task;
   int64_t total = 0;
-  for (int i = 0; i < n; ++i) plan.task_end[i] = total += int64_t(plan.n_kv) * plan.n_sub * plan.tv[i].n_chunks;
+  for (int i = 0; i < n; ++i) plan.task_end[i] = total += int64_t(kv_tasks) * plan.n_sub * plan.tv[i].n_chunks;
 
   const SplitPlan& pl = plan;
   pool.parallel_for(total, 1, [&pl](int64_t b, int64_t e) {
     const AttentionScratch& s = *pl.scratch;
     for (int64_t task = b; task < e; ++task) {
-      int i, kvh, sub, c, h0, h1;
-      pl.locate(task, i, kvh, sub, c);
-      sub_heads(*pl.job, kvh, sub, pl.n_sub, h0, h1);
-      chunk_scores(*pl.job, pl.tv[i], h0, h1, c, s.row(i), s.e_stride(), s.max_chunks());
+      int i, kv0, sub, c, h0, h1;
+      pl.locate(task, i, kv0, sub, c);
+      for (int kvh = kv0; kvh < kv0 + pl.kv_per_task; ++kvh) {
+        sub_heads(*pl.job, kvh, sub, pl.n_sub, h0, h1);
+        chunk_scores(*pl.job, pl.tv[i], h0, h1, c, s.row(i), s.e_stride(), s.max_chunks());
+      }
     }
   });
   pool.parallel_for(total, 1, [&pl](int64_t b, int64_t e) {
     const AttentionScratch& s = *pl.scratch;
     for (int64_t task = b; task < e; ++task) {
-      int i, kvh, sub, c, h0, h1;
-      pl.locate(task, i, kvh, sub, c);
-      sub_heads(*pl.job, kvh, sub, pl.n_sub, h0, h1);
-      chunk_output(*pl.job, pl.tv[i], h0, h1, c, s.row(i), s.e_stride(), s.max_chunks());
+      int i, kv0, sub, c, h0, h1;
+      pl.locate(task, i, kv0, sub, c);
+      for (int kvh = kv0; kvh < kv0 + pl.kv_per_task; ++kvh) {
+        sub_heads(*pl.job, kvh, sub, pl.n_sub, h0, h1);
+        chunk_output(*pl.job, pl.tv[i], h0, h1, c, s.row(i), s.e_stride(), s.max_chunks());
+      }
     }
   });
   pool.parallel_for(int64_t(n) * job.n_head, 1, [&pl](int64_t b, int64_t e) {
