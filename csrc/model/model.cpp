@@ -1,8 +1,13 @@
 #include "model/model.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 
 #include "model/ops.h"
@@ -49,6 +54,7 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   if (max_batch_ <= 0) max_batch_ = 512;
   max_batch_ = int32_t(std::min<int64_t>(max_batch_, int64_t(ctx_size_) * n_seq_));
   load_weights(file);
+  repack_weights();
   pool_ = std::make_unique<ThreadPool>(threads);
 
   const int64_t B = max_batch_, E = cfg_.n_embd, hd = cfg_.head_dim;
@@ -165,18 +171,49 @@ void ModelRuntime::load_weights(const GgufFile& f) {
   }
 }
 
+void ModelRuntime::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
+
+// Matrix × matrix speed (prefill, batched decode) comes from the row-interleaved layout, and
+// decode reads it as fast; one copy is kept: the original's mapped pages are dropped from this
+// process (they stay in the page cache and fault back in if ever touched).
+void ModelRuntime::repack_weights() {
+  std::vector<Weight*> ws;
+  for (LayerWeights& L : layers_)
+    for (Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) ws.push_back(w);
+  const bool tied = output_.data == tok_embd_.data;
+  ws.push_back(&tok_embd_);
+  if (!tied) ws.push_back(&output_);
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  for (Weight* w : ws) {
+    if (!interleave_preferred(w->type, w->n_in, w->n_out)) continue;
+    const size_t bytes = ggml_row_bytes(w->type, w->n_in) * size_t(w->n_out);
+    const size_t il_bytes = interleaved_bytes(w->type, w->n_in, w->n_out);
+    auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, (il_bytes + 63) & ~size_t(63)));
+    if (!buf) throw std::bad_alloc();
+    repacked_.emplace_back(buf);
+    interleave_weights(w->type, w->data, w->n_in, w->n_out, buf);
+    const uintptr_t b = (reinterpret_cast<uintptr_t>(w->data) + page - 1) & ~(page - 1);
+    const uintptr_t e = (reinterpret_cast<uintptr_t>(w->data) + bytes) & ~(page - 1);
+    if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+    w->data = buf;
+    w->layout = WeightLayout::Interleaved16;
+  }
+  if (tied) output_ = tok_embd_;
+}
+
 void ModelRuntime::project(const Weight& w, const float* x, int n_rows, float* y) {
-  matmul(*pool_, mm_scratch_, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out);
+  matmul(*pool_, mm_scratch_, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out, w.layout);
 }
 
 // Two or three projections of the same input: one activation quantization and one dispatch
 // when the weight types agree (decode runs ~90 fewer thread-pool calls per SmolLM2 token).
 void ModelRuntime::project3(const Weight& a, float* ya, const Weight& b, float* yb, const Weight* c, float* yc,
                             const float* x, int n_rows) {
-  if (a.type == b.type && a.n_in == b.n_in && (!c || (c->type == a.type && c->n_in == a.n_in))) {
+  if (a.type == b.type && a.n_in == b.n_in && a.layout == b.layout &&
+      (!c || (c->type == a.type && c->n_in == a.n_in && c->layout == a.layout))) {
     const MatmulOut outs[3] = {{a.data, a.n_out, ya, a.n_out}, {b.data, b.n_out, yb, b.n_out},
                                {c ? c->data : nullptr, c ? c->n_out : 0, yc, c ? c->n_out : 0}};
-    matmul_multi(*pool_, mm_scratch_, a.type, a.n_in, x, n_rows, outs, c ? 3 : 2);
+    matmul_multi(*pool_, mm_scratch_, a.type, a.n_in, x, n_rows, outs, c ? 3 : 2, a.layout);
     return;
   }
   project(a, x, n_rows, ya);
@@ -244,13 +281,12 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
   const ModelConfig& c = cfg_;
   const int64_t E = c.n_embd, hd = c.head_dim;
   const int64_t q_dim = int64_t(c.n_head) * hd, kv_dim = int64_t(c.n_head_kv) * hd;
-  const size_t row_bytes = ggml_row_bytes(tok_embd_.type, E);
   const bool gemma = c.arch == Arch::Gemma3;
 
   // 1. Embeddings.
   for (int i = 0; i < n; ++i) {
     float* x = x_.data() + i * E;
-    dequantize_row(tok_embd_.type, tok_embd_.data + size_t(tokens[i].token) * row_bytes, x, E);
+    dequantize_weight_row(tok_embd_.type, tok_embd_.layout, tok_embd_.data, E, tokens[i].token, x);
     if (c.embd_scale != 1.f) scale_f32(x, c.embd_scale, E);
   }
 

@@ -43,10 +43,11 @@ struct ModelConfig {
   bool is_local(int il) const { return sliding_window > 0 && swa_pattern > 0 && il % swa_pattern != swa_pattern - 1; }
 };
 
-struct Weight {  // a 2-D weight in the mapping: n_out rows of n_in
+struct Weight {  // a 2-D weight: n_out rows of n_in, in the mapping or repacked (layout)
   GgmlType type = GgmlType::F32;
   const uint8_t* data = nullptr;
   int64_t n_in = 0, n_out = 0;
+  WeightLayout layout = WeightLayout::Rows;
 };
 
 struct LayerWeights {
@@ -99,6 +100,7 @@ class ModelRuntime {
  private:
   void load_config(const GgufFile& f);
   void load_weights(const GgufFile& f);
+  void repack_weights();
   void attention(int il, const BatchToken* tokens, int n);
   void check_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out) const;
   void project(const Weight& w, const float* x, int n_rows, float* y);
@@ -111,6 +113,12 @@ class ModelRuntime {
   MatmulScratch mm_scratch_;
 
   Weight tok_embd_, output_;
+  // Interleaved copies of the weights the active kernel path prefers repacked (quant.h); each
+  // replaces its original, whose mapped pages are released.
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const;
+  };
+  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> repacked_;
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
 
