@@ -54,8 +54,8 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   if (max_batch_ <= 0) max_batch_ = 512;
   max_batch_ = int32_t(std::min<int64_t>(max_batch_, int64_t(ctx_size_) * n_seq_));
   load_weights(file);
-  repack_weights();
   pool_ = std::make_unique<ThreadPool>(threads);
+  repack_weights();
 
   const int64_t B = max_batch_, E = cfg_.n_embd, hd = cfg_.head_dim;
   const int64_t q_dim = int64_t(cfg_.n_head) * hd, kv_dim = int64_t(cfg_.n_head_kv) * hd;
@@ -191,7 +191,14 @@ void ModelRuntime::repack_weights() {
     auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, (il_bytes + 63) & ~size_t(63)));
     if (!buf) throw std::bad_alloc();
     repacked_.emplace_back(buf);
-    interleave_weights(w->type, w->data, w->n_in, w->n_out, buf);
+    // Groups of 16 rows are independent: repack slices of whole groups in parallel.
+    const size_t src_group = ggml_row_bytes(w->type, w->n_in) * kInterleaveRows;
+    const size_t dst_group = interleaved_bytes(w->type, w->n_in, kInterleaveRows);
+    const Weight& src = *w;
+    pool_->parallel_for(w->n_out / kInterleaveRows, 1, [&](int64_t g0, int64_t g1) {
+      interleave_weights(src.type, src.data + size_t(g0) * src_group, src.n_in, (g1 - g0) * kInterleaveRows,
+                         buf + size_t(g0) * dst_group);
+    });
     const uintptr_t b = (reinterpret_cast<uintptr_t>(w->data) + page - 1) & ~(page - 1);
     const uintptr_t e = (reinterpret_cast<uintptr_t>(w->data) + bytes) & ~(page - 1);
     if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
