@@ -94,6 +94,9 @@ void run_il_ymm(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, const
                 int64_t y_stride) {
   const int64_t nb = a.n_in / 32;
   const size_t group_bytes = w_stride * kInterleaveRows;
+  // Prologue: the first kPrefetchBytes of the range are otherwise demand-missed.
+  const size_t range = size_t((o1 - o0) / kInterleaveRows) * group_bytes;
+  prefetch_row(w + size_t(o0 / kInterleaveRows) * group_bytes, range < kPrefetchBytes ? range : kPrefetchBytes);
   for (int64_t g = o0 / kInterleaveRows; g < o1 / kInterleaveRows; ++g) {
     const uint8_t* gp = w + size_t(g) * group_bytes;
     float* yg = y + g * kInterleaveRows;

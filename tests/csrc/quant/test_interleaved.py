@@ -113,3 +113,28 @@ def test_thread_counts_bit_identical(isa, qtype):
     y1 = Q.matmul(int(qtype), il, n_in, n_out, x, threads=1, interleaved=True)
     for t in (2, 3):
         np.testing.assert_array_equal(Q.matmul(int(qtype), il, n_in, n_out, x, threads=t, interleaved=True), y1)
+
+
+@pytest.mark.parametrize("qtype", [QT.Q4_K, QT.Q6_K], ids=lambda t: t.name)
+def test_q8_k_quantizer_edge_cases_identical_on_every_path(qtype):
+    """The SIMD Q8_K quantizer must match the scalar one exactly: the first element of largest |x|
+    sets the scale (opposite-sign ties), all-zero super-blocks, values that round to ±127.5."""
+    raw, _, il = weights(qtype, seed=2)
+    n_in = n_in_for(qtype)
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((5, n_in)).astype(np.float32)
+    x[0, 10], x[0, 3] = 4.0, -4.0          # tie of |x|, negative first
+    x[1, 3], x[1, 10] = 4.0, -4.0          # tie of |x|, positive first
+    x[2, :256] = 0.0                       # an all-zero super-block
+    x[3, 256:512] = np.linspace(-1, 1, 256, dtype=np.float32)
+    x[4] = np.round(x[4] * 127) / 127      # many exact halves after scaling
+    before = Q.active_isa()
+    try:
+        outs = {}
+        for name in ISAS:
+            assert Q.set_isa(name)
+            outs[name] = Q.matmul(int(qtype), il, n_in, N_OUT, x, interleaved=True)
+    finally:
+        Q.set_isa(before)
+    for name, y in outs.items():
+        np.testing.assert_array_equal(y, outs["scalar"], err_msg=name)
