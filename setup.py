@@ -77,8 +77,11 @@ setup(
         "prometheus-client>=0.20",
         "jinja2>=3.1",
         "orjson>=3.9",
+        "llguidance>=1.9",  # grammar-constrained decoding (structured outputs, tool calls)
     ],
     extras_require={
+        # `laneserve bench`: the PNG plot and the progress bar
+        "bench": ["matplotlib>=3.7", "tqdm>=4.66"],
         "test": [
             "pytest>=8",
             "tokenizers>=0.20",
@@ -90,6 +93,16 @@ setup(
             "ollama>=0.3",
             "gguf>=0.10",
             "hypothesis>=6.100",
+            "jsonschema>=4.20",
+            "openapi-spec-validator>=0.7",
+            "schemathesis>=4.0",
+        ],
+        # Speech to text (gateway/audio/, lanes/audio/): the Whisper lane's runtime and the
+        # gateway's audio decoder. The model itself: `laneserve pull whisper-base`.
+        "audio": [
+            "faster-whisper>=1.1",
+            "ctranslate2>=4.5",
+            "av>=12",
         ],
     },
     entry_points={"console_scripts": ["laneserve=gateway.cli:main"]},

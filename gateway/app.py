@@ -18,6 +18,7 @@ import signal
 from sanic import Sanic
 
 from gateway import auth, control_routes, embedding_routes, errors_http, info_routes, openai_routes, tokenize_routes
+from gateway.audio import routes as audio_routes
 from gateway.ollama import info as ollama_info
 from gateway.ollama import routes as ollama_routes
 from gateway.config import ConfigError, GatewayConfig, config_from_strings, field_names
@@ -60,6 +61,8 @@ def create_app(args: object = None, *, config: GatewayConfig | None = None, back
         raise RuntimeError(f"laneserve: could not build the app: {exc}") from exc
 
 
+
+
 def _build(config: GatewayConfig, backend) -> Sanic:
     app = Sanic(APP_NAME)
     app.config.update(
@@ -77,9 +80,9 @@ def _build(config: GatewayConfig, backend) -> Sanic:
 
     key_check = auth.key_check(config)  # None: no API key configured, every route open
 
-    def route(handler, path: str, method: str) -> None:
+    def route(handler, path: str, method: str, stream: bool = False) -> None:
         wrapped = auth.protect(errors_http.with_request_id(handler), path, key_check)
-        app.add_route(wrapped, path, methods=[method], name=handler.__name__)
+        app.add_route(wrapped, path, methods=[method], name=handler.__name__, stream=stream)
 
     route(openai_routes.completions, "/v1/completions", "POST")
     route(openai_routes.chat_completions, "/v1/chat/completions", "POST")
@@ -88,6 +91,7 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(info_routes.health_live, "/health/live", "GET")
     route(info_routes.health_ready, "/health/ready", "GET")
     route(info_routes.metrics, "/metrics", "GET")
+    route(info_routes.openapi_document, "/openapi.json", "GET")
     route(tokenize_routes.tokenize, "/tokenize", "POST")
     route(tokenize_routes.detokenize, "/detokenize", "POST")
     route(ollama_routes.chat, "/api/chat", "POST")
@@ -103,6 +107,8 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(embedding_routes.openai_embeddings, "/v1/embeddings", "POST")
     route(embedding_routes.ollama_embed, "/api/embed", "POST")
     route(embedding_routes.ollama_embeddings, "/api/embeddings", "POST")
+    route(audio_routes.transcriptions, "/v1/audio/transcriptions", "POST", stream=True)  # reads its own body
+    route(audio_routes.translations, "/v1/audio/translations", "POST", stream=True)
     errors_http.install(app)
     add_cors(app, config.cors_origins)
 
@@ -113,7 +119,8 @@ def _build(config: GatewayConfig, backend) -> Sanic:
 
 
 async def _before_start(app: Sanic) -> None:
-    from gateway.serving import Backend, freeze_startup_heap, open_observers  # lanes only where they run
+    # lanes only where they run
+    from gateway.serving import Backend, freeze_startup_heap, open_observers, startup_summary
 
     state: ServerState = app.ctx.state
     configure_logging(state.config.log_level, state.config.log_format)
@@ -134,7 +141,7 @@ async def _before_start(app: Sanic) -> None:
     open_observers(state)
     backend.attach(state, asyncio.get_running_loop())
     freeze_startup_heap()
-    state.log.info("serving", models=list(state.models), replicas=state.config.replicas, pid=os.getpid(),
+    state.log.info("serving", **startup_summary(state, app.serve_location, backend.load_s), pid=os.getpid(),
                    api_key=state.config.api_key is not None or state.config.api_key_file is not None)
 
 

@@ -27,9 +27,11 @@ from lanes.pool import (  # noqa: F401  (re-exported)
     LaneStartupError,
     LaneStatus,
     RequestStream,
+    ScoredChunk,
 )
 
 from gateway.config import GatewayConfig
+from gateway.fields import F32_TINY, as_float32
 from gateway.gguf_meta import read_model_meta
 from gateway.openai_requests import Sampling
 
@@ -47,6 +49,18 @@ def resolve_model_paths(config: GatewayConfig) -> dict[str, str]:
     """Model name → GGUF path (or synthetic spec); FileNotFoundError with an install hint."""
     return {entry.name: entry.source if is_synthetic(entry.source) else str(find_model_file(entry.source))
             for entry in config.models}
+
+
+def model_kind(lane_path: str) -> str:
+    """'audio' for a speech-to-text model directory (lanes/audio/), else 'text'."""
+    from pathlib import Path
+
+    from lanes.audio.model_files import is_audio_model_dir
+
+    return "audio" if not is_synthetic(lane_path) and is_audio_model_dir(Path(lane_path)) else "text"
+
+
+AUDIO_CTX_SIZE = 448  # Whisper's decoder context; sizes the (tiny) request ring of an audio lane
 
 
 def text_model_path(lane_path: str) -> str:
@@ -82,6 +96,12 @@ def slots_for(config: GatewayConfig, path: str) -> int:
 def lane_specs(config: GatewayConfig, paths: dict[str, str]) -> list[LaneModelSpec]:
     specs = []
     for name, path in paths.items():
+        if model_kind(path) == "audio":
+            # One transcription at a time per lane: it uses all of the lane's threads.
+            specs.append(LaneModelSpec(name=name, path=path, replicas=config.replicas,
+                                       threads=config.audio_lane_threads(), ctx_size=AUDIO_CTX_SIZE, num_slots=1,
+                                       max_batch_tokens=1, kind="audio"))
+            continue
         slots = slots_for(config, path)
         specs.append(LaneModelSpec(name=name, path=path, replicas=config.replicas, threads=config.lane_threads(),
                                    ctx_size=config.ctx_size, num_slots=slots,
@@ -99,17 +119,29 @@ _SHARED_PARAMS = tuple(f.name for f in dataclasses.fields(GenerationParams)
                        if f.name not in ("max_tokens", "min_tokens") and f.name in {g.name for g in dataclasses.fields(Sampling)})
 
 
-def generation_params(sampling: Sampling, max_tokens: int, reasoning: ReasoningMarkers | None = None) -> GenerationParams:
+def engine_top_p(top_p: float) -> float:
+    """top_p 0 (OpenAI and Ollama accept it) means "only the most likely token"; the engine's
+    sampler needs p > 0 as a float32 (it answered 0 with an engine error), and keeps exactly one
+    token at its smallest positive value."""
+    return top_p if as_float32(top_p) > 0.0 else F32_TINY
+
+
+def generation_params(sampling: Sampling, max_tokens: int, reasoning: ReasoningMarkers | None = None, *,
+                      prompt_logprobs: bool = False) -> GenerationParams:
     """The lane parameters: every sampling field the request carries, by name (Sampling uses
-    GenerationParams' names), with the resolved token budget; the rest keep their defaults."""
+    GenerationParams' names), with the resolved token budget; the rest keep their defaults.
+    prompt_logprobs (completions echo): the lane scores the prompt too (logprobs then on)."""
     shared = {name: getattr(sampling, name) for name in _SHARED_PARAMS}
+    shared["top_p"] = engine_top_p(sampling.top_p)
+    if prompt_logprobs and shared.get("logprobs") is None:
+        shared["logprobs"] = 0
     return GenerationParams(max_tokens=max_tokens, min_tokens=min(sampling.min_tokens, max_tokens),
-                            reasoning=reasoning, **shared)
+                            reasoning=reasoning, prompt_logprobs=prompt_logprobs, **shared)
 
 
 __all__ = [
     "LANE_STATES", "SERVING_STATES", "ChoiceDone", "Chunk", "Embedding", "Framing", "GenerationParams", "LaneBusy",
     "LaneError", "LaneModelSpec", "LanePool", "LaneStartupError", "LaneStatus", "REASONING", "ReasoningMarkers",
-    "RequestStream", "create_pool", "generation_params", "is_synthetic",
+    "RequestStream", "ScoredChunk", "create_pool", "generation_params", "is_synthetic", "model_kind",
     "lane_specs", "resolve_model_paths", "text_model_path",
 ]

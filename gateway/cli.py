@@ -1,4 +1,4 @@
-"""The `laneserve` command line: serve, pull, models, tokenizer export, ps, run.
+"""The `laneserve` command line: serve, pull, models, tokenizer export, ps, run, bench.
 
 `serve` flags map 1:1 to GatewayConfig fields (generated from the dataclass, so none can be
 forgotten); LANESERVE_* environment variables fill in what the flags leave unset.
@@ -13,7 +13,8 @@ from gateway.config import FIELDS, ConfigError, GatewayConfig, config_from_strin
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 _HELP = {
-    "models": "model to serve as NAME=PATH_OR_ALIAS (repeatable; alias: smollm2, gemma3); default smollm2",
+    "models": "model to serve as NAME=PATH_OR_ALIAS (repeatable; alias: smollm2, gemma3, whisper-base "
+              "(speech to text)); default smollm2",
     "replicas": "lane processes per model (isolation: a crash takes down one replica's requests only)",
     "threads": "compute threads per lane (0 = share the cores evenly among all lanes)",
     "ctx_size": "context window per sequence slot, in tokens (capped by the model's trained context)",
@@ -32,6 +33,9 @@ _HELP = {
     "log_format": "auto (default): human-readable coloured lines when stderr is a terminal, JSON lines "
                   "otherwise; json; console",
     "api_key_file": "read the API key from FILE (surrounding whitespace dropped); see --api-key",
+    "max_audio_bytes": "largest audio upload on /v1/audio/* in bytes; beyond it 413 (default 25 MiB)",
+    "max_audio_s": "longest decoded audio in seconds; beyond it 413 (default 3600)",
+    "audio_threads": "compute threads per audio lane (0 = the same share of the cores as every lane)",
 }
 
 
@@ -72,7 +76,37 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="chat with a model of a running server in the terminal")
     run.add_argument("model", help="served model name (as in `laneserve ps`)")
     run.add_argument("--url", default=DEFAULT_URL, help=f"server address (default {DEFAULT_URL})")
+    bench = sub.add_parser(
+        "bench", help="measure OpenAI-compatible servers (ours by default): latency/throughput table, JSON, PNG",
+        description="Closed-loop concurrency sweep (or open-loop Poisson rates) of streamed requests with "
+                    "synthetic prompts of a fixed token length and a fixed output length (ignore_eos); "
+                    "prints TTFT / inter-token / end-to-end latency p50/p90/p99, output tok/s, req/s, errors "
+                    "and goodput per server, and the ratio between two servers. LANESERVE_API_KEY, when set, "
+                    "is sent as the bearer key (and a laneserve started for the run requires it).")
+    from gateway.bench.args import add_bench_arguments
+
+    add_bench_arguments(bench)
     return parser
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from gateway.bench.args import BenchConfigError, config_from_args
+    from gateway.bench.runner import BenchError, run_bench
+
+    try:
+        config = config_from_args(args)
+        result = run_bench(config)
+    except (BenchConfigError, BenchError, OSError) as exc:
+        print(f"laneserve bench: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("laneserve bench: interrupted", file=sys.stderr)
+        return 130
+    silent = [s["label"] for s in result["servers"] if not any(level["ok"] for level in s["levels"])]
+    if silent:
+        print(f"laneserve bench: no request succeeded on {', '.join(silent)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def serve_config(args: argparse.Namespace, environ_settings: dict) -> GatewayConfig:
@@ -83,12 +117,13 @@ def serve_config(args: argparse.Namespace, environ_settings: dict) -> GatewayCon
 def _models() -> int:
     from lanes.model_files import KNOWN_MODELS, find_model_file
 
+    width = max(len(name) for name in KNOWN_MODELS)
     for name, known in KNOWN_MODELS.items():
         try:
             where = str(find_model_file(name))
         except (FileNotFoundError, ValueError) as exc:
             where = f"not installed ({exc})"
-        print(f"{name:10s} {known.description}\n           {where}")
+        print(f"{name:{width}s} {known.description}\n{'':{width}s} {where}")
     return 0
 
 
@@ -127,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         return ps(args.url)
     if args.command == "run":
         return _run(args.model, args.url)
+    if args.command == "bench":
+        return _bench(args)
     if args.command == "tokenizer":
         return _tokenizer_export(args.model, args.dir)
     if args.command == "pull":

@@ -17,7 +17,7 @@ from lanes.config import PoolConfig  # pure Python: the lanes' defaults, not the
 # Model names end up in JSON bodies, Prometheus labels and log lines: keep them boring.
 MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 DEFAULT_MODEL = "smollm2"
-KNOWN_ALIASES = ("smollm2", "gemma3")
+KNOWN_ALIASES = ("smollm2", "gemma3", "whisper-base")
 
 
 class ConfigError(ValueError):
@@ -93,6 +93,11 @@ class GatewayConfig:
     api_key: str | None = field(default=None, repr=False)
     api_key_file: str | None = None
     max_body_bytes: int = 8 * 1024 * 1024
+    # Audio routes (gateway/audio/): uploads up to this size (OpenAI's limit); decoded audio up to
+    # this length; compute threads per audio lane (0 = the same even share as text lanes).
+    max_audio_bytes: int = 25 * 1024 * 1024
+    max_audio_s: float = 3600.0
+    audio_threads: int = 0
     max_json_depth: int = 32
     max_n: int = 8
     keepalive_interval_s: float = 10.0
@@ -119,6 +124,10 @@ class GatewayConfig:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1 (got {value!r})")
+        if type(self.max_audio_bytes) is not int or self.max_audio_bytes < 1024:
+            raise ConfigError(f"max_audio_bytes must be an integer >= 1024 (got {self.max_audio_bytes!r})")
+        if type(self.audio_threads) is not int or not 0 <= self.audio_threads <= 256:
+            raise ConfigError(f"audio_threads must be an integer in [0, 256], 0 = automatic (got {self.audio_threads!r})")
         if type(self.threads) is not int or not 0 <= self.threads <= 256:
             raise ConfigError(f"threads must be an integer in [0, 256], 0 = automatic (got {self.threads!r})")
         if type(self.parallel) is not int or not 0 <= self.parallel <= 256:
@@ -134,7 +143,7 @@ class GatewayConfig:
         if type(self.max_body_bytes) is not int or self.max_body_bytes < 1024:
             raise ConfigError(f"max_body_bytes must be an integer >= 1024 (got {self.max_body_bytes!r})")
         for name in ("keepalive_interval_s", "drain_grace_s", "heartbeat_timeout_s", "response_timeout_s",
-                     "write_stall_timeout_s", "request_deadline_s", "queue_timeout_s"):
+                     "write_stall_timeout_s", "request_deadline_s", "queue_timeout_s", "max_audio_s"):
             _positive(name, getattr(self, name))
         if self.keepalive_interval_s >= self.response_timeout_s:
             # Keep-alives are what refresh Sanic's inactivity timer while deltas go out natively.
@@ -175,6 +184,14 @@ class GatewayConfig:
         (lanes × threads ≤ cores keeps every lane's thread pool from fighting the others)."""
         if self.threads:
             return self.threads
+        return max(1, available_cores() // (self.replicas * len(self.models)))
+
+    def audio_lane_threads(self) -> int:
+        """Threads per audio lane: --audio-threads, else the same even share as text lanes (an
+        audio lane is one lane in the division, so a long transcription takes its share of the
+        cores and no more)."""
+        if self.audio_threads:
+            return self.audio_threads
         return max(1, available_cores() // (self.replicas * len(self.models)))
 
 

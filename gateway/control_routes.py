@@ -16,7 +16,8 @@ from gateway.body import parse_json_object
 from gateway.errors import APIError, invalid, safe_repr
 from gateway.fields import get_str
 
-STOP_FIELDS = frozenset({"model"})
+STOP_FIELDS = {"model": {"type": ["string", "null"], "maxLength": 256,
+                         "description": "cancel this model's requests; absent or null: every model's"}}
 
 
 def _json(payload: dict) -> HTTPResponse:

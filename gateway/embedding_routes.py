@@ -95,7 +95,7 @@ async def _serve(request, route: str, parse, respond, *, ollama: bool):
             req: EmbedRequest = parse(body)
             if req.ignored_fields:
                 state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(req.ignored_fields)[:16])
-            served = _ollama_model(state, req.model) if ollama else state.model(req.model)
+            served = _ollama_model(state, req.model) if ollama else state.text_model(req.model)
             tracker.set_model(served.name, False)
             check_dimensions(req, served.n_embd)
             state.in_flight.claim(request_id)
@@ -133,7 +133,7 @@ def _ollama_model(state, name: str):
         served = state.models.get(name[:-len(":latest")])
     if served is None:
         raise APIError(404, f"model {safe_repr(name)} not found", param="model", code="model_not_found")
-    return served
+    return state.text_model(served.name)
 
 
 def _ollama_error(request, exc: APIError) -> HTTPResponse:

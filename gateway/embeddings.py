@@ -18,9 +18,35 @@ from dataclasses import dataclass
 from gateway.errors import APIError, invalid, safe_repr
 
 MAX_INPUTS = 256            # inputs per HTTP request (OpenAI allows 2048; a lane request carries 128)
-OPENAI_FIELDS = frozenset({"model", "input", "encoding_format", "dimensions", "user"})
 ENCODING_FORMATS = ("float", "base64")
 CONTEXT_EXCEEDED_OLLAMA = "the input length exceeds the context length"  # Ollama's own message
+
+
+_TEXT = {"type": "string", "minLength": 1}
+_IDS = {"type": "array", "items": {"type": "integer"}, "minItems": 1}
+_DIMENSIONS = {"type": ["integer", "null"], "minimum": 1, "description": "keep the first d values, re-normalised"}
+# JSON Schema of what the parsers below accept (gateway/openapi.py renders it); keep each shape in
+# step with its reader here.
+OPENAI_FIELDS = {
+    "model": {"type": "string"},
+    "input": {"anyOf": [_TEXT, {"type": "array", "items": _TEXT, "minItems": 1, "maxItems": MAX_INPUTS}, _IDS,
+                        {"type": "array", "items": _IDS, "minItems": 1, "maxItems": MAX_INPUTS}]},
+    "encoding_format": {"enum": [*ENCODING_FORMATS, None]},
+    "dimensions": _DIMENSIONS,
+    "user": {"type": ["string", "null"]},
+}
+OPENAI_REQUIRED = ("model", "input")
+OLLAMA_EMBED_FIELDS = {
+    "model": {"type": "string", "minLength": 1},
+    "input": {"anyOf": [{"type": "string"}, {"type": "array", "items": _TEXT, "maxItems": MAX_INPUTS},
+                        {"type": "null"}]},
+    "truncate": {"type": ["boolean", "null"], "description": "cut inputs to the context (default true)"},
+    "dimensions": _DIMENSIONS,
+    "options": {"type": ["object", "null"]},
+    "keep_alive": {},
+}
+OLLAMA_LEGACY_FIELDS = {"model": OLLAMA_EMBED_FIELDS["model"], "prompt": {"type": ["string", "null"]},
+                        "options": OLLAMA_EMBED_FIELDS["options"], "keep_alive": {}}
 
 
 @dataclass(frozen=True)

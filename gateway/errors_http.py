@@ -35,7 +35,9 @@ def _from_sanic(exc: SanicException) -> APIError:
         status = 431
     kind, code = _SANIC_CODES.get(status, ("server_error", "internal_error"))
     message = _SANIC_MESSAGES.get(status, "request rejected" if status < 500 else "server error")
-    return APIError(status, message, type=kind, code=code)
+    # 405 must name the allowed methods (RFC 9110 §15.5.6); Sanic puts them in `Allow`.
+    headers = {k: v for k, v in (getattr(exc, "headers", None) or {}).items() if k.lower() == "allow"}
+    return APIError(status, message, type=kind, code=code, headers=headers)
 
 
 def _request_id(request) -> str:

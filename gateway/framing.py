@@ -76,11 +76,19 @@ class StreamFrames:
         prefix, middle, suffix = orjson.dumps(self._chunk([choice])).split(orjson.dumps(_MARK)[1:-1])
         return b"data: " + prefix, middle, suffix + b"\n\n"
 
+    def choice_event(self, choice: dict) -> bytes:
+        """One chunk around a choice rendered elsewhere (gateway.logprobs: chunks framed in Python)."""
+        return self._event(self._chunk([choice]))
+
     def role_event(self, index: int) -> bytes:
         """Chat only: the first delta of a choice carries the role (openai: 'missing role')."""
         choice = {"index": index, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
                   "finish_reason": None}
         return self._event(self._chunk([choice]))
+
+    def delta_event(self, index: int, delta: dict) -> bytes:
+        """Chat only: one choice chunk with this delta (tool calls; content rendered by Python)."""
+        return self._event(self._chunk([{"index": index, "delta": delta, "logprobs": None, "finish_reason": None}]))
 
     def finish_event(self, index: int, finish_reason: str, extra: dict | None = None) -> bytes:
         """`extra`: top-level fields added after the OpenAI ones (gateway.stream_stats)."""
@@ -121,6 +129,7 @@ class ChoiceResult:
     escaped: list
     finish_reason: str | None = None
     reasoning: list = field(default_factory=list)  # escaped reasoning pieces (chat); omitted when empty
+    logprobs: dict | None = None  # gateway.logprobs' object for the choice
 
 
 def non_stream_body(
@@ -135,9 +144,11 @@ def non_stream_body(
             message = {"role": "assistant", "content": _MARK}
             if any(choice.reasoning):
                 message.update(reasoning_content=_MARK, reasoning=_MARK)
-            rendered.append({"index": i, "message": message, "logprobs": None, "finish_reason": choice.finish_reason})
+            rendered.append({"index": i, "message": message, "logprobs": choice.logprobs,
+                             "finish_reason": choice.finish_reason})
         else:
-            rendered.append({"index": i, "text": _MARK, "logprobs": None, "finish_reason": choice.finish_reason})
+            rendered.append({"index": i, "text": _MARK, "logprobs": choice.logprobs,
+                             "finish_reason": choice.finish_reason})
     skeleton = orjson.dumps({
         "id": completion_id,
         "object": "chat.completion" if chat else "text_completion",

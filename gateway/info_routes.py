@@ -1,9 +1,10 @@
-"""GET /v1/models, /v1/models/<id>, /health/live, /health/ready, /metrics."""
+"""GET /v1/models, /v1/models/<id>, /health/live, /health/ready, /metrics, /openapi.json."""
 from __future__ import annotations
 
 import orjson
 from sanic.response import HTTPResponse
 
+from gateway import openapi
 from gateway.backend import SERVING_STATES
 
 
@@ -11,11 +12,17 @@ def _json(value, status: int = 200, headers: dict | None = None) -> HTTPResponse
     return HTTPResponse(orjson.dumps(value), status=status, headers=headers, content_type="application/json")
 
 
+def capabilities(served) -> list[str]:
+    if served.is_audio:
+        return ["transcription", "translation"]
+    out = ["completion", "chat"] if served.text.supports_chat else ["completion"]
+    if served.text.supports_chat and served.text.supports_thinking:
+        out.append("thinking")
+    return out
+
+
 def _model_card(state, served, statuses) -> dict:
     lanes = [s for s in statuses if s.model == served.name]
-    capabilities = ["completion", "chat"] if served.text.supports_chat else ["completion"]
-    if served.text.supports_chat and served.text.supports_thinking:
-        capabilities.append("thinking")
     return {
         "id": served.name,
         "object": "model",
@@ -30,8 +37,8 @@ def _model_card(state, served, statuses) -> dict:
             "ready_replicas": sum(1 for s in lanes if s.state in SERVING_STATES),
             "context_length": served.n_ctx,
             "slots_per_replica": served.num_slots,
-            "capabilities": capabilities,
-            "architecture": served.text.architecture,
+            "capabilities": capabilities(served),
+            "architecture": "whisper" if served.is_audio else served.text.architecture,
         },
     }
 
@@ -89,6 +96,12 @@ async def health_ready(request):
     code, body = readiness(state)
     headers = {"Retry-After": str(state.config.retry_after_s)} if code == 503 else None
     return _json(body, code, headers)
+
+
+async def openapi_document(request):
+    config = request.app.ctx.state.config
+    key = config.api_key is not None or config.api_key_file is not None
+    return _json(openapi.document(lenient=config.lenient, api_key=key))
 
 
 async def metrics(request):

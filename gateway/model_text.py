@@ -7,6 +7,7 @@ from gateway.chat_template import ChatTemplate, template_source
 from gateway.errors import invalid
 from gateway.gguf_meta import read_model_meta
 from gateway.reasoning import thinking_markers
+from gateway.tools import template_tool_format
 
 
 class ModelText:
@@ -24,6 +25,13 @@ class ModelText:
         )
         # (open, close) reasoning markers of the template, or None: the model does not think.
         self.thinking_markers: tuple[str, str] | None = thinking_markers(source)
+        # The call format the template renders `tools` and tool turns for (Qwen/Hermes, Llama 3); None:
+        # it does not, and gateway.tools' generic mode describes the functions in a system turn.
+        self.tool_format = template_tool_format(source)
+
+    @property
+    def supports_tools(self) -> bool:
+        return self.tool_format is not None
 
     @property
     def supports_chat(self) -> bool:

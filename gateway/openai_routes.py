@@ -6,6 +6,7 @@ up the model → tokenize and check the context → admit (LaneBusy → 429) →
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from sanic.response import HTTPResponse
 
@@ -17,9 +18,13 @@ from gateway.cors import cors_headers
 from gateway.errors import APIError, invalid, server_busy, unavailable
 from gateway.framing import StreamFrames, new_completion_id, now_s
 from gateway.generation import Generation, GenerationCancelled, Submission
+from gateway.logprobs import request_scores
 from gateway.openai_requests import parse_chat, parse_completion
 from gateway.reasoning import render_for_thinking
 from gateway.relay import WriteStalled, collect, non_stream_response_body, relay_stream
+from gateway.stream_stats import RequestStats
+from gateway.tool_stream import TOOL_TEXT_FRAMING, ToolStreamRewriter, tool_response_body
+from gateway.tools import HERMES, chat_for_template, tool_grammar
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.tracking import RequestTracker
 
@@ -40,7 +45,9 @@ def _prompt_ids(state, served, parsed, chat: bool):
     """(token ids per prompt, reasoning markers for the lane or None)."""
     markers = None
     if chat:
-        ids, markers = render_for_thinking(served.text, list(parsed.messages), parsed.template_kwargs, parsed.think,
+        messages, kwargs = chat_for_template(list(parsed.messages), parsed.template_kwargs, parsed.tools,
+                                             served.text.supports_tools)
+        ids, markers = render_for_thinking(served.text, messages, kwargs, parsed.think,
                                            param=parsed.think_param, model=served.name)
         all_ids = [ids]
     else:
@@ -86,7 +93,11 @@ async def _generate(request, chat: bool):
             if parsed.ignored_fields:
                 state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(parsed.ignored_fields)[:16])
             sampling = parsed.sampling
-            served = state.model(sampling.model)
+            tools = parsed.tools if chat and parsed.tools is not None and parsed.tools.active else None
+            served = state.text_model(sampling.model)
+            if tools is not None:  # the answer follows the model's tool-call format (gateway.tools)
+                tools = dataclasses.replace(tools, fmt=served.text.tool_format or HERMES)
+                sampling = dataclasses.replace(sampling, grammar=tool_grammar(tools))
             tracker.set_model(served.name, sampling.stream)
             if sampling.n > state.config.max_n:
                 raise invalid(f"'n' must be between 1 and {state.config.max_n}", param="n")
@@ -101,14 +112,22 @@ async def _generate(request, chat: bool):
                 prompts, markers = _prompt_ids(state, served, parsed, chat)
             num_choices = len(prompts) * sampling.n
             frames = StreamFrames(new_completion_id(chat), now_s(), served.name, chat, sampling.include_usage)
+            echo = not chat and parsed.echo
+            # Logprobs and echo: the lane sends ScoredChunks, framed in Python (gateway.logprobs).
+            scores = request_scores(frames, served.text, parsed, prompts) \
+                if sampling.logprobs is not None or echo else None
+            native = sampling.stream and scores is None
             submissions = []
             for p, ids in enumerate(prompts):
                 params = generation_params(sampling, _max_tokens(sampling.max_tokens, len(ids), served.n_ctx,
-                                                                   "messages" if chat else "prompt"), markers)
+                                                                   "messages" if chat else "prompt"), markers,
+                                           prompt_logprobs=echo)
                 first = p * sampling.n
-                framings = [(j, CONTENT, *frames.content_framing(first + j)) for j in range(sampling.n)] \
-                    if sampling.stream else []  # non-stream: the relay collects each choice's escaped text
-                if markers is not None and sampling.stream:
+                # Tools: content reaches Python marked (gateway.tool_stream) to find the calls in it.
+                framings = [(j, CONTENT, *(frames.content_framing(first + j) if tools is None else TOOL_TEXT_FRAMING))
+                            for j in range(sampling.n)] \
+                    if native else []  # non-stream: the relay collects each choice's escaped text
+                if markers is not None and native:
                     framings += [(j, REASONING, *frames.reasoning_framing(first + j)) for j in range(sampling.n)]
                 submissions.append(Submission(ids, params, sampling.n, framings, first))
 
@@ -137,13 +156,20 @@ async def _generate(request, chat: bool):
                     await relay_stream(request, generation, frames, tracker, n_per_prompt=sampling.n, headers=headers,
                                        keepalive_interval_s=state.config.keepalive_interval_s,
                                        write_stall_timeout_s=state.config.write_stall_timeout_s,
-                                       retry_after_s=state.config.retry_after_s)
+                                       retry_after_s=state.config.retry_after_s, scores=scores,
+                                       rewrite=None if tools is None else ToolStreamRewriter(frames, tools.fmt))
                     generation = None
                     return None
                 results = await collect(generation, num_choices, tracker, n_per_prompt=sampling.n,
-                                        retry_after_s=state.config.retry_after_s)
+                                        retry_after_s=state.config.retry_after_s, scores=scores)
                 generation = None
-                body_bytes = non_stream_response_body(frames, results, tracker)
+                if tools is None:
+                    body_bytes = non_stream_response_body(frames, results, tracker)
+                else:
+                    rec = tracker.record
+                    body_bytes = tool_response_body(frames, results, rec.prompt_tokens, rec.completion_tokens,
+                                                    rec.cached_tokens, RequestStats.from_tracker(tracker).openai_body_fields(),
+                                                    tools.fmt)
                 tracker.finish("success", 200)
                 return HTTPResponse(body_bytes, status=200, headers=headers, content_type="application/json")
             finally:

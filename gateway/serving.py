@@ -6,7 +6,7 @@ import gc
 import time
 
 from gateway.admission import AdmissionQueue
-from gateway.backend import LaneStartupError, create_pool, resolve_model_paths, text_model_path
+from gateway.backend import LaneStartupError, create_pool, model_kind, resolve_model_paths, text_model_path
 from gateway.config import GatewayConfig
 from gateway.metrics import Metrics
 from gateway.records import RecordsFile
@@ -18,22 +18,25 @@ class StartupFailed(RuntimeError):
 
 
 class Backend:
-    def __init__(self, pool, paths: dict[str, str], texts: dict) -> None:
+    def __init__(self, pool, paths: dict[str, str], texts: dict, load_s: float = 0.0) -> None:
         self.pool = pool
         self.paths = paths
         self.texts = texts
+        self.load_s = load_s  # model files read + every lane loaded and handshaken
         self._closed = False
 
     @classmethod
     def start(cls, config: GatewayConfig) -> "Backend":
         from gateway.model_text import ModelText
 
+        t0 = time.monotonic()
         try:
             paths = resolve_model_paths(config)
         except (FileNotFoundError, ValueError) as exc:
             raise StartupFailed(str(exc)) from None
         try:
-            texts = {name: ModelText(text_model_path(path)) for name, path in paths.items()}
+            texts = {name: ModelText(text_model_path(path)) for name, path in paths.items()
+                     if model_kind(path) == "text"}
         except Exception as exc:
             raise StartupFailed(f"cannot read model files: {exc}") from None
         pool = create_pool(config, paths)
@@ -44,19 +47,20 @@ class Backend:
         except BaseException:
             pool.close()
             raise
-        return cls(pool, paths, texts)
+        return cls(pool, paths, texts, load_s=time.monotonic() - t0)
 
     def attach(self, state: ServerState, loop) -> None:
         self.pool.attach(loop)
         created_s = int(time.time())
         for name, path in self.paths.items():
             info = self.pool.lane_info(name)
-            text = self.texts[name]
+            text = self.texts.get(name)  # None: an audio model (no GGUF tokenizer or template)
             state.models[name] = ServedModel(name=name, path=path, text=text, n_ctx=int(info["n_ctx"]),
-                                             n_vocab=int(info.get("n_vocab", text.n_vocab)), created_s=created_s,
+                                             n_vocab=int(info["n_vocab"]), created_s=created_s,
                                              num_slots=int(info.get("num_slots", 1)),
                                              kv_cache_bytes=int(info.get("kv_cache_bytes", 0)),
-                                             n_embd=int(info.get("n_embd", 0)))
+                                             n_embd=int(info.get("n_embd", 0)),
+                                             kind="text" if text is not None else "audio")
             state.log.info("model_ready", model=name, replicas=state.config.replicas,
                            slots_per_lane=info.get("num_slots"), ctx_per_slot=info.get("n_ctx"),
                            kv_cache_mib_per_lane=round(info.get("kv_cache_bytes", 0) / 2**20, 1),
@@ -75,6 +79,17 @@ class Backend:
         if not self._closed:
             self._closed = True
             self.pool.close()
+
+
+def startup_summary(state: ServerState, url: str, load_s: float) -> dict:
+    """What an operator wants to see once at start: where, what, how much (one log event)."""
+    config = state.config
+    models = {name: f"{config.replicas} lane(s) x {m.num_slots} slots, ctx {m.n_ctx}/slot"
+              for name, m in state.models.items()}
+    kv_bytes = sum(m.kv_cache_bytes for m in state.models.values()) * config.replicas
+    return {"url": url, "models": models, "lanes": config.replicas * len(state.models),
+            "threads_per_lane": config.lane_threads(), "kv_cache_mib": round(kv_bytes / 2**20, 1),
+            "load_s": round(load_s, 2)}
 
 
 def freeze_startup_heap() -> None:

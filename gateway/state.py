@@ -24,6 +24,11 @@ class ServedModel:
     num_slots: int = 1        # sequence slots per lane
     kv_cache_bytes: int = 0   # K/V cache reserved per lane
     n_embd: int = 0           # width of its embeddings (lane handshake)
+    kind: str = "text"        # "text" (GGUF) or "audio" (speech to text: gateway/audio/)
+
+    @property
+    def is_audio(self) -> bool:
+        return self.kind == "audio"
 
 
 @dataclass
@@ -48,16 +53,32 @@ class ServerState:
             raise model_not_found(requested)
         return served
 
+    def text_model(self, requested: str) -> ServedModel:
+        """A model for a text route; an audio model → 400 naming the routes it serves."""
+        served = self.model(requested)
+        if served.is_audio:
+            raise APIError(400, f"model {served.name!r} is a speech-to-text model: use /v1/audio/transcriptions "
+                           "or /v1/audio/translations", param="model", code="model_not_supported")
+        return served
+
+    def audio_model(self, requested: str) -> ServedModel:
+        """A model for an audio route; a text model → 400."""
+        served = self.model(requested)
+        if not served.is_audio:
+            raise APIError(400, f"model {served.name!r} is a text model and cannot transcribe audio",
+                           param="model", code="model_not_supported")
+        return served
+
     def default_model(self, requested: object) -> ServedModel:
         """For routes where `model` is optional: the only model, else it must be named."""
         if requested is None:
             if len(self.models) == 1:
-                return next(iter(self.models.values()))
+                return self.text_model(next(iter(self.models)))
             raise APIError(400, "'model' is required when several models are served", param="model",
                            code="missing_required_parameter")
         if type(requested) is not str:
             raise APIError(400, "'model' must be a string", param="model", code="invalid_type")
-        return self.model(requested)
+        return self.text_model(requested)
 
     def model_label(self, requested: object) -> str:
         """Metric label for a model: only configured names, so user input cannot add series."""

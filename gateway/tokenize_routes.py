@@ -9,16 +9,23 @@ from sanic.response import HTTPResponse
 
 from gateway.body import parse_json_object
 from gateway.errors import invalid, safe_repr
-from gateway.fields import get_bool, get_str
-from gateway.openai_requests import parse_messages, template_kwargs
+from gateway.fields import get_bool, get_object, get_str
+from gateway.openai_requests import CHAT_FIELDS, parse_messages, template_kwargs
 
-TOKENIZE_FIELDS = frozenset({"model", "prompt", "content", "messages", "add_special_tokens", "add_special",
-                             "with_pieces", "add_generation_prompt", "chat_template_kwargs"})
-DETOKENIZE_FIELDS = frozenset({"model", "tokens"})
 MAX_TEXT_CHARS = 4 * 1024 * 1024
+_TEXT = {"type": ["string", "null"], "maxLength": MAX_TEXT_CHARS}
+_FLAG = {"type": ["boolean", "null"]}
+_MODEL = {"type": ["string", "null"], "description": "optional when one model is served"}
+# JSON Schema of what the handlers below read (gateway/openapi.py renders it).
+TOKENIZE_FIELDS = {"model": _MODEL, "prompt": _TEXT, "content": _TEXT, "messages": {"anyOf": [CHAT_FIELDS["messages"].schema(), {"type": "null"}]},
+                   "add_special_tokens": _FLAG, "add_special": _FLAG, "with_pieces": _FLAG,
+                   "add_generation_prompt": {"description": "accepted; the chat template always adds it"},
+                   "chat_template_kwargs": CHAT_FIELDS["chat_template_kwargs"].schema()}
+DETOKENIZE_FIELDS = {"model": _MODEL, "tokens": {"type": "array", "items": {"type": "integer"}}}
+DETOKENIZE_REQUIRED = ("tokens",)
 
 
-def _check_fields(body: dict, known: frozenset, lenient: bool) -> None:
+def _check_fields(body: dict, known: dict, lenient: bool) -> None:
     unknown = sorted(k for k in body if k not in known)
     if unknown and not lenient:
         raise invalid(f"Unrecognized request argument supplied: {safe_repr(unknown[0])}",
@@ -34,19 +41,22 @@ async def tokenize(request):
     state = request.app.ctx.state
     body = _body(request)
     _check_fields(body, TOKENIZE_FIELDS, state.config.lenient)
+    # Every field is checked whatever the branch, so a bad flag is a 400 even when unused.
+    text = get_str(body, "prompt", None, MAX_TEXT_CHARS)
+    text = get_str(body, "content", text, MAX_TEXT_CHARS)
+    add_special = get_bool(body, "add_special_tokens", get_bool(body, "add_special", True))
+    with_pieces = get_bool(body, "with_pieces", False)
+    get_object(body, "chat_template_kwargs")
     served = state.default_model(body.get("model"))
     if body.get("messages") is not None:
         ids = served.text.encode_chat(list(parse_messages(body, state.config.lenient)), template_kwargs(body))
     else:
-        text = get_str(body, "prompt", None, MAX_TEXT_CHARS)
-        text = get_str(body, "content", text, MAX_TEXT_CHARS)
         if text is None:
             raise invalid("one of 'prompt', 'content' or 'messages' is required", param="prompt",
                           code="missing_required_parameter")
-        add_special = get_bool(body, "add_special_tokens", get_bool(body, "add_special", True))
         ids = served.text.encode_prompt(text, add_special=add_special)
     tokens = ids
-    if get_bool(body, "with_pieces", False):
+    if with_pieces:
         tokens = [{"id": t, "piece": served.text.piece(t)} for t in ids]
     out = {"tokens": tokens, "count": len(ids), "max_model_len": served.n_ctx}
     return HTTPResponse(orjson.dumps(out), content_type="application/json")

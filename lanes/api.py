@@ -7,6 +7,7 @@ from dataclasses import dataclass
 # Lane replica states (one definition: metrics, health and admission import these).
 LANE_STATES = ("starting", "ready", "busy", "restarting", "failed", "stopped")
 SERVING_STATES = ("ready", "busy")  # handshaken and alive: ready = idle, busy = serving requests
+LANE_KINDS = ("text", "audio")  # text: the native GGUF lane; audio: lanes/audio (speech to text)
 
 
 @dataclass(frozen=True)
@@ -18,8 +19,11 @@ class LaneModelSpec:
     ctx_size: int = 4096     # per sequence slot
     num_slots: int = 8       # sequences one replica serves at once (one forward pass per step)
     max_batch_tokens: int = 256  # per-step token budget: decode tokens + one prefill chunk
+    kind: str = "text"       # LANE_KINDS
 
     def __post_init__(self) -> None:
+        if self.kind not in LANE_KINDS:
+            raise ValueError(f"kind must be one of {LANE_KINDS}, got {self.kind!r}")
         if not 1 <= self.num_slots <= 256:
             raise ValueError(f"num_slots must be in [1, 256], got {self.num_slots}")
         if self.max_batch_tokens < self.num_slots:
@@ -77,10 +81,20 @@ class GenerationParams:
     min_tokens: int = 0
     ignore_eos: bool = False
     reasoning: ReasoningMarkers | None = None  # None: all text is content
+    grammar: str | None = None  # llguidance grammar the output must follow (gateway.structured)
+    # None: no logprobs; else every generated token is scored with this many alternatives (0..20)
+    # and the output arrives as ScoredChunks. prompt_logprobs scores the prompt tokens too (echo)
+    # and allows max_tokens 0 (score the prompt without generating).
+    logprobs: int | None = None
+    prompt_logprobs: bool = False
 
     def __post_init__(self) -> None:
-        if not 1 <= self.max_tokens < 2**31:
+        if not (0 if self.prompt_logprobs else 1) <= self.max_tokens < 2**31:
             raise ValueError(f"max_tokens must be in [1, 2^31), got {self.max_tokens}")
+        if self.logprobs is not None and not 0 <= self.logprobs <= 20:
+            raise ValueError(f"logprobs must be in [0, 20], got {self.logprobs}")
+        if self.prompt_logprobs and self.logprobs is None:
+            raise ValueError("prompt_logprobs needs logprobs")
         if self.seed is not None and not 0 <= self.seed < 2**64:
             raise ValueError("seed must fit in 64 bits unsigned")
         if not 0 <= self.min_tokens < 2**31 or not -2**31 <= self.top_k < 2**31:
@@ -91,6 +105,20 @@ class GenerationParams:
 class Chunk:
     choice: int
     data: bytes          # one or more complete framed deltas, concatenated
+
+
+@dataclass(frozen=True)
+class ScoredChunk:
+    """Output of a request with logprobs, one per lane step and choice: the positions scored at
+    that step and the text released with them (text of a token may come with a later chunk when
+    the lane held it back: split UTF-8, a possible stop-string prefix).
+    positions[i] = ((token, logprob), ((alt_token, alt_logprob), ...) best first); logprob None:
+    no value (prompt position 0). The first num_prompt positions score prompt tokens."""
+    choice: int
+    positions: tuple
+    num_prompt: int
+    content: bytes       # raw UTF-8
+    reasoning: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -112,6 +140,14 @@ class Embedding:
     choice: int
     vector: bytes        # float32 little-endian [n_embd], L2 norm 1
     prompt_tokens: int
+
+
+@dataclass(frozen=True)
+class TranscriptPart:
+    """Metadata of an audio request (lanes.audio.records TRANSCRIPT): kind "info" (language,
+    language_probability, duration) once, then one "segment" per decoded segment."""
+    kind: str
+    value: dict
 
 
 class LaneBusy(Exception):

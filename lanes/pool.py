@@ -15,7 +15,7 @@ import time
 
 from lanes import wire
 from lanes.api import (LANE_STATES, SERVING_STATES, ChoiceDone, Chunk, Embedding, Framing, GenerationParams,
-                       LaneBusy, LaneError, LaneModelSpec, LaneStartupError, LaneStatus)
+                       LaneBusy, LaneError, LaneModelSpec, LaneStartupError, LaneStatus, ScoredChunk)
 from lanes.channels import request_ring_capacity, total_bytes
 from lanes.config import PoolConfig, config_from_env
 from lanes.names import ShmSpaceError, check_free_space, new_run_id, sweep_stale, unlink_run
@@ -24,7 +24,7 @@ from lanes.stream import RequestStream
 
 __all__ = ["LanePool", "LaneModelSpec", "Framing", "GenerationParams", "Chunk", "ChoiceDone", "Embedding", "LaneBusy",
            "LaneError", "LaneStartupError", "LaneStatus", "RequestStream", "PoolConfig", "LANE_STATES",
-           "SERVING_STATES"]
+           "SERVING_STATES", "ScoredChunk"]
 
 log = logging.getLogger("laneserve.lanes")
 HEALTH_PERIOD_S = 0.1
@@ -187,6 +187,19 @@ class LanePool:
         payload = wire.encode_embed_request(request_id, inputs)
         return self._send(model, best, request_id, payload, len(inputs), [], True)
 
+    def submit_audio(self, model: str, job, framings: list[tuple[int, int, bytes, bytes]] = (),
+                     collect: bool = False, keep_text: bool = False) -> RequestStream:
+        """Start a transcription (a lanes.audio.records.AudioJob whose samples are already in
+        its shared-memory segment) on an audio model's replica: the stream yields
+        TranscriptPart items and one ChoiceDone; its text arrives as content deltas (framed or
+        collected like a one-choice generation). Same replica choice and LaneBusy as submit()."""
+        from lanes.audio.records import encode_audio_request
+
+        self._check_open(model)
+        best = self._pick_replica(model, job.request_id)
+        return self._send(model, best, job.request_id, encode_audio_request(job), 1, list(framings), collect,
+                          keep_text, wire.AUDIO_REQUEST)
+
     def _check_open(self, model: str) -> None:
         self._replicas[model]  # KeyError for an unknown model
         if self._loop is None:
@@ -211,13 +224,13 @@ class LanePool:
         return best
 
     def _send(self, model: str, best: LaneReplica, request_id: int, payload: bytes, num_choices: int,
-              framings: list, collect: bool, keep_text: bool = False) -> RequestStream:
+              framings: list, collect: bool, keep_text: bool = False, record_type: int = wire.REQUEST) -> RequestStream:
         if len(payload) > best.channels.writer.max_payload_bytes:
             raise ValueError(f"request of {len(payload)} bytes exceeds the lane ring's maximum of "
                              f"{best.channels.writer.max_payload_bytes} (prompt longer than ctx_size?)")
         replicas = self._replicas[model]
         self._next[model] = (replicas.index(best) + 1) % len(replicas)
-        return best.submit(request_id, payload, num_choices, framings, collect, keep_text)
+        return best.submit(request_id, payload, num_choices, framings, collect, keep_text, record_type)
 
     # --- shutdown -----------------------------------------------------------------------------
     async def drain(self, grace_s: float) -> None:

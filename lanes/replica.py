@@ -21,12 +21,14 @@ import time
 import posix_ipc
 
 from lanes import wire
-from lanes.api import ChoiceDone, Embedding, LaneBusy, LaneError, SERVING_STATES
+from lanes.api import ChoiceDone, Embedding, LaneBusy, LaneError, ScoredChunk, SERVING_STATES
+from lanes.audio.records import transcript_part
 from lanes.channels import LaneChannels, request_ring_capacity
 from lanes.stream import RequestStream
 
 log = logging.getLogger("laneserve.lanes")
 
+LANE_MODULES = {"text": "lanes.lane_process", "audio": "lanes.audio.lane_process"}  # by LaneModelSpec.kind
 READ_BATCH_RECORDS = 128  # records per pump callback before yielding to the loop
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -93,7 +95,7 @@ class LaneReplica:
             # own process group so terminal SIGINT goes to the gateway only.
             self.proc = subprocess.Popen(
                 # -P: never let the current directory shadow the installed lanes package.
-                [sys.executable, "-P", "-m", "lanes.lane_process", json.dumps(lane_config)],
+                [sys.executable, "-P", "-m", LANE_MODULES[self.spec.kind], json.dumps(lane_config)],
                 pass_fds=fds, process_group=0, stdin=subprocess.DEVNULL, env=env)
             self.pidfd = os.pidfd_open(self.proc.pid)
         except BaseException:
@@ -247,11 +249,21 @@ class LaneReplica:
                              last)
             if last:
                 self._request_over(rid)
+        elif rtype == wire.LOGPROBS:
+            rid, choice, positions, num_prompt, content, reasoning = wire.decode_logprobs(payload)
+            stream = self.streams.get(rid)
+            if stream is not None:
+                stream.push_item(ScoredChunk(choice, positions, num_prompt, content, reasoning))
         elif rtype == wire.EMBEDDING:
             rid, choice, prompt_tokens, vector = wire.decode_embedding(payload)
             stream = self.streams.get(rid)
             if stream is not None:
                 stream.push_embedding(Embedding(choice, vector, prompt_tokens))
+        elif rtype == wire.TRANSCRIPT:  # audio lanes: metadata of a transcription (lanes/audio/)
+            rid, part = transcript_part(payload)
+            stream = self.streams.get(rid)
+            if stream is not None and part is not None:
+                stream.push_transcript(part)
         elif rtype == wire.STATS:
             self.stats = wire.decode_stats(payload)
         elif rtype == wire.ERROR:
@@ -289,12 +301,12 @@ class LaneReplica:
         return self.hello.num_slots - len(self.streams) if self.serving and self.hello is not None else 0
 
     def submit(self, request_id: int, payload: bytes, num_choices: int, framings, collect: bool,
-               keep_text: bool = False) -> RequestStream:
+               keep_text: bool = False, record_type: int = wire.REQUEST) -> RequestStream:
         """framings: [(choice, channel, prefix, suffix)] for streamed output; collect: the text of
         each choice accumulates natively and arrives with its ChoiceDone."""
         reader = self.channels.reader
         reader.add_route(request_id, num_choices, framings, collect, keep_text)
-        if not self.channels.writer.write(wire.REQUEST, payload):
+        if not self.channels.writer.write(record_type, payload):
             reader.remove_route(request_id)
             raise LaneBusy(f"lane {self.name} request ring is full")
         stream = RequestStream(request_id, num_choices, reader, self._send_cancel)

@@ -1,7 +1,8 @@
 """RequestStream: what `LanePool.submit` returns; the pump pushes into it, a handler iterates it.
 
 Items are `Chunk`s (framed events of one choice, merged while the consumer lags, so one HTTP send
-can carry many tokens), `Embedding`s (embedding requests, before their choice's ChoiceDone) and
+can carry many tokens), `ScoredChunk`s (requests with logprobs: text and its scores, framed by
+the consumer), `Embedding`s (embedding requests, before their choice's ChoiceDone) and
 `ChoiceDone`s; a lane failure raises LaneError from the iteration.
 
 A consumer that owns a socket attaches a *sink* (`attach_sink(fd)`) and tells the stream when
@@ -116,9 +117,19 @@ class RequestStream:
         if self.on_partial is not None and not self._cancelled:
             self.on_partial(unsent, send_errno)
 
+    def push_item(self, item) -> None:
+        """An item the consumer handles itself (lanes.api.ScoredChunk): never merged."""
+        if self._cancelled:
+            return
+        self._items.append(item)
+        if self.wake_on_chunks:
+            self._wake()
+
     def push_embedding(self, embedding) -> None:
         if not self._cancelled:
             self._items.append(embedding)  # its ChoiceDone follows and wakes the consumer
+
+    push_transcript = push_embedding  # TranscriptPart: likewise, the ChoiceDone wakes the consumer
 
     def push_done(self, done: ChoiceDone, last: bool) -> None:
         if not self._cancelled:

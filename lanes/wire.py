@@ -2,7 +2,7 @@
 
 tests/csrc/ring/test_wire_agreement.py compares every constant, struct size and field offset
 here with what the `_ring` extension reports from the C++ header. No pickle crosses processes:
-the gateway encodes REQUEST/CANCEL/SHUTDOWN and decodes HELLO/DELTA/DONE/ERROR with `struct`.
+the gateway encodes REQUEST/CANCEL/SHUTDOWN and decodes HELLO/DELTA/DONE/ERROR/LOGPROBS with `struct`.
 """
 from __future__ import annotations
 
@@ -26,9 +26,13 @@ DONE = 18
 ERROR = 19
 STATS = 20
 EMBEDDING = 21
+LOGPROBS = 22
+AUDIO_REQUEST = 4   # audio lanes only (lanes/audio/)
+TRANSCRIPT = 30
 RECORD_TYPES = {"PAD": PAD, "REQUEST": REQUEST, "CANCEL": CANCEL, "SHUTDOWN": SHUTDOWN,
                 "HELLO": HELLO, "DELTA": DELTA, "DONE": DONE, "ERROR": ERROR, "STATS": STATS,
-                "EMBEDDING": EMBEDDING}
+                "EMBEDDING": EMBEDDING, "LOGPROBS": LOGPROBS, "AUDIO_REQUEST": AUDIO_REQUEST,
+                "TRANSCRIPT": TRANSCRIPT}
 CHANNELS = {"content": 0, "reasoning": 1, "tool_arguments": 2}
 CONTENT = CHANNELS["content"]
 # STATS histograms: bucket i counts steps whose value is <= bound i; the last bucket is +Inf.
@@ -48,10 +52,18 @@ REQUEST_IGNORE_EOS = 2
 REQUEST_EMBED = 4
 REQUEST_SPLIT_REASONING = 1 << 4          # open/close reasoning markers follow the stop strings
 REQUEST_REASONING_STARTS_INSIDE = 1 << 5  # the prompt already opened the reasoning block
+REQUEST_GRAMMAR = 1 << 6                  # an llguidance grammar (last section) constrains the output
+REQUEST_LOGPROBS = 1 << 8          # u32 num_top_logprobs follows; LOGPROBS records replace DELTAs
+REQUEST_PROMPT_LOGPROBS = 1 << 9   # score the prompt tokens too (echo); max_tokens may be 0
 DONE_LAST_CHOICE = 1
-FLAGS = {"REQUEST_HAS_SEED": REQUEST_HAS_SEED, "REQUEST_IGNORE_EOS": REQUEST_IGNORE_EOS,
+AUDIO_TRANSLATE = 1
+AUDIO_WORD_TIMESTAMPS = 2
+TRANSCRIPT_KINDS = {"info": 1, "segment": 2}
+FLAGS = {"AUDIO_TRANSLATE": AUDIO_TRANSLATE, "AUDIO_WORD_TIMESTAMPS": AUDIO_WORD_TIMESTAMPS,
+         "REQUEST_HAS_SEED": REQUEST_HAS_SEED, "REQUEST_IGNORE_EOS": REQUEST_IGNORE_EOS,
          "REQUEST_EMBED": REQUEST_EMBED, "REQUEST_SPLIT_REASONING": REQUEST_SPLIT_REASONING,
-         "REQUEST_REASONING_STARTS_INSIDE": REQUEST_REASONING_STARTS_INSIDE,
+         "REQUEST_REASONING_STARTS_INSIDE": REQUEST_REASONING_STARTS_INSIDE, "REQUEST_GRAMMAR": REQUEST_GRAMMAR,
+         "REQUEST_LOGPROBS": REQUEST_LOGPROBS, "REQUEST_PROMPT_LOGPROBS": REQUEST_PROMPT_LOGPROBS,
          "DONE_LAST_CHOICE": DONE_LAST_CHOICE}
 MAX_CHOICES = 128  # per REQUEST: n choices, or the inputs of an embedding request
 
@@ -114,6 +126,16 @@ EMBEDDING_HEADER = StructSpec("EmbeddingHeader", (
     ("request_id", "Q"), ("choice", "I"), ("n_embd", "I"), ("prompt_tokens", "I"), ("reserved", "I"),
 ))
 ERROR_HEADER = StructSpec("ErrorHeader", (("request_id", "Q"), ("code", "I"), ("reserved", "I")))
+LOGPROBS_HEADER = StructSpec("LogprobsHeader", (
+    ("request_id", "Q"), ("choice", "I"), ("num_positions", "I"), ("num_prompt_positions", "I"), ("num_top", "I"),
+    ("content_bytes", "I"), ("reasoning_bytes", "I"),
+))
+LOGPROB_ENTRY = StructSpec("LogprobEntry", (("token", "i"), ("logprob", "f")))
+AUDIO_REQUEST_HEADER = StructSpec("AudioRequestHeader", (
+    ("request_id", "Q"), ("num_samples", "Q"), ("flags", "I"), ("temperature", "f"), ("name_bytes", "I"),
+    ("language_bytes", "I"), ("prompt_bytes", "I"), ("reserved", "I"),
+))
+TRANSCRIPT_HEADER = StructSpec("TranscriptHeader", (("request_id", "Q"), ("kind", "I"), ("reserved", "I")))
 # Only sizes/offsets are mirrored for the segment header: Python never reads or writes it.
 SEGMENT_HEADER_OFFSETS = {
     "magic": 0, "version": 4, "capacity_bytes": 8, "max_record_bytes": 16, "creator_pid": 24,
@@ -121,7 +143,8 @@ SEGMENT_HEADER_OFFSETS = {
     "quiet_until_ns": 400, "writer_pid": 408, "reader_pid": 412,
 }
 STRUCTS = (REQUEST_HEADER, LOGIT_BIAS_ENTRY, CANCEL_RECORD, HELLO_RECORD, DELTA_HEADER,
-           DONE_RECORD, STATS_RECORD, EMBEDDING_HEADER, ERROR_HEADER)
+           DONE_RECORD, STATS_RECORD, EMBEDDING_HEADER, ERROR_HEADER, LOGPROBS_HEADER, LOGPROB_ENTRY,
+           AUDIO_REQUEST_HEADER, TRANSCRIPT_HEADER)
 
 _REQUEST = struct.Struct(REQUEST_HEADER.format)
 _CANCEL = struct.Struct(CANCEL_RECORD.format)
@@ -131,6 +154,7 @@ _DONE = struct.Struct(DONE_RECORD.format)
 _ERROR = struct.Struct(ERROR_HEADER.format)
 _STATS = struct.Struct(STATS_RECORD.format)
 _EMBEDDING = struct.Struct(EMBEDDING_HEADER.format)
+_LOGPROBS = struct.Struct(LOGPROBS_HEADER.format)
 _U32 = struct.Struct("<I")
 _FLAGS_OFFSET = REQUEST_HEADER.offsets()["flags"]
 DELTA_HEADER_BYTES = _DELTA.size
@@ -145,6 +169,11 @@ def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> byt
     reasoning = params.reasoning
     if reasoning is not None:
         flags |= REQUEST_SPLIT_REASONING | (REQUEST_REASONING_STARTS_INSIDE if reasoning.starts_inside else 0)
+    grammar = [params.grammar.encode("utf-8")] if params.grammar else []
+    if grammar:
+        flags |= REQUEST_GRAMMAR
+    if params.logprobs is not None:
+        flags |= REQUEST_LOGPROBS | (REQUEST_PROMPT_LOGPROBS if params.prompt_logprobs else 0)
     stops = [s.encode("utf-8") for s in params.stop]
     parts = [
         _REQUEST.pack(
@@ -157,6 +186,11 @@ def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> byt
         parts.append(struct.pack("<if", token_id, bias))
     markers = [reasoning.open.encode("utf-8"), reasoning.close.encode("utf-8")] if reasoning is not None else []
     for s in stops + markers:
+        parts.append(_U32.pack(len(s)))
+        parts.append(s)
+    if params.logprobs is not None:
+        parts.append(_U32.pack(params.logprobs))
+    for s in grammar:  # last section (wire.h order)
         parts.append(_U32.pack(len(s)))
         parts.append(s)
     return b"".join(parts)
@@ -184,6 +218,30 @@ def decode_embedding(payload: bytes) -> tuple[int, int, int, bytes]:
     if len(vector) != 4 * n_embd:
         raise ValueError("EMBEDDING record truncated")
     return request_id, choice, prompt_tokens, vector
+
+
+def decode_logprobs(payload: bytes) -> tuple[int, int, tuple, int, bytes, bytes]:
+    """LOGPROBS → (request_id, choice, positions, num_prompt, content, reasoning): positions[i] =
+    ((token, logprob), ((alt_token, alt_logprob), ...) best first), logprob None = no value
+    (prompt position 0); the first num_prompt positions score prompt tokens; content and
+    reasoning are the UTF-8 text released at the same step."""
+    request_id, choice, n, num_prompt, num_top, content_bytes, reasoning_bytes = _LOGPROBS.unpack_from(payload)
+    stride = 1 + num_top
+    off = _LOGPROBS.size
+    flat = struct.unpack_from("<" + "if" * (n * stride), payload, off)
+    off += 8 * n * stride
+    content = bytes(payload[off:off + content_bytes])
+    reasoning = bytes(payload[off + content_bytes:off + content_bytes + reasoning_bytes])
+    if len(content) + len(reasoning) != content_bytes + reasoning_bytes:
+        raise ValueError("LOGPROBS record truncated")
+    positions = []
+    for p in range(n):
+        base = 2 * p * stride
+        logprob = flat[base + 1]
+        taken = (flat[base], None if logprob != logprob else logprob)  # NaN: no value
+        alts = tuple((flat[base + 2 * j], flat[base + 2 * j + 1]) for j in range(1, stride) if flat[base + 2 * j] >= 0)
+        positions.append((taken, alts))
+    return request_id, choice, tuple(positions), num_prompt, content, reasoning
 
 
 def encode_cancel(request_id: int) -> bytes:

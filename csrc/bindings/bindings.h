@@ -11,4 +11,6 @@ void bind_quant(pybind11::module_& m);
 void bind_engine(pybind11::module_& m);
 void bind_batch_engine(pybind11::module_& m);  // engine_bind.cpp
 void bind_lane(pybind11::module_& m);  // lane_bind.cpp
+void bind_grammar(pybind11::module_& m);  // grammar_bind.cpp
+void bind_logprobs(pybind11::module_& m);  // logprobs_bind.cpp
 }  // namespace ls

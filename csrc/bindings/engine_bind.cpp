@@ -43,6 +43,7 @@ GenerationRequest make_request(const std::vector<int32_t>& prompt_ids, int32_t m
   req.max_tokens = max_tokens;
   req.stop = stop;
   req.sampling = sampling_from_kwargs(kw);
+  if (kw.contains("grammar") && !kw["grammar"].is_none()) req.grammar = kw["grammar"].cast<std::string>();
   return req;
 }
 

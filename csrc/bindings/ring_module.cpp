@@ -138,6 +138,9 @@ py::dict wire_layout() {
   types["ERROR"] = uint32_t(wire::RecordType::Error);
   types["STATS"] = uint32_t(wire::RecordType::Stats);
   types["EMBEDDING"] = uint32_t(wire::RecordType::Embedding);
+  types["AUDIO_REQUEST"] = uint32_t(wire::RecordType::AudioRequest);
+  types["TRANSCRIPT"] = uint32_t(wire::RecordType::Transcript);
+  types["LOGPROBS"] = uint32_t(wire::RecordType::Logprobs);
   finish["none"] = uint32_t(wire::FinishCode::None);
   finish["stop"] = uint32_t(wire::FinishCode::Stop);
   finish["length"] = uint32_t(wire::FinishCode::Length);
@@ -152,8 +155,13 @@ py::dict wire_layout() {
   flags["REQUEST_IGNORE_EOS"] = wire::kRequestIgnoreEos;
   flags["REQUEST_SPLIT_REASONING"] = wire::kRequestSplitReasoning;
   flags["REQUEST_REASONING_STARTS_INSIDE"] = wire::kRequestReasoningStartsInside;
+  flags["REQUEST_GRAMMAR"] = wire::kRequestGrammar;
   flags["REQUEST_EMBED"] = wire::kRequestEmbed;
+  flags["REQUEST_LOGPROBS"] = wire::kRequestLogprobs;
+  flags["REQUEST_PROMPT_LOGPROBS"] = wire::kRequestPromptLogprobs;
   flags["DONE_LAST_CHOICE"] = wire::kDoneLastChoice;
+  flags["AUDIO_TRANSLATE"] = wire::kAudioTranslate;
+  flags["AUDIO_WORD_TIMESTAMPS"] = wire::kAudioWordTimestamps;
   {
     py::dict d;
     FIELD(wire::RequestHeader, request_id); FIELD(wire::RequestHeader, seed);
@@ -215,8 +223,35 @@ py::dict wire_layout() {
   }
   {
     py::dict d;
+    FIELD(wire::LogprobsHeader, request_id); FIELD(wire::LogprobsHeader, choice);
+    FIELD(wire::LogprobsHeader, num_positions); FIELD(wire::LogprobsHeader, num_prompt_positions);
+    FIELD(wire::LogprobsHeader, num_top); FIELD(wire::LogprobsHeader, content_bytes);
+    FIELD(wire::LogprobsHeader, reasoning_bytes);
+    structs["LogprobsHeader"] = py::dict(py::arg("size") = sizeof(wire::LogprobsHeader), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::LogprobEntry, token); FIELD(wire::LogprobEntry, logprob);
+    structs["LogprobEntry"] = py::dict(py::arg("size") = sizeof(wire::LogprobEntry), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
     FIELD(wire::ErrorHeader, request_id); FIELD(wire::ErrorHeader, code); FIELD(wire::ErrorHeader, reserved);
     structs["ErrorHeader"] = py::dict(py::arg("size") = sizeof(wire::ErrorHeader), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::AudioRequestHeader, request_id); FIELD(wire::AudioRequestHeader, num_samples);
+    FIELD(wire::AudioRequestHeader, flags); FIELD(wire::AudioRequestHeader, temperature);
+    FIELD(wire::AudioRequestHeader, name_bytes); FIELD(wire::AudioRequestHeader, language_bytes);
+    FIELD(wire::AudioRequestHeader, prompt_bytes); FIELD(wire::AudioRequestHeader, reserved);
+    structs["AudioRequestHeader"] = py::dict(py::arg("size") = sizeof(wire::AudioRequestHeader), py::arg("offsets") = d);
+  }
+  {
+    py::dict d;
+    FIELD(wire::TranscriptHeader, request_id); FIELD(wire::TranscriptHeader, kind);
+    FIELD(wire::TranscriptHeader, reserved);
+    structs["TranscriptHeader"] = py::dict(py::arg("size") = sizeof(wire::TranscriptHeader), py::arg("offsets") = d);
   }
   {
     py::dict d;
@@ -238,6 +273,10 @@ py::dict wire_layout() {
   out["step_time_bounds_ns"] = step_bounds;
   out["batch_token_bounds"] = batch_bounds;
   out["step_buckets"] = wire::kStepBuckets;
+  py::dict transcript_kinds;
+  transcript_kinds["info"] = uint32_t(wire::TranscriptKind::Info);
+  transcript_kinds["segment"] = uint32_t(wire::TranscriptKind::Segment);
+  out["transcript_kinds"] = transcript_kinds;
   out["magic"] = kMagic;
   out["version"] = kVersion;
   out["record_header_bytes"] = kRecordHeaderBytes;
@@ -279,6 +318,8 @@ py::dict decode_request_py(py::bytes payload) {
   d["num_choices"] = r.num_choices;
   d["embed"] = r.embed;
   d["prompt_lengths"] = r.prompt_lengths;
+  d["num_top_logprobs"] = r.num_top_logprobs;
+  d["prompt_logprobs"] = r.prompt_logprobs;
   return d;
 }
 
@@ -323,6 +364,20 @@ PYBIND11_MODULE(_ring, m) {
                           uint32_t flags, uint64_t pre, uint64_t dec) {
     return struct_bytes(wire::DoneRecord{rid, choice, reason, pt, ct, cached, flags, pre, dec});
   });
+  m.def("encode_logprobs", [](uint64_t rid, uint32_t choice, uint32_t num_prompt, uint32_t num_top,
+                              const std::vector<std::pair<int32_t, float>>& entries, py::bytes content,
+                              py::bytes reasoning) {
+    const std::string c = content, r = reasoning;
+    const uint32_t stride = num_top + 1;
+    const wire::LogprobsHeader h{rid, choice, uint32_t(entries.size() / stride), num_prompt, num_top,
+                                 uint32_t(c.size()), uint32_t(r.size())};
+    std::string out(reinterpret_cast<const char*>(&h), sizeof h);
+    for (const auto& [token, logprob] : entries) {
+      const wire::LogprobEntry e{token, logprob};
+      out.append(reinterpret_cast<const char*>(&e), sizeof e);
+    }
+    return py::bytes(out + c + r);
+  }, "A LOGPROBS payload as a lane writes it (tests): entries [positions * (1 + num_top)].");
   m.def("encode_delta_header", [](uint64_t rid, uint32_t choice, uint32_t channel, uint32_t n, uint64_t emit_ns) {
     return struct_bytes(wire::DeltaHeader{rid, choice, channel, n, 0, emit_ns});
   });
@@ -341,6 +396,8 @@ PYBIND11_MODULE(_ring, m) {
       .def("write", &RingWriter::write, py::arg("type"), py::arg("payload"))
       .def_property_readonly("max_payload_bytes", &RingWriter::max_payload_bytes)
       .def("close", &RingWriter::close)
+      .def("heartbeat", [](RingWriter& w) { w.producer().heartbeat(monotonic_ns()); },
+           "Write the producer's heartbeat word (a lane written in Python beats from its loop).")
       .def(
           "stress_produce",
           [](RingWriter& w, uint32_t num_streams, uint32_t records_per_stream, uint64_t seed) {

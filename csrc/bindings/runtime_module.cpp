@@ -11,4 +11,6 @@ PYBIND11_MODULE(_runtime, m) {
   ls::bind_engine(m);
   ls::bind_batch_engine(m);
   ls::bind_lane(m);
+  ls::bind_grammar(m);
+  ls::bind_logprobs(m);
 }

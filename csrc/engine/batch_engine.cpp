@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include "engine/sequence.h"
@@ -31,6 +32,12 @@ struct Slot {
   int64_t begin_ns = 0;     // admission into the slot
   std::vector<double> embd_sum;  // [n_embd] sum of its tokens' final hidden rows, position order
   std::vector<float> embd_out;   // [n_embd] the finished embedding
+  int32_t num_top = -1;          // logprobs: alternatives per scored position; -1 off
+  bool prompt_lp = false;        // scores its prompt tokens too (echo)
+  std::vector<TokenLogprob> lp;  // [kMaxLogprobPositions][1 + kMaxTopLogprobs] positions scored this step
+  uint32_t lp_n = 0, lp_prompt_n = 0;
+
+  TokenLogprob* lp_next() { return lp.data() + size_t(lp_n++) * size_t(1 + num_top); }
 
   int32_t prompt_size() const { return int32_t(seq->request().prompt_ids.size()); }
   bool decoding() const { return busy && !embed && prefilled == prompt_size(); }
@@ -41,7 +48,12 @@ struct Waiting {
   uint32_t choice;
   GenerationRequest req;
   bool embed = false;
+  MatcherPtr grammar;  // compiled req.grammar (null: unconstrained)
 };
+
+// Positions a sequence can have scored in one step: its prompt rows, position 0's null entry and
+// the sampled token.
+constexpr int32_t kMaxLogprobPositions = kMaxPromptLogitRows + 2;
 
 // Length of the common prefix, capped so the last prompt token is always recomputed (its
 // logits are needed to sample the first token).
@@ -58,6 +70,7 @@ struct BatchEngine::Impl {
   GgufFile file;
   ModelRuntime model;
   std::unique_ptr<Tokenizer> tokenizer;
+  LazyGrammarCompiler grammar;  // built in the background from construction (if llguidance is loaded)
   int32_t max_batch_tokens;
   std::vector<Slot> slots;
   std::deque<Waiting> waiting;
@@ -69,7 +82,9 @@ struct BatchEngine::Impl {
   std::vector<int32_t> out_rows;     // [num_slots] batch rows whose logits are needed
   std::vector<int32_t> out_slots;    // [num_slots] the slot of each such row
   std::vector<int32_t> prefilling;   // [num_slots] slots still prefilling, in admission order
-  std::vector<float> logits;         // [num_slots][n_vocab]
+  std::vector<float> logits;         // [num_slots][n_vocab]; [num_slots + kMaxPromptLogitRows][n_vocab]
+                                     // once a sequence asked for prompt logprobs
+  std::vector<float> raw_row;        // [n_vocab] a logprobs sequence's row before the sampler changes it
   std::vector<SeqEvent> events;      // [num_slots]
   std::vector<float> hidden;         // [max_batch_tokens][n_embd] final hidden rows of embedding chunks
 
@@ -86,14 +101,17 @@ struct BatchEngine::Impl {
       s.kv_tokens.reserve(model.ctx_size());
       s.embd_sum.resize(model.config().n_embd);
       s.embd_out.resize(model.config().n_embd);
+      s.lp.resize(size_t(kMaxLogprobPositions) * (1 + kMaxTopLogprobs));
     }
     batch.resize(max_batch_tokens);
-    out_rows.reserve(o.num_slots);
-    out_slots.reserve(o.num_slots);
+    out_rows.reserve(o.num_slots + kMaxPromptLogitRows);
+    out_slots.reserve(o.num_slots + kMaxPromptLogitRows);
+    raw_row.resize(n_vocab);
     prefilling.reserve(o.num_slots);
     logits.resize(size_t(o.num_slots) * n_vocab);
     events.reserve(o.num_slots);
     hidden.resize(size_t(max_batch_tokens) * model.config().n_embd);
+    grammar.prefetch(*tokenizer);
   }
 
   bool sibling_prefilling(uint64_t request_id) const {
@@ -134,15 +152,17 @@ struct BatchEngine::Impl {
     return best;
   }
 
-  void start(int dst, const Waiting& w) {
+  void start(int dst, Waiting& w) {
     Slot& d = slots[dst];
     const auto& prompt = w.req.prompt_ids;
-    // An embedding needs every token's hidden state: it starts at position 0.
-    int32_t cached = w.embed ? 0 : reusable_prefix(d.kv_tokens, prompt);
+    // An embedding needs every token's hidden state, prompt logprobs every prompt row's logits:
+    // they start at position 0.
+    const bool from_start = w.embed || w.req.prompt_logprobs;
+    int32_t cached = from_start ? 0 : reusable_prefix(d.kv_tokens, prompt);
     // A longer prefix in another slot (busy or not: positions below its fill never change) is
     // copied over: shared system prompts and sibling choices skip that part of the prefill.
     int src = -1;
-    for (int i = 0; i < int(slots.size()) && !w.embed; ++i) {
+    for (int i = 0; i < int(slots.size()) && !from_start; ++i) {
       if (i == dst) continue;
       const int32_t len = reusable_prefix(slots[i].kv_tokens, prompt);
       if (len > cached) {
@@ -152,7 +172,7 @@ struct BatchEngine::Impl {
     }
     if (src >= 0) model.copy_kv(src, dst, cached);
     d.kv_tokens.assign(prompt.begin(), prompt.begin() + cached);
-    d.seq->begin(w.req, *tokenizer, cached, steady_now_ns());
+    d.seq->begin(w.req, *tokenizer, cached, steady_now_ns(), std::move(w.grammar));
     d.busy = true;
     d.request_id = w.request_id;
     d.choice = w.choice;
@@ -160,6 +180,9 @@ struct BatchEngine::Impl {
     d.pos = cached;
     d.admit_order = ++counter;
     d.embed = w.embed;
+    d.num_top = w.req.num_top_logprobs;
+    d.prompt_lp = w.req.prompt_logprobs;
+    d.lp_n = d.lp_prompt_n = 0;
     d.begin_ns = steady_now_ns();
     if (w.embed) std::fill(d.embd_sum.begin(), d.embd_sum.end(), 0.0);
   }
@@ -184,15 +207,26 @@ struct BatchEngine::Impl {
     }
     std::sort(prefilling.begin(), prefilling.end(),
               [&](int a, int b) { return slots[a].admit_order < slots[b].admit_order; });
+    int32_t prompt_rows_left = kMaxPromptLogitRows;  // LM-head rows for prompt logprobs this step
     for (int i : prefilling) {
       Slot& s = slots[i];
-      const int32_t m = std::min(max_batch_tokens - n, s.prompt_size() - s.prefilled);
+      int32_t m = std::min(max_batch_tokens - n, s.prompt_size() - s.prefilled);
       if (m <= 0) break;
+      if (s.prompt_lp) {
+        m = std::min(m, prompt_rows_left);
+        if (m == 0) continue;
+        prompt_rows_left -= m;
+      }
       const int32_t* ids = s.seq->request().prompt_ids.data();
       for (int32_t j = 0; j < m; ++j) batch[n++] = BatchToken{ids[s.prefilled + j], s.prefilled + j, i};
       s.chunk = m;
       s.row0 = n - m;
-      if (!s.embed && s.prefilled + m == s.prompt_size()) {
+      if (s.prompt_lp) {
+        for (int32_t j = 0; j < m; ++j) {
+          out_rows.push_back(s.row0 + j);
+          out_slots.push_back(i);
+        }
+      } else if (!s.embed && s.prefilled + m == s.prompt_size()) {
         out_rows.push_back(n - 1);
         out_slots.push_back(i);
       }
@@ -214,6 +248,18 @@ struct BatchEngine::Impl {
         s.pos += 1;
       }
     }
+  }
+
+  // An event carrying the positions the slot scored this step (and resetting them).
+  SeqEvent logprob_event(Slot& slot, std::string_view text, bool finished, FinishReason reason,
+                         const GenerationStats& st, std::string_view reasoning) {
+    SeqEvent ev{slot.request_id, slot.choice, text, finished, reason, st, reasoning};
+    ev.logprobs = slot.lp.data();
+    ev.num_logprobs = slot.lp_n;
+    ev.num_prompt_logprobs = slot.lp_prompt_n;
+    ev.logprob_stride = uint32_t(1 + slot.num_top);
+    slot.lp_n = slot.lp_prompt_n = 0;
+    return ev;
   }
 
   // After the forward pass (before advance()): adds the final hidden rows of each embedding
@@ -278,7 +324,8 @@ bool BatchEngine::has_work() const { return !impl_->waiting.empty() || num_activ
 
 void BatchEngine::add(uint64_t request_id, uint32_t choice, const GenerationRequest& req) {
   validate_request(req, impl_->model.config().n_vocab, impl_->model.ctx_size());
-  impl_->waiting.push_back(Waiting{request_id, choice, req, false});
+  MatcherPtr grammar = impl_->grammar.compile(*impl_->tokenizer, req.grammar);
+  impl_->waiting.push_back(Waiting{request_id, choice, req, false, std::move(grammar)});
 }
 
 void BatchEngine::add_embedding(uint64_t request_id, uint32_t choice, const std::vector<int32_t>& prompt_ids) {
@@ -329,6 +376,9 @@ const std::vector<SeqEvent>& BatchEngine::step() {
   s.last_batch_tokens = n;
   if (n == 0) return s.events;
   // 3. One forward pass over every sequence's tokens.
+  const size_t n_vocab_z = size_t(s.model.config().n_vocab);
+  if (s.logits.size() < s.out_rows.size() * n_vocab_z)  // the first prompt-logprobs request
+    s.logits.resize((s.slots.size() + kMaxPromptLogitRows) * n_vocab_z);
   s.model.forward_batch(s.batch.data(), n, s.out_rows.data(), int(s.out_rows.size()), s.logits.data());
   const int64_t now = steady_now_ns();
   s.embed_chunks(now);  // embedding sequences: pool their rows (and finish at the last chunk)
@@ -339,19 +389,53 @@ const std::vector<SeqEvent>& BatchEngine::step() {
     slot.busy = false;  // its K/V stay valid for prefix reuse
     slot.last_used = ++s.counter;
   }
-  // 4. Sample each sequence that produced logits.
+  // 4. Sample each sequence that produced logits (rows of a sequence's prompt that only score
+  //    the next prompt token are scored, not sampled).
   const int32_t n_vocab = s.model.config().n_vocab;
   for (size_t k = 0; k < s.out_slots.size(); ++k) {
     Slot& slot = s.slots[s.out_slots[k]];
-    const StepResult r = slot.seq->sample(s.logits.data() + k * size_t(n_vocab), slot.pos, s.model.ctx_size(),
-                                          *s.tokenizer, now);
-    s.events.push_back(SeqEvent{slot.request_id, slot.choice, r.text, r.finished, r.reason, slot.seq->stats(),
-                                r.reasoning});
+    float* row = s.logits.data() + k * n_vocab_z;
+    const int32_t pos = s.batch[s.out_rows[k]].pos;
+    const bool from_prompt = slot.prompt_lp && pos < slot.prompt_size();
+    if (from_prompt) {
+      const int32_t* prompt = slot.seq->request().prompt_ids.data();
+      if (pos == 0) {
+        null_logprobs(prompt[0], slot.num_top, slot.lp_next());
+        slot.lp_prompt_n += 1;
+      }
+      if (pos + 1 < slot.prompt_size()) {
+        score_logprobs(row, n_vocab, prompt[pos + 1], slot.num_top, slot.lp_next());
+        slot.lp_prompt_n += 1;
+        continue;
+      }
+      if (slot.seq->request().max_tokens == 0) {  // score the prompt only: over at its last row
+        GenerationStats st = slot.seq->stats();
+        st.prefill_ns = now - slot.begin_ns;
+        slot.seq->end();
+        s.events.push_back(s.logprob_event(slot, {}, true, FinishReason::Length, st, {}));
+        slot.busy = false;
+        slot.last_used = ++s.counter;
+        continue;
+      }
+    }
+    const bool scored = slot.num_top >= 0;
+    if (scored) std::memcpy(s.raw_row.data(), row, n_vocab_z * sizeof(float));  // the sampler edits row
+    const StepResult r = slot.seq->sample(row, slot.pos, s.model.ctx_size(), *s.tokenizer, now);
+    if (!scored) {
+      s.events.push_back(SeqEvent{slot.request_id, slot.choice, r.text, r.finished, r.reason, slot.seq->stats(),
+                                  r.reasoning});
+    } else {
+      if (r.token >= 0 && !s.tokenizer->is_eog(r.token))
+        score_logprobs(s.raw_row.data(), n_vocab, r.token, slot.num_top, slot.lp_next());
+      s.events.push_back(s.logprob_event(slot, r.text, r.finished, r.reason, slot.seq->stats(), r.reasoning));
+    }
     if (r.finished) {
       slot.busy = false;
       slot.last_used = ++s.counter;
     }
   }
+  for (Slot& slot : s.slots)  // prompt chunks that sampled nothing: their scores alone
+    if (slot.lp_n > 0) s.events.push_back(s.logprob_event(slot, {}, false, FinishReason::None, slot.seq->stats(), {}));
   return s.events;
 }
 

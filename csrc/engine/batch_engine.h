@@ -10,6 +10,11 @@
 //   3 one forward pass (every weight matrix read once for the whole batch); the LM head only for
 //     rows whose logits are needed;
 //   4 sample each of those sequences with its own state → events.
+// Logprobs (engine/logprobs.h): a sequence that asks for them is scored from its raw logits row
+// before sampling changes it. One that also asks for prompt logprobs (echo) starts at position 0
+// (no cached prefix: every prompt row's logits are needed), feeds at most kMaxPromptLogitRows
+// prompt tokens per step, and gets the LM head on each of those rows — only such sequences pay
+// for prompt rows; the logits buffer grows to hold them the first time one arrives.
 // Embedding sequences (add_embedding) are prefill-only: their chunks ride in the same batches,
 // need no LM head, and after the forward pass the engine adds each of their tokens' final hidden
 // states (after the output norm) to the slot's sum; at the last chunk the mean, L2-normalised,
@@ -30,6 +35,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/logprobs.h"
 
 namespace ls {
 
@@ -46,6 +52,14 @@ struct SeqEvent {
   std::string_view reasoning{};  // reasoning text of this step (channel Reasoning)
   const float* embedding = nullptr;  // embedding sequences, when finished: [n_embd], L2 norm 1;
                                      // engine memory valid until the next step()
+  // Sequences asking for logprobs (GenerationRequest::num_top_logprobs ≥ 0): positions scored
+  // this step, each logprob_stride = 1 + num_top entries (engine/logprobs.h); the first
+  // num_prompt_logprobs score prompt tokens, the rest the generated token (an end-of-generation
+  // token is not scored: it produces no text). Engine memory valid until the next step().
+  const TokenLogprob* logprobs = nullptr;
+  uint32_t num_logprobs = 0;
+  uint32_t num_prompt_logprobs = 0;
+  uint32_t logprob_stride = 0;
 };
 
 struct BatchEngineOptions {

@@ -25,6 +25,7 @@ struct Engine::Impl {
   GgufFile file;
   ModelRuntime model;
   std::unique_ptr<Tokenizer> tokenizer;
+  LazyGrammarCompiler grammar;  // built on the first constrained request
   Sequence seq;
   std::vector<float> logits;  // [n_vocab], the row the sampler reads
 
@@ -89,7 +90,8 @@ void Engine::start(const GenerationRequest& req) {
   const size_t n = req.prompt_ids.size();
   size_t same = 0;
   while (same < s.kv_tokens.size() && same + 1 < n && s.kv_tokens[same] == req.prompt_ids[same]) ++same;
-  s.seq.begin(req, *s.tokenizer, int32_t(same), steady_now_ns());
+  MatcherPtr grammar = s.grammar.compile(*s.tokenizer, req.grammar);
+  s.seq.begin(req, *s.tokenizer, int32_t(same), steady_now_ns(), std::move(grammar));
   s.kv_tokens.resize(same);
   s.prefill_from = int32_t(same);
   s.pos = 0;

@@ -33,6 +33,12 @@ struct GenerationRequest {
   int32_t max_tokens = 16;           // ≥ 1; also capped by the context
   std::vector<std::string> stop;     // stop strings (matched on emitted content, not reasoning)
   ReasoningFormat reasoning;         // markers to split reasoning out of the text (none: all content)
+  std::string grammar;               // llguidance grammar (JSON) constraining the output; "" = none
+  // Log-probabilities (engine/logprobs.h; BatchEngine only): -1 off, else each generated token is
+  // scored with this many alternatives (0..kMaxTopLogprobs). prompt_logprobs also scores every
+  // prompt token (completions `echo`); it allows max_tokens 0 (score the prompt, generate nothing).
+  int32_t num_top_logprobs = -1;
+  bool prompt_logprobs = false;
 };
 
 struct StepResult {

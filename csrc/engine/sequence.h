@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "grammar/grammar.h"
 #include "sampler/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,7 +30,9 @@ class Sequence {
   explicit Sequence(int32_t n_vocab);  // sizes the sampler's buffers once
 
   // Starts a generation whose first `cached_tokens` prompt positions already hold valid K/V.
-  void begin(const GenerationRequest& req, const Tokenizer& tok, int32_t cached_tokens, int64_t now_ns);
+  // `grammar`: the compiled GenerationRequest::grammar (null: unconstrained).
+  void begin(const GenerationRequest& req, const Tokenizer& tok, int32_t cached_tokens, int64_t now_ns,
+             MatcherPtr grammar = {});
   // Samples from this sequence's logits row [n_vocab] (modified in place), detokenizes and decides
   // whether the generation ends. `pos` = the next K/V position after the fed token.
   StepResult sample(float* logits, int32_t pos, int32_t ctx_size, const Tokenizer& tok, int64_t now_ns);
@@ -44,6 +47,9 @@ class Sequence {
   void flush_text();
   void push_text(std::string_view text);  // → reasoning_ / stop matcher → out_
   StepResult finish(FinishReason reason, int32_t token);
+  // Samples a token the grammar allows: the free pick if allowed, else a resample from the
+  // masked logits. -1 when nothing the grammar allows survives the sampler's own masks.
+  int32_t sample_constrained(float* logits);
 
   GenerationRequest req_;
   GenerationStats stats_;
@@ -51,6 +57,8 @@ class Sequence {
   StopMatcher stop_;
   Utf8Stream utf8_;
   ReasoningSplitter split_;
+  GrammarState grammar_;
+  std::vector<float> raw_logits_;  // [n_vocab] the row before sampling, kept only under a grammar
   std::string out_;        // this step's emitted content; capacity kept across steps
   std::string reasoning_;  // this step's reasoning text
   std::string split_buf_;  // content the splitter released, before the stop matcher

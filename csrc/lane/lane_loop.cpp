@@ -96,7 +96,7 @@ void LaneLoop::begin_request(const uint8_t* payload, size_t size_bytes) {
     fail_request(incoming_id, wire::ErrorCode::ProtocolError, e.what());
     return;
   }
-  in_flight_[req_.request_id] = RequestState{req_.num_choices, 0, 0};
+  in_flight_[req_.request_id] = RequestState{req_.num_choices, 0, 0, req_.num_top_logprobs >= 0};
   size_t offset = 0;  // embedding requests: choice i is the next prompt_lengths[i] ids
   for (uint32_t choice = 0; choice < req_.num_choices && req_.embed; ++choice) {
     const auto first = req_.prompt_ids.begin() + ptrdiff_t(offset);
@@ -116,6 +116,9 @@ void LaneLoop::begin_request(const uint8_t* payload, size_t size_bytes) {
     gen_.max_tokens = req_.max_tokens;
     gen_.stop = req_.stop;
     gen_.reasoning = req_.reasoning;
+    gen_.grammar = req_.grammar;
+    gen_.num_top_logprobs = req_.num_top_logprobs;
+    gen_.prompt_logprobs = req_.prompt_logprobs;
     try {
       backend_->add(req_.request_id, choice, gen_);
     } catch (const std::exception& e) {
@@ -166,7 +169,13 @@ void LaneLoop::step_backend(uint64_t now_ns) {
     stats_dirty_ = true;
   }
   for (const SeqEvent& ev : *events) {
-    if (!in_flight_.count(ev.request_id)) continue;  // failed meanwhile (output overflow)
+    const auto st = in_flight_.find(ev.request_id);
+    if (st == in_flight_.end()) continue;  // failed meanwhile (output overflow)
+    if (st->second.logprobs) {
+      emit_logprobs(ev);
+      if (ev.finished && in_flight_.count(ev.request_id)) finish_choice(ev);
+      continue;
+    }
     if (!ev.reasoning.empty()) emit_delta(ev.request_id, ev.choice, wire::Channel::Reasoning, ev.reasoning, end_ns);
     if (!ev.text.empty() && in_flight_.count(ev.request_id))
       emit_delta(ev.request_id, ev.choice, wire::Channel::Content, ev.text, end_ns);

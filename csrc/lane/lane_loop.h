@@ -7,7 +7,8 @@
 // doorbell, idle wait on the wake semaphore).
 // Records of all in-flight requests interleave in the output ring. A full output ring never
 // blocks the step: records go to a pending buffer (consecutive deltas of one request/choice/
-// channel merged into one record) that is flushed on later passes; a request whose pending
+// channel merged into one record) that is flushed on later passes; requests asking for logprobs
+// get LOGPROBS records (text and its scores together) instead of DELTAs; a request whose pending
 // output passes max_pending_bytes is cancelled with ERROR(output_overflow).
 #pragma once
 
@@ -55,6 +56,7 @@ class LaneLoop {
     uint32_t num_choices = 0;
     uint32_t num_done = 0;
     size_t pending_bytes = 0;  // this request's bytes in pending_ (an upper bound once flushing)
+    bool logprobs = false;     // its text goes out in LOGPROBS records (lane_logprobs.cpp), not DELTAs
   };
 
   void drain_requests();                                  // phase 1
@@ -66,6 +68,9 @@ class LaneLoop {
   void fail_request(uint64_t request_id, wire::ErrorCode code, std::string_view message);
   void emit_delta(uint64_t request_id, uint32_t choice, wire::Channel channel, std::string_view text, uint64_t now_ns);
   void emit_done(const wire::DoneRecord& done);
+  void emit_logprobs(const SeqEvent& ev);  // lane_logprobs.cpp
+  // Counts bytes that went to the pending buffer against the request's cap; false: it was failed.
+  bool account_pending(uint64_t request_id, size_t queued_bytes);
   // Returns the bytes that went to the pending buffer (0: written to the ring).
   size_t emit(wire::RecordType type, const ring::Piece* pieces, size_t num_pieces, bool mergeable_delta);
   void flush_pending();

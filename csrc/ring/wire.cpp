@@ -80,6 +80,21 @@ void decode_request(const uint8_t* payload, size_t size_bytes, DecodedRequest& o
     out.reasoning.starts_inside = (h.flags & kRequestReasoningStartsInside) != 0;
     if (out.reasoning.close.empty()) throw WireError("REQUEST reasoning close marker is empty");
   }
+  out.num_top_logprobs = -1;
+  out.prompt_logprobs = false;
+  if (h.flags & kRequestLogprobs) {
+    const auto num_top = c.take<uint32_t>("num_top_logprobs");
+    if (num_top > 20) throw WireError("REQUEST num_top_logprobs above 20");
+    out.num_top_logprobs = int32_t(num_top);
+    out.prompt_logprobs = (h.flags & kRequestPromptLogprobs) != 0;
+  } else if (h.flags & kRequestPromptLogprobs) {
+    throw WireError("REQUEST prompt logprobs without logprobs");
+  }
+  out.grammar.clear();
+  if (h.flags & kRequestGrammar) {
+    out.grammar = c.str(c.take<uint32_t>("grammar length"), "grammar");
+    if (out.grammar.empty()) throw WireError("REQUEST grammar is empty");
+  }
   out.num_choices = h.num_choices;
   if (c.left != 0) throw WireError("REQUEST record has " + std::to_string(c.left) + " trailing bytes");
 }

@@ -5,8 +5,8 @@
 // All fields little-endian, fixed width, read with memcpy (records are only 8-byte aligned and
 // variable sections are unaligned). Version bumps go in ring.h kVersion.
 //
-// Request ring (gateway → lane):  REQUEST, CANCEL, SHUTDOWN
-// Output ring  (lane → gateway):  HELLO, DELTA, DONE, ERROR, STATS, EMBEDDING
+// Request ring (gateway → lane):  REQUEST, CANCEL, SHUTDOWN; audio lanes: AUDIO_REQUEST
+// Output ring  (lane → gateway):  HELLO, DELTA, DONE, ERROR, STATS, EMBEDDING, LOGPROBS; audio: TRANSCRIPT
 //
 // Output is protocol-neutral: a DELTA carries raw UTF-8 text of one (request, choice, channel);
 // the gateway's native relay (ring/delta_relay.h) escapes and frames it per protocol. Records of
@@ -37,6 +37,9 @@ enum class RecordType : uint32_t {
   Error = 19,
   Stats = 20,
   Embedding = 21,
+  Logprobs = 22,
+  AudioRequest = 4,  // audio lanes only (see "Audio lanes" below)
+  Transcript = 30,
 };
 
 // REQUEST payload: RequestHeader, then in order
@@ -46,6 +49,8 @@ enum class RecordType : uint32_t {
 //   LogitBiasEntry[num_logit_bias]
 //   num_stop × { u32 size_bytes; utf8 bytes }
 //   only with kRequestSplitReasoning: 2 × { u32 size_bytes; utf8 bytes } (open, close marker)
+//   only with kRequestLogprobs: u32 num_top_logprobs (0..20)
+//   only with kRequestGrammar: { u32 size_bytes; utf8 bytes } (llguidance grammar, JSON)
 struct RequestHeader {
   uint64_t request_id;
   uint64_t seed;
@@ -67,6 +72,11 @@ constexpr uint32_t kRequestIgnoreEos = 2u;
 constexpr uint32_t kRequestEmbed = 4u;
 constexpr uint32_t kRequestSplitReasoning = 1u << 4;         // reasoning markers follow the stops
 constexpr uint32_t kRequestReasoningStartsInside = 1u << 5;  // the prompt opened the block
+constexpr uint32_t kRequestGrammar = 1u << 6;                // a grammar constrains the output
+// Score each generated token (LOGPROBS records replace the request's DELTAs); with
+// kRequestPromptLogprobs every prompt token too, and max_tokens may be 0 (score only).
+constexpr uint32_t kRequestLogprobs = 1u << 8;
+constexpr uint32_t kRequestPromptLogprobs = 1u << 9;
 constexpr uint32_t kMaxChoices = 128;  // per REQUEST (n, or inputs of an embedding request)
 
 struct LogitBiasEntry {
@@ -130,6 +140,27 @@ struct EmbeddingHeader {
   uint32_t reserved;
 };
 
+// LOGPROBS payload (requests with kRequestLogprobs, instead of DELTA): LogprobsHeader, then
+// LogprobEntry[num_positions][1 + num_top] (engine/logprobs.h: the taken token, then the top
+// alternatives; NaN logprob = no value, token -1 = no alternative), then content_bytes of content
+// text and reasoning_bytes of reasoning text released at the same step. Carrying the text in the
+// same record keeps a token's text and its logprobs in one client chunk; text released later
+// (held-back UTF-8, stop-string prefixes) arrives with a later record. The first
+// num_prompt_positions positions score prompt tokens (position 0 first, with no value).
+struct LogprobsHeader {
+  uint64_t request_id;
+  uint32_t choice;
+  uint32_t num_positions;
+  uint32_t num_prompt_positions;
+  uint32_t num_top;
+  uint32_t content_bytes;
+  uint32_t reasoning_bytes;
+};
+struct LogprobEntry {
+  int32_t token;
+  float logprob;
+};
+
 // STATS payload: cumulative engine counters, written about every kStatsIntervalNs while the lane
 // works (and once when it goes idle). Bucket i counts steps with value ≤ the i-th bound; the
 // last bucket is +Inf. The gateway exposes them as Prometheus histograms.
@@ -156,6 +187,37 @@ struct ErrorHeader {
   uint32_t reserved;
 };
 
+// --- Audio lanes (lanes/audio/: a Python process running a speech-to-text model) -------------
+// AUDIO_REQUEST payload: AudioRequestHeader, then three UTF-8 strings back to back: the name of a
+// POSIX shared-memory segment holding num_samples float32 mono 16 kHz samples (the gateway
+// creates, fills and unlinks it; the lane only reads it), the language code (empty: detect) and
+// the prompt. The lane answers DELTA (content text per decoded segment; the deltas concatenate to
+// the whole transcript), TRANSCRIPT records, then one DONE (choice 0, last) or an ERROR.
+struct AudioRequestHeader {
+  uint64_t request_id;
+  uint64_t num_samples;
+  uint32_t flags;  // kAudioTranslate | kAudioWordTimestamps
+  float temperature;  // < 0: the fallback schedule (0, 0.2, … 1.0, raised on a failed decode)
+  uint32_t name_bytes;
+  uint32_t language_bytes;
+  uint32_t prompt_bytes;
+  uint32_t reserved;  // explicit padding to the 8-byte size
+};
+constexpr uint32_t kAudioTranslate = 1u;       // translate to English instead of transcribing
+constexpr uint32_t kAudioWordTimestamps = 2u;  // segments carry per-word timings
+
+// TRANSCRIPT payload: TranscriptHeader + one UTF-8 JSON object: kind Info (sent once, before
+// the first DELTA: language, language_probability, duration) or kind Segment (after the
+// segment's DELTA: id, start, end, text, tokens, temperature, avg_logprob, compression_ratio,
+// no_speech_prob, words). JSON keeps this variable, nested metadata out of fixed structs; it is
+// never on a per-token path (one record per ~30 s window at most).
+struct TranscriptHeader {
+  uint64_t request_id;
+  uint32_t kind;  // TranscriptKind
+  uint32_t reserved;
+};
+enum class TranscriptKind : uint32_t { Info = 1, Segment = 2 };
+
 enum class FinishCode : uint32_t { None = 0, Stop = 1, Length = 2, Cancelled = 3, Error = 4 };
 enum class ErrorCode : uint32_t {
   LoadFailed = 1,      // the lane could not load its model (handshake failure)
@@ -178,9 +240,12 @@ struct DecodedRequest {
   std::vector<int32_t> prompt_ids;
   std::vector<std::string> stop;
   ReasoningFormat reasoning;
+  std::string grammar;  // kRequestGrammar: llguidance grammar; "" = unconstrained
   uint32_t num_choices = 1;
   bool embed = false;                   // kRequestEmbed
   std::vector<uint32_t> prompt_lengths;  // embed: [num_choices] ids per input
+  int32_t num_top_logprobs = -1;         // kRequestLogprobs: 0..20, else -1
+  bool prompt_logprobs = false;          // kRequestPromptLogprobs
 };
 
 // Throws WireError naming the problem if the payload is truncated or inconsistent.

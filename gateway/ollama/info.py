@@ -40,7 +40,8 @@ async def _entry(served) -> dict:
 @ollama_errors
 async def tags(request):
     state = request.app.ctx.state
-    return _json({"models": [await _entry(m) for m in state.models.values()]})
+    # Ollama has no speech-to-text models: its clients expect GGUF details, so only text models show.
+    return _json({"models": [await _entry(m) for m in state.models.values() if not m.is_audio]})
 
 
 @ollama_errors
@@ -49,12 +50,18 @@ async def ps(request):
     serving = {s.model for s in state.statuses() if s.state in SERVING_STATES}
     models = []
     for served in state.models.values():
-        if served.name not in serving:
+        if served.name not in serving or served.is_audio:
             continue
         entry = await _entry(served)
         entry.update(expires_at=rfc3339(FAR_FUTURE), size_vram=0, context_length=served.n_ctx)
         models.append(entry)
     return _json({"models": models})
+
+
+# What `show` reads: `model`, or the older spelling `name` when `model` is absent; both are
+# type-checked when present.
+SHOW_BODY = {"type": "object", "properties": {"model": {"type": "string", "minLength": 1}, "name": {"type": "string"}},
+             "anyOf": [{"required": ["model"]}, {"required": ["name"]}], "additionalProperties": True}
 
 
 def capabilities(served) -> list[str]:
@@ -65,8 +72,11 @@ def capabilities(served) -> list[str]:
 async def show(request):
     state = request.app.ctx.state
     body = parse_json_object(request.body, None, state.config.max_json_depth)
+    for key in ("model", "name"):
+        if key in body and type(body[key]) is not str:
+            raise OllamaError(400, f"{key} must be a string")
     name = body.get("model", body.get("name"))  # "name" is the older spelling
-    if type(name) is not str or not name:
+    if not name:
         raise OllamaError(400, "model is required")
     served = served_model(state, name)
     facts = _facts(served)

@@ -8,12 +8,17 @@ Errors are APIErrors whose message becomes Ollama's `{"error": "..."}`.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
-from gateway.backend import GenerationParams
+from gateway.backend import GenerationParams, engine_top_p
 from gateway.errors import APIError
-from gateway.reasoning import think_from_ollama
+from gateway.fields import as_float32
+from gateway.ollama.logprobs import ollama_logprobs
+from gateway.reasoning import OLLAMA_LEVELS, think_from_ollama
+from gateway.structured import from_ollama_format
+from gateway.tools import CALL_SHAPE, TOOL_SHAPES, Tools, parse_tools, tool_calls_of_message
 
 MAX_MESSAGES = 1024
 MAX_STOP_STRINGS = 16
@@ -21,9 +26,6 @@ MAX_TOKENS_LIMIT = 1 << 20
 SEED_MAX = (1 << 64) - 1
 ROLES = ("system", "user", "assistant", "tool")
 
-CHAT_FIELDS = frozenset({"model", "messages", "tools", "format", "options", "stream", "keep_alive", "think"})
-GENERATE_FIELDS = frozenset({"model", "prompt", "suffix", "system", "template", "context", "stream", "raw",
-                             "format", "images", "options", "keep_alive", "think"})
 
 # Ollama's defaults for the options we honour (api/types.go DefaultOptions).
 DEFAULT_OPTIONS = {"temperature": 0.8, "top_k": 40, "top_p": 0.9, "min_p": 0.0, "repeat_penalty": 1.1,
@@ -36,6 +38,7 @@ _FLOAT_OPTIONS = {"temperature": ("temperature", 0.0, 2.0), "top_p": ("top_p", 0
 _INT_OPTIONS = {"top_k": ("top_k", 0, (1 << 31) - 1), "repeat_last_n": ("repeat_last_n", -1, 1 << 20)}
 # Accepted for compatibility, no effect here (the model, its context and threads are set at start).
 IGNORED_OPTIONS_NOTE = "num_ctx, num_keep, num_batch, num_thread, num_gpu, mirostat*, tfs_z, typical_p, ..."
+_CHECKED_INT_OPTIONS = ("num_ctx", "num_keep", "num_batch", "num_thread", "num_gpu", "main_gpu")
 
 
 class OllamaError(APIError):
@@ -59,9 +62,10 @@ class OllamaRequest:
     context: tuple[int, ...] = ()       # generate: token ids of an earlier exchange (deprecated)
     keep_alive_zero: bool = False       # keep_alive 0: an empty request "unloads"
     think: bool | None = None           # None: the template's default
+    tools: Tools | None = None          # chat: gateway.tools (Ollama has no tool_choice: auto)
 
 
-def unknown_fields(body: dict, known: frozenset) -> tuple[str, ...]:
+def unknown_fields(body: dict, known: dict) -> tuple[str, ...]:
     """Ollama ignores fields it does not know (its clients add new ones first): so do we, and the
     caller logs their names."""
     return tuple(sorted(k[:64] for k in body if k not in known))
@@ -109,8 +113,10 @@ def _options(body: dict) -> tuple[GenerationParams, int | None]:
         raw = options.get(name, DEFAULT_OPTIONS.get(name))
         if raw is not None:
             values[target] = _integer(name, raw, lo, hi)
-    if values.get("repetition_penalty") == 0.0:
-        values["repetition_penalty"] = 1.0  # Ollama treats 0 as "off"
+    if as_float32(values.get("repetition_penalty", 1.0)) == 0.0:
+        values["repetition_penalty"] = 1.0  # Ollama treats 0 as "off" (and the engine samples in float32)
+    if "top_p" in values:
+        values["top_p"] = engine_top_p(values["top_p"])
     if values.get("repeat_last_n") == -1:
         values["repeat_last_n"] = 1 << 20  # -1 = the whole context
     seed = options.get("seed")
@@ -129,10 +135,10 @@ def _options(body: dict) -> tuple[GenerationParams, int | None]:
         if num_predict == 0:
             raise bad("option 'num_predict' must not be 0")
         num_predict = None if num_predict < 0 else num_predict
-    for name in ("num_ctx", "num_keep", "num_batch", "num_thread", "num_gpu", "main_gpu"):
+    for name in _CHECKED_INT_OPTIONS:
         if options.get(name) is not None:
             _integer(name, options[name], -1, 1 << 30)  # type-checked, then left to the server's setup
-    return GenerationParams(max_tokens=1, **values), num_predict
+    return GenerationParams(max_tokens=1, logprobs=ollama_logprobs(body, bad), **values), num_predict
 
 
 def _keep_alive_zero(body: dict) -> bool:
@@ -146,9 +152,12 @@ def _keep_alive_zero(body: dict) -> bool:
     raise bad("keep_alive must be a duration string or a number of seconds")
 
 
+_NO_VALUES = (None, "", [], {})  # what clients send for "not used"
+
+
 def _unsupported(body: dict, name: str, what: str) -> None:
     value = body.get(name)
-    if value not in (None, "", [], {}):
+    if value not in _NO_VALUES:
         raise bad(f"{name} is not supported by this server ({what})")
 
 
@@ -170,35 +179,44 @@ def _messages(body: dict) -> tuple[dict, ...]:
             content = ""
         if type(content) is not str:
             raise bad(f"messages[{i}].content must be a string")
-        if message.get("images"):
+        if message.get("images") not in (None, []):
             raise bad("this model does not support images")
-        if message.get("tool_calls"):
-            raise bad("tool calls are not supported by this server")
         # `thinking` sent back in the history is accepted and not fed to the model again.
-        out.append({"role": role, "content": content})
+        normal = {"role": role, "content": content}
+        if message.get("tool_calls") is not None:  # validated on any role; only an assistant's are rendered
+            calls = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
+            if role == "assistant" and calls:
+                normal["tool_calls"] = calls
+        name = message.get("tool_name") or message.get("name")
+        if role == "tool" and type(name) is str:
+            normal["name"] = name
+        out.append(normal)
     return tuple(out)
 
 
 def parse_chat(body: dict) -> OllamaRequest:
     model = _model(body)
     params, num_predict = _options(body)
-    _unsupported(body, "tools", "tool calling")
-    _unsupported(body, "format", "structured output")
+    tools = parse_tools({"tools": body.get("tools")})
+    grammar = from_ollama_format(body.get("format"))
+    if tools is not None and tools.active and grammar is not None:
+        raise bad("format cannot be combined with tools")
+    params = dataclasses.replace(params, grammar=grammar)
     stream = body.get("stream", True)
     if type(stream) is not bool:
         raise bad("stream must be true or false")
     return OllamaRequest(model=model, stream=stream, params=params, num_predict=num_predict,
                          messages=_messages(body), keep_alive_zero=_keep_alive_zero(body),
-                         think=think_from_ollama(body.get("think")))
+                         think=think_from_ollama(body.get("think")), tools=tools)
 
 
 def parse_generate(body: dict) -> OllamaRequest:
     model = _model(body)
     params, num_predict = _options(body)
-    _unsupported(body, "format", "structured output")
+    params = dataclasses.replace(params, grammar=from_ollama_format(body.get("format")))
     _unsupported(body, "suffix", "fill-in-the-middle")
     _unsupported(body, "template", "only the model's own template is used; send raw: true with a formatted prompt")
-    if body.get("images"):
+    if body.get("images") not in (None, []):
         raise bad("this model does not support images")
     stream = body.get("stream", True)
     raw = body.get("raw", False)
@@ -210,9 +228,64 @@ def parse_generate(body: dict) -> OllamaRequest:
         raise bad("prompt must be a string")
     if system is not None and type(system) is not str:
         raise bad("system must be a string")
-    context = body.get("context") or []
+    context = body.get("context")
+    if context is None:
+        context = []
     if type(context) is not list or any(type(t) is not int or t < 0 for t in context):
         raise bad("context must be a list of token ids")
     return OllamaRequest(model=model, stream=stream, params=params, num_predict=num_predict, prompt=prompt,
                          system=system, raw=raw, context=tuple(context), keep_alive_zero=_keep_alive_zero(body),
                          think=think_from_ollama(body.get("think")))
+
+
+# --- JSON Schema of the fields read above (gateway/openapi.py renders it); each shape states what
+# the reader of that field accepts, so a change to one sits next to the other.
+
+def _options_schema() -> dict:
+    props: dict = {}
+    for name, (_, lo, hi) in _FLOAT_OPTIONS.items():
+        props[name] = {"type": ["number", "null"], "minimum": lo, "maximum": hi, "default": DEFAULT_OPTIONS.get(name)}
+    for name, (_, lo, hi) in _INT_OPTIONS.items():
+        props[name] = {"type": ["integer", "null"], "minimum": lo, "maximum": hi, "default": DEFAULT_OPTIONS.get(name)}
+    props["seed"] = {"type": ["integer", "null"], "minimum": -1, "maximum": SEED_MAX}
+    props["stop"] = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"},
+                                                    "maxItems": MAX_STOP_STRINGS}, {"type": "null"}]}
+    props["num_predict"] = {"type": ["integer", "null"], "minimum": -2, "maximum": MAX_TOKENS_LIMIT,
+                            "not": {"const": 0}, "description": "-1 or -2: until the context is full"}
+    for name in _CHECKED_INT_OPTIONS:
+        props[name] = {"type": ["integer", "null"], "minimum": -1, "maximum": 1 << 30,
+                       "description": "accepted, no effect (set when the server starts)"}
+    return {"type": ["object", "null"], "properties": props, "additionalProperties": True,
+            "description": f"unknown options are ignored ({IGNORED_OPTIONS_NOTE})"}
+
+
+def _unsupported_shape(what: str) -> dict:
+    return {"enum": list(_NO_VALUES), "description": f"not supported ({what})"}
+
+
+_EMPTY_LIST = {"type": ["array", "null"], "maxItems": 0}
+_MESSAGE = {"type": "object", "required": ["role"], "additionalProperties": True, "properties": {
+    "role": {"enum": list(ROLES)}, "content": {"type": ["string", "null"]}, "images": _EMPTY_LIST,
+    "tool_calls": {"type": ["array", "null"], "items": CALL_SHAPE}, "tool_name": {"type": ["string", "null"]},
+    "thinking": {}}}
+_COMMON_SHAPES = {
+    "model": {"type": "string", "minLength": 1},
+    "stream": {"type": "boolean", "default": True},
+    "options": _options_schema(),
+    "format": {"anyOf": [{"enum": ["", "json", None]}, {"type": "object", "description": "a JSON schema"}]},
+    "keep_alive": {"type": ["string", "number", "null"], "description": "0 with no prompt: an \"unload\" no-op"},
+    "think": {"enum": [True, False, *OLLAMA_LEVELS, None]},
+    "logprobs": {"type": ["boolean", "null"], "description": "each token's log-probability"},
+    "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},
+}
+CHAT_FIELDS = {**_COMMON_SHAPES, "messages": {"type": ["array", "null"], "items": _MESSAGE, "maxItems": MAX_MESSAGES},
+               "tools": TOOL_SHAPES["tools"][1]}
+GENERATE_FIELDS = {**_COMMON_SHAPES, "prompt": {"type": ["string", "null"]}, "system": {"type": ["string", "null"]},
+                   "raw": {"type": "boolean", "default": False}, "images": _EMPTY_LIST,
+                   "suffix": _unsupported_shape("fill-in-the-middle"), "template": _unsupported_shape("templates"),
+                   "context": {"type": ["array", "null"], "items": {"type": "integer", "minimum": 0}}}
+
+
+def body_schema(fields: dict) -> dict:
+    """Unknown fields are ignored, as Ollama does."""
+    return {"type": "object", "properties": fields, "required": ["model"], "additionalProperties": True}

@@ -16,18 +16,22 @@ import orjson
 from sanic.response import HTTPResponse
 
 from gateway.admission import NoServingLane, QueueFull, QueueTimeout
-from gateway.backend import CONTENT, REASONING, ChoiceDone, LaneError, ReasoningMarkers
+from gateway.backend import CONTENT, REASONING, ChoiceDone, LaneError, ReasoningMarkers, ScoredChunk
 from gateway.body import parse_json_object
 from gateway.control import CANCELLED_CODE, CANCELLED_STATUS, outcome_for
 from gateway.errors import APIError
 from gateway.generation import Generation, GenerationCancelled, GenerationFailed, Submission
 from gateway.ollama.frames import NDJSON, OllamaFrames, error_line
+from gateway.ollama.logprobs import OllamaScores
+from gateway.ollama.tools import OllamaToolStream, final_message
 from gateway.ollama.requests import (CHAT_FIELDS, GENERATE_FIELDS, OllamaError, OllamaRequest, parse_chat,
                                      parse_generate, unknown_fields)
 from gateway.reasoning import check_thinking, render_for_thinking
 from gateway.relay import SseSender, WriteStalled
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.stream_stats import RequestStats
+from gateway.tool_stream import TOOL_TEXT_FRAMING
+from gateway.tools import HERMES, chat_for_template, tool_grammar
 from gateway.tracking import RequestTracker
 
 LARGE_BODY_BYTES = 64 * 1024
@@ -52,6 +56,9 @@ def served_model(state, name: str):
     if served is None:
         shown = name if len(name) <= 64 and name.isprintable() else "<model>"
         raise OllamaError(404, f"model '{shown}' not found")
+    if served.is_audio:
+        raise OllamaError(400, f"model '{served.name}' is a speech-to-text model; the Ollama routes serve text "
+                          "models (use /v1/audio/transcriptions)")
     return served
 
 
@@ -63,7 +70,8 @@ def _prompt_ids(served, parsed: OllamaRequest, chat: bool) -> tuple[list[int], R
     """The prompt's token ids, and the markers the lane splits thinking at (None: all content)."""
     text = served.text
     if chat:
-        return render_for_thinking(text, list(parsed.messages), {}, parsed.think, param="think", model=served.name)
+        messages, kwargs = chat_for_template(list(parsed.messages), {}, parsed.tools, text.supports_tools)
+        return render_for_thinking(text, messages, kwargs, parsed.think, param="think", model=served.name)
     if parsed.raw or not text.supports_chat:
         ids = list(parsed.context) + text.encode_prompt(parsed.prompt or "", add_special=not parsed.context)
         markers = check_thinking(text, parsed.think, param="think", model=served.name)
@@ -132,9 +140,18 @@ async def _run(request, chat: bool):
                 raise OllamaError(400, "the prompt is empty after tokenization")
             params = dataclasses.replace(parsed.params, reasoning=reasoning,
                                          max_tokens=_max_tokens(parsed.num_predict, len(ids), served.n_ctx))
+            tools = parsed.tools if chat and parsed.tools is not None and parsed.tools.active else None
+            if tools is not None:
+                tools = dataclasses.replace(tools, fmt=served.text.tool_format or HERMES)
+                params = dataclasses.replace(params, grammar=tool_grammar(tools))
             framings = []
-            if parsed.stream:
-                framings.append((0, CONTENT, *frames.content_framing()))
+            # logprobs: the lane sends ScoredChunks, framed here (gateway.ollama.logprobs)
+            scores = OllamaScores(frames, served.text) if params.logprobs is not None else None
+            if tools is not None and scores is not None:
+                raise OllamaError(400, "logprobs cannot be combined with tools")
+            if parsed.stream and scores is None:
+                # With tools the text comes to Python marked (gateway.ollama.tools finds the calls).
+                framings.append((0, CONTENT, *(frames.content_framing() if tools is None else TOOL_TEXT_FRAMING)))
                 if reasoning is not None:  # every split channel needs a framing (else it falls back to content's)
                     framings.append((0, REASONING, *frames.thinking_framing()))
             submission = Submission(ids, params, 1, framings, 0, keep_text=parsed.stream and not chat)
@@ -157,10 +174,11 @@ async def _run(request, chat: bool):
             try:
                 headers = {REQUEST_ID_HEADER: request_id}
                 if parsed.stream:
-                    await _relay_stream(request, state, generation, frames, tracker, ids, chat, headers)
+                    await _relay_stream(request, state, generation, frames, tracker, ids, chat, headers, scores,
+                                        None if tools is None else OllamaToolStream(frames, tools.fmt))
                     generation = None
                     return None
-                obj = await _collect(state, generation, frames, tracker, ids, chat)
+                obj = await _collect(state, generation, frames, tracker, ids, chat, scores, tools)
                 generation = None
                 tracker.finish("success", 200)
                 return HTTPResponse(orjson.dumps(obj), headers=headers, content_type="application/json; charset=utf-8")
@@ -186,12 +204,16 @@ def _failure_message(exc: Exception) -> str:
     return CANCELLED_MESSAGE if failure.code == CANCELLED_CODE else f"{failure.code}: {failure.message}"
 
 
-async def _relay_stream(request, state, generation, frames, tracker, ids, chat, headers) -> None:
+async def _relay_stream(request, state, generation, frames, tracker, ids, chat, headers, scores=None,
+                        rewrite=None) -> None:
+    """`scores` (gateway.ollama.logprobs.OllamaScores) or `rewrite` (gateway.ollama.tools.OllamaToolStream):
+    lines rendered by Python."""
     response = await request.respond(headers=headers, content_type=NDJSON)
     sender = SseSender(response, request.transport, state.config.keepalive_interval_s,
                        state.config.write_stall_timeout_s, keepalive=frames.keepalive())
     sender.start_keepalive()
-    sender.open_direct()
+    if rewrite is None:
+        sender.open_direct()
     try:
         try:
             await sender.send(b"")  # the headers go out now; the relay writes only after them
@@ -206,11 +228,19 @@ async def _relay_stream(request, state, generation, frames, tracker, ids, chat, 
                                 tracker.finish("error", 200, "cancelled")
                                 return
                             tracker.choice_done(0, item)
-                            context = None if chat else _context(state, frames.model, ids, unescape(item.text))
-                            await sender.send(frames.final("", item.finish_reason, _stats(tracker), context))
+                            text = scores.text() if scores is not None else unescape(item.text)
+                            context = None if chat else _context(state, frames.model, ids, text)
+                            held = scores.held_line() if scores is not None else \
+                                rewrite.finish() if rewrite is not None else b""
+                            await sender.send(held + frames.final("", item.finish_reason, _stats(tracker), context))
                             continue
                         tracker.first_token()
-                        await sender.send(item.data)
+                        if type(item) is ScoredChunk:
+                            data = scores.line(item)
+                        else:
+                            data = item.data if rewrite is None else rewrite.chunk(item.data)
+                        if data:
+                            await sender.send(data)
                 finally:
                     sender.detach()
         except (GenerationFailed, LaneError) as exc:
@@ -230,7 +260,7 @@ async def _relay_stream(request, state, generation, frames, tracker, ids, chat, 
         tracker.socket_full(sender.num_socket_full)
 
 
-async def _collect(state, generation, frames, tracker, ids, chat) -> dict:
+async def _collect(state, generation, frames, tracker, ids, chat, scores=None, tools=None) -> dict:
     try:
         async for _, stream in generation.segments():
             async for item in stream:
@@ -238,10 +268,20 @@ async def _collect(state, generation, frames, tracker, ids, chat) -> dict:
                     if item.finish_reason == "cancelled":
                         raise OllamaError(503, "the request was cancelled")
                     tracker.choice_done(0, item)
-                    text = unescape(item.text)
+                    text = scores.text() if scores is not None else unescape(item.text)
+                    thinking = scores.thinking() if scores is not None else unescape(item.reasoning)
                     context = None if chat else _context(state, frames.model, ids, text)
-                    return frames.final_object(text, item.finish_reason, _stats(tracker), context,
-                                               unescape(item.reasoning) or None)
+                    calls = None
+                    if tools is not None:
+                        text, calls = final_message(item.text, tools.fmt)
+                    obj = frames.final_object(text, item.finish_reason, _stats(tracker), context, thinking or None)
+                    if calls:
+                        obj["message"]["tool_calls"] = calls
+                    if scores is not None:
+                        obj["logprobs"] = scores.all_entries()
+                    return obj
+                if type(item) is ScoredChunk:
+                    scores.collect(item)
     except (GenerationFailed, LaneError) as exc:
         code = Generation.failed(exc).code
         status = CANCELLED_STATUS if code == CANCELLED_CODE else \

@@ -104,12 +104,19 @@ def test_stream_options_need_stream():
 
 
 @pytest.mark.parametrize("field, value", [
-    ("logprobs", True), ("top_logprobs", 3), ("tools", [{"type": "function"}]), ("tool_choice", "required"),
-    ("response_format", {"type": "json_object"}),
+    ("continuous_usage_stats", True),
 ])
 def test_known_but_unsupported_values_are_400_never_dropped(field, value):
-    error = rejects(chat, field, **{field: value})
+    error = rejects(chat, "stream_options", stream=True, stream_options={field: value})
     assert error.code == "unsupported_parameter"
+
+
+@pytest.mark.parametrize("field, value, param", [
+    ("tools", [{"type": "function"}], "tools[0].function"), ("tool_choice", "required", "tool_choice"),
+    ("response_format", {"type": "yaml"}, "response_format.type"),
+])
+def test_malformed_tools_and_formats_are_400(field, value, param):
+    rejects(chat, param, **{field: value})
 
 
 @pytest.mark.parametrize("field, value", [
@@ -121,7 +128,7 @@ def test_no_op_values_of_unsupported_fields_are_accepted(field, value):
 
 
 def test_completion_only_fields():
-    rejects(completion, "echo", echo=True)
+    assert completion(echo=True).echo
     rejects(completion, "best_of", best_of=3)
     completion(echo=False, best_of=1, suffix=None)
     rejects(completion, "max_completion_tokens", max_completion_tokens=3)  # a chat-only field
@@ -161,7 +168,7 @@ def test_missing_model_is_400():
     ([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}]}],
      "messages[0].content"),
     ([{"role": "user", "content": "x", "extra": 1}], "messages[0]"),
-    ([{"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]}], "messages[0].tool_calls"),
+    ([{"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]}], "messages[0].tool_calls[0]"),
 ])
 def test_bad_messages_are_400(messages, param):
     with pytest.raises(APIError) as info:
@@ -187,3 +194,16 @@ def test_enable_thinking_goes_to_the_template():
 def test_error_messages_do_not_echo_hostile_names():
     error = rejects(chat, "<str>", **{"\x1b[31mevil\r\nline": 1})
     assert "evil" not in error.message
+
+
+def test_tools_must_be_an_array_or_null():
+    """A falsy non-array (0, "", false, {}) used to pass as "no tools"; the OpenAPI document says
+    array or null, and schemathesis' negative data holds the parser to it."""
+    from gateway.errors import APIError
+    from gateway.ollama.requests import parse_chat as ollama_chat
+
+    for value in (0, "", False, {}):
+        rejects(chat, "tools", tools=value)
+        with pytest.raises(APIError):  # answered as {"error": ...} by the Ollama routes
+            ollama_chat({"model": "m", "messages": [], "tools": value})
+    assert chat(tools=[]).tools is None and chat(tools=None).tools is None

@@ -31,3 +31,13 @@ def test_bad_tokens_are_400(http):
     assert http.post("/detokenize", json={"tokens": [10 ** 9]}).status_code == 400
     assert http.post("/detokenize", json={"tokens": "abc"}).status_code == 400
     assert http.post("/tokenize", json={"prompt": 5}).status_code == 400
+
+
+def test_every_field_is_checked_whichever_branch_runs(http):
+    """Found by schemathesis (R19): with `messages`, a wrong-typed prompt flag used to pass unread."""
+    messages = [{"role": "user", "content": "Hi"}]
+    for extra in ({"add_special": {}}, {"add_special_tokens": "yes"}, {"with_pieces": 1}, {"prompt": 5},
+                  {"chat_template_kwargs": []}):
+        response = http.post("/tokenize", json={"messages": messages, **extra})
+        assert response.status_code == 400, extra
+        assert response.json()["error"]["param"] == next(iter(extra))

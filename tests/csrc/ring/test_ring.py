@@ -80,8 +80,9 @@ def _expected_body(stream: int, seq: int) -> bytes:
 
 
 def test_64_streams_x_2000_records_slow_reader_cross_process(make_segment):
-    """Native producer in another process, deliberately slow Python reader that sleeps on the
-    eventfd doorbell: nothing lost, duplicated, reordered or corrupted; no lost wake-up."""
+    """R18 ring integrity: native producer in another process, deliberately slow Python reader
+    that sleeps on the eventfd doorbell: nothing lost, duplicated, reordered or corrupted; no lost
+    wake-up."""
     num_streams, per_stream = 64, 2000
     seg = make_segment(16384)
     efd = os.eventfd(0, os.EFD_NONBLOCK)

@@ -132,6 +132,44 @@ def test_output_records_encoded_in_cpp_decode_in_python():
     assert (rid, code, msg) == (8, "bad_request", "bad ✓")
 
 
+@pytest.mark.parametrize("prompt", [False, True])
+def test_logprobs_request_fields_decode_in_cpp(prompt):
+    params = GenerationParams(max_tokens=0 if prompt else 5, stop=("x",), logprobs=7, prompt_logprobs=prompt,
+                              reasoning=ReasoningMarkers("<think>", "</think>"))
+    d = _ring.decode_request(wire.encode_request(4, [1, 2], params, 1))
+    assert d["num_top_logprobs"] == 7 and d["prompt_logprobs"] is prompt and d["max_tokens"] == params.max_tokens
+    assert d["stop"] == [b"x"] and d["reasoning"] == (b"<think>", b"</think>", False)
+    plain = _ring.decode_request(wire.encode_request(1, [3], GenerationParams(max_tokens=1), 1))
+    assert plain["num_top_logprobs"] == -1 and plain["prompt_logprobs"] is False
+    zero = _ring.decode_request(wire.encode_request(1, [3], GenerationParams(max_tokens=1, logprobs=0), 1))
+    assert zero["num_top_logprobs"] == 0
+
+
+def test_bad_logprobs_requests_are_rejected():
+    payload = bytearray(wire.encode_request(1, [3], GenerationParams(max_tokens=1, logprobs=2), 1))
+    with pytest.raises(ValueError, match="truncated"):
+        _ring.decode_request(bytes(payload[:-4]))
+    struct.pack_into("<I", payload, len(payload) - 4, 21)
+    with pytest.raises(ValueError, match="above 20"):
+        _ring.decode_request(bytes(payload))
+    for bad in (dict(max_tokens=0), dict(max_tokens=1, logprobs=21), dict(max_tokens=1, prompt_logprobs=True)):
+        with pytest.raises(ValueError):
+            GenerationParams(**bad)
+
+
+def test_logprobs_record_encoded_in_cpp_decodes_in_python():
+    nan = float("nan")
+    entries = [(5, nan), (-1, nan), (-1, nan),       # prompt position 0: no value
+               (9, -0.5), (9, -0.5), (4, -1.25),    # prompt position 1
+               (2, -2.0), (3, -0.25), (-1, nan)]    # a generated token, one alternative only
+    payload = _ring.encode_logprobs(2**40, 3, 2, 2, entries, "é".encode(), b"r")
+    rid, choice, positions, num_prompt, content, reasoning = wire.decode_logprobs(payload)
+    assert (rid, choice, num_prompt, content, reasoning) == (2**40, 3, 2, "é".encode(), b"r")
+    assert positions == (((5, None), ()), ((9, -0.5), ((9, -0.5), (4, -1.25))), ((2, -2.0), ((3, -0.25),)))
+    with pytest.raises(ValueError, match="truncated"):
+        wire.decode_logprobs(payload[:-1])
+
+
 def _random_text(rng: random.Random) -> str:
     pool = ['"', "\\", "\n", "\r", "\t", "\b", "\f", "\x00", "\x1f", "\x7f", "a", "é", "€", "\u2028", "\u2029",
             "😀", "\ufeff", "/", "'"]
@@ -153,3 +191,13 @@ def test_json_escape_replaces_invalid_utf8():
         out = _ring.json_escape(bad)
         json.loads(b'"' + out + b'"')  # valid JSON whatever the input
         assert b"\\ufffd" in out
+
+
+def test_audio_records_agree():
+    assert LAYOUT["transcript_kinds"] == wire.TRANSCRIPT_KINDS
+    from lanes.audio.records import AudioJob, encode_audio_request
+
+    payload = encode_audio_request(AudioJob(3, "seg", 16000, translate=True, language="fr", prompt="p"))
+    offsets = wire.AUDIO_REQUEST_HEADER.offsets()
+    assert struct.unpack_from("<Q", payload, offsets["num_samples"])[0] == 16000
+    assert struct.unpack_from("<I", payload, offsets["flags"])[0] == wire.AUDIO_TRANSLATE

@@ -1,0 +1,1 @@
+"""Speech to text: /v1/audio/transcriptions and /v1/audio/translations on audio lanes."""

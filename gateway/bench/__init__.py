@@ -1,0 +1,1 @@
+"""`laneserve bench`: load generation against OpenAI-compatible servers, metrics, table, JSON, plot."""

@@ -1,0 +1,1 @@
+"""Audio lanes: speech-to-text models served by a lane process of their own (see README.md)."""

@@ -1,0 +1,32 @@
+"""Grammar support in this process: loads llguidance's shared library into the native runtime.
+
+The runtime calls llguidance's C API (csrc/grammar/) from the lane's token loop with the GIL
+released. The library ships inside the `llguidance` wheel as its Python extension module; that
+module is a plain shared library exporting the C API too, so the runtime opens it with dlopen —
+it needs the Python runtime in the process, which lanes (Python processes) have.
+"""
+from __future__ import annotations
+
+import importlib.util
+
+from lanes import _runtime
+
+_version: str | None = None
+
+
+def library_path() -> str | None:
+    """Path of the llguidance library, or None when the package is not installed."""
+    spec = importlib.util.find_spec("llguidance._lib")
+    return spec.origin if spec is not None and spec.origin else None
+
+
+def load() -> str | None:
+    """Makes grammar-constrained decoding available here (idempotent); returns llguidance's
+    version, or None when it is not installed (constrained requests then fail with a clear error)."""
+    global _version
+    if _version is None:
+        path = library_path()
+        if path is None:
+            return None
+        _version = _runtime.load_llguidance(path)
+    return _version

@@ -1,0 +1,41 @@
+"""JSON schemas for the structured-output battery: (name, prompt, schema). Kinds covered: nested
+objects, arrays with min/max items, enums, const, anyOf, $ref/$defs, additionalProperties false,
+string patterns and formats, numbers with bounds, nullable and multi-type fields."""
+from __future__ import annotations
+
+_STR = {"type": "string", "maxLength": 40}
+
+SCHEMAS = [
+    ("person", "Describe a person.", {"type": "object", "properties": {"name": _STR, "age": {"type": "integer", "minimum": 0, "maximum": 120}}, "required": ["name", "age"], "additionalProperties": False}),
+    ("city", "Name a large city and its country.", {"type": "object", "properties": {"city": _STR, "country": _STR}, "required": ["city", "country"], "additionalProperties": False}),
+    ("color_enum", "Pick a color.", {"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]}}, "required": ["color"], "additionalProperties": False}),
+    ("bool_flag", "Is water wet?", {"type": "object", "properties": {"answer": {"type": "boolean"}}, "required": ["answer"], "additionalProperties": False}),
+    ("const_version", "Give the API version.", {"type": "object", "properties": {"version": {"const": "v1"}, "ok": {"type": "boolean"}}, "required": ["version", "ok"], "additionalProperties": False}),
+    ("tags_array", "List some tags for a blog post about cooking.", {"type": "object", "properties": {"tags": {"type": "array", "items": _STR, "minItems": 1, "maxItems": 4}}, "required": ["tags"], "additionalProperties": False}),
+    ("fixed_pair", "Give two numbers.", {"type": "object", "properties": {"pair": {"type": "array", "items": {"type": "integer", "minimum": -100, "maximum": 100}, "minItems": 2, "maxItems": 2}}, "required": ["pair"], "additionalProperties": False}),
+    ("nested_address", "Give an address.", {"type": "object", "properties": {"name": _STR, "address": {"type": "object", "properties": {"street": _STR, "zip": {"type": "string", "pattern": "^[0-9]{5}$"}}, "required": ["street", "zip"], "additionalProperties": False}}, "required": ["name", "address"], "additionalProperties": False}),
+    ("zip_pattern", "Give a US zip code.", {"type": "object", "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}(-[0-9]{4})?$"}}, "required": ["zip"], "additionalProperties": False}),
+    ("date_format", "When did the moon landing happen?", {"type": "object", "properties": {"date": {"type": "string", "format": "date"}}, "required": ["date"], "additionalProperties": False}),
+    ("email_format", "Give a contact email.", {"type": "object", "properties": {"email": {"type": "string", "format": "email", "maxLength": 60}}, "required": ["email"], "additionalProperties": False}),
+    ("uuid_format", "Make an identifier.", {"type": "object", "properties": {"id": {"type": "string", "format": "uuid"}}, "required": ["id"], "additionalProperties": False}),
+    ("price_number", "How much does a coffee cost?", {"type": "object", "properties": {"price": {"type": "number", "minimum": 0, "maximum": 100}, "currency": {"enum": ["USD", "EUR"]}}, "required": ["price", "currency"], "additionalProperties": False}),
+    ("exclusive_bounds", "Rate a movie from 1 to 9.", {"type": "object", "properties": {"score": {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10}}, "required": ["score"], "additionalProperties": False}),
+    ("any_of_id", "Give an id, number or text.", {"type": "object", "properties": {"id": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 99999}, {"type": "string", "maxLength": 12}]}}, "required": ["id"], "additionalProperties": False}),
+    ("nullable", "Give a middle name if any.", {"type": "object", "properties": {"middle": {"type": ["string", "null"], "maxLength": 20}}, "required": ["middle"], "additionalProperties": False}),
+    ("ref_defs", "Describe two points.", {"$defs": {"point": {"type": "object", "properties": {"x": {"type": "integer", "minimum": -50, "maximum": 50}, "y": {"type": "integer", "minimum": -50, "maximum": 50}}, "required": ["x", "y"], "additionalProperties": False}}, "type": "object", "properties": {"a": {"$ref": "#/$defs/point"}, "b": {"$ref": "#/$defs/point"}}, "required": ["a", "b"], "additionalProperties": False}),
+    ("array_of_objects", "List two books.", {"type": "object", "properties": {"books": {"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "object", "properties": {"title": _STR, "year": {"type": "integer", "minimum": 1000, "maximum": 2100}}, "required": ["title", "year"], "additionalProperties": False}}}, "required": ["books"], "additionalProperties": False}),
+    ("top_level_array", "List three fruits.", {"type": "array", "items": {"type": "string", "maxLength": 20}, "minItems": 3, "maxItems": 3}),
+    ("enum_numbers", "Pick a dice value.", {"type": "object", "properties": {"dice": {"enum": [1, 2, 3, 4, 5, 6]}}, "required": ["dice"], "additionalProperties": False}),
+    ("optional_fields", "Describe a pet.", {"type": "object", "properties": {"name": _STR, "species": {"enum": ["cat", "dog", "bird"]}, "age": {"type": "integer", "minimum": 0, "maximum": 40}}, "required": ["name", "species"], "additionalProperties": False}),
+    ("deep_nesting", "Describe a company.", {"type": "object", "properties": {"company": {"type": "object", "properties": {"name": _STR, "ceo": {"type": "object", "properties": {"name": _STR, "since": {"type": "integer", "minimum": 1900, "maximum": 2030}}, "required": ["name", "since"], "additionalProperties": False}}, "required": ["name", "ceo"], "additionalProperties": False}}, "required": ["company"], "additionalProperties": False}),
+    ("string_lengths", "Give a short code word.", {"type": "object", "properties": {"code": {"type": "string", "minLength": 3, "maxLength": 8, "pattern": "^[a-z]+$"}}, "required": ["code"], "additionalProperties": False}),
+    ("hostname_format", "Name a web server host.", {"type": "object", "properties": {"host": {"type": "string", "format": "hostname", "maxLength": 40}}, "required": ["host"], "additionalProperties": False}),
+    ("datetime_format", "When is the meeting?", {"type": "object", "properties": {"when": {"type": "string", "format": "date-time"}}, "required": ["when"], "additionalProperties": False}),
+    ("ipv4_format", "Give a local IP address.", {"type": "object", "properties": {"ip": {"type": "string", "format": "ipv4"}}, "required": ["ip"], "additionalProperties": False}),
+    ("multiple_of", "Pick an even number up to 20.", {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 2, "minimum": 0, "maximum": 20}}, "required": ["n"], "additionalProperties": False}),
+    ("map_object", "Give prices of two items.", {"type": "object", "patternProperties": {"^[a-z]{1,12}$": {"type": "number", "minimum": 0, "maximum": 1000}}, "additionalProperties": False, "minProperties": 1, "maxProperties": 3}),
+    ("any_of_objects", "Describe a shape.", {"type": "object", "properties": {"shape": {"anyOf": [{"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "integer", "minimum": 1, "maximum": 10}}, "required": ["kind", "r"], "additionalProperties": False}, {"type": "object", "properties": {"kind": {"const": "square"}, "side": {"type": "integer", "minimum": 1, "maximum": 10}}, "required": ["kind", "side"], "additionalProperties": False}]}}, "required": ["shape"], "additionalProperties": False}),
+    ("ref_list", "List two coworkers.", {"$defs": {"person": {"type": "object", "properties": {"name": {"$ref": "#/$defs/short"}, "role": {"$ref": "#/$defs/short"}}, "required": ["name", "role"], "additionalProperties": False}, "short": {"type": "string", "maxLength": 24}}, "type": "array", "items": {"$ref": "#/$defs/person"}, "minItems": 2, "maxItems": 2}),
+    ("unbounded_integer", "How many people live in Paris?", {"type": "object", "properties": {"population": {"type": "integer"}}, "required": ["population"], "additionalProperties": False}),
+    ("one_of_nullable", "Give a discount if there is one.", {"type": "object", "properties": {"discount": {"anyOf": [{"type": "null"}, {"type": "number", "minimum": 0, "maximum": 50}]}, "code": {"type": "string", "pattern": "^[A-Z]{4}[0-9]{2}$"}}, "required": ["discount", "code"], "additionalProperties": False}),
+]

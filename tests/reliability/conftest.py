@@ -1,0 +1,149 @@
+"""Fixtures for the reliability battery (R1–R24): servers on loopback, and the global invariants
+checked after every test against every server the test used (see `Watched.check`):
+
+1. the gateway is alive, and a follow-up valid request succeeds;
+2. every lane is back to ready with no slot in use and nothing queued (within 5 s);
+3. the gateway's /dev/shm names (lanes.names, created by the server process) are back to their
+   count at start;
+4. the gateway's open fds and threads are back near their count at start (a few fds of
+   connections still closing; asyncio's bounded executor may add threads once);
+5. no zombie children;
+6. no unhandled exception (a 500) in the server log.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # --import-mode=importlib: make harness importable
+from harness import proc_counts, ready_body, settled, shm_names, zombies_of  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("gateway_test_servers",
+                                               Path(__file__).resolve().parents[1] / "gateway" / "conftest.py")
+servers = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = servers  # dataclasses look their module up there
+_spec.loader.exec_module(servers)
+start_server = servers.start_server
+serving_stack_missing = servers.serving_stack_missing
+
+SETTLE_S = 5.0
+FD_SLACK = 4
+THREAD_SLACK = 8  # asyncio's default executor (tokenizing large prompts) grows to min(32, cpus + 4) once
+SYNTHETIC = "synthetic:step_us={step_us},slots={slots}"
+
+
+class Watched:
+    """A server whose invariants are checked after each test that used it."""
+
+    def __init__(self, srv, model: str, headers: dict | None = None) -> None:
+        self.srv = srv
+        self.headers = headers or {}
+        self.model = model
+        self.pid = srv.proc.pid
+        self.base_url = srv.base_url
+        _, self.fds, self.threads = proc_counts(self.pid)
+        self.shm = len(shm_names(self.pid))
+
+    def log_text(self) -> str:
+        return self.srv.log_text()
+
+    def check(self) -> None:
+        assert self.srv.proc.poll() is None, f"server died:\n{self.log_text()[-3000:]}"
+        assert httpx.get(self.base_url + "/health/live", timeout=5.0).status_code == 200
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            body = ready_body(self.base_url)
+            _, fds, threads = proc_counts(self.pid)
+            shm = len(shm_names(self.pid))
+            ok = settled(body) and shm == self.shm and fds <= self.fds + FD_SLACK
+            if ok or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert settled(body), f"lanes not back to ready/idle within {SETTLE_S} s: {body}"
+        assert shm == self.shm, f"/dev/shm names {self.shm} at start, {shm} now: {shm_names(self.pid)}"
+        assert fds <= self.fds + FD_SLACK, f"fds {self.fds} at start, {fds} now"
+        assert threads <= self.threads + THREAD_SLACK, f"threads {self.threads} at start, {threads} now"
+        assert not zombies_of(self.pid), "zombie children"
+        follow_up = httpx.post(self.base_url + "/v1/completions", timeout=30.0, headers=self.headers,
+                               json={"model": self.model, "prompt": "Hello", "max_tokens": 1})
+        assert follow_up.status_code == 200, follow_up.text
+        assert "unhandled_exception" not in self.log_text(), self.log_text()[-3000:]
+
+
+_watched: list[Watched] = []
+
+
+def watch(srv, model: str = "smollm2", headers: dict | None = None) -> Watched:
+    w = Watched(srv, model, headers)
+    _watched.append(w)
+    return w
+
+
+def unwatch(w: Watched) -> None:
+    if w in _watched:
+        _watched.remove(w)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        item.call_failed = report.failed
+
+
+@pytest.fixture(autouse=True)
+def global_invariants(request):
+    yield
+    if getattr(request.node, "call_failed", True):
+        return  # the test's own failure says more; a skipped test has no call phase either
+    for w in list(_watched):
+        if w.srv.proc.poll() is None:
+            w.check()
+
+
+def _start(tmp_path_factory, name: str, *args: str, real_model: bool = True, env: dict | None = None):
+    reason = serving_stack_missing(real_model=real_model)
+    if reason:
+        pytest.skip(reason)
+    srv = start_server(tmp_path_factory.mktemp(name), *args, env=env)
+    srv.wait_ready()
+    return srv
+
+
+@pytest.fixture(scope="session")
+def battery(tmp_path_factory):
+    """SmolLM2, two lanes of one thread each, 256-token context, 1 s keep-alive comments."""
+    srv = _start(tmp_path_factory, "battery", "--replicas", "2", "--ctx-size", "256", "--keepalive-interval-s", "1",
+                 "--heartbeat-timeout-s", "30")
+    w = watch(srv)
+    yield w
+    unwatch(w)
+    assert srv.terminate() == 0, srv.log_text()[-3000:]
+
+
+@pytest.fixture(scope="module")
+def synthetic_factory(tmp_path_factory):
+    """Start synthetic-backend servers (no weights; SmolLM2's tokenizer), stopped at module end."""
+    started = []
+
+    def start(*args: str, model: str = "m", watched: bool = True, env: dict | None = None,
+              headers: dict | None = None, **spec):
+        source = SYNTHETIC.format(step_us=spec.pop("step_us", 5000), slots=spec.pop("slots", 2))
+        source += "".join(f",{k}={v}" for k, v in spec.items())
+        srv = _start(tmp_path_factory, "synthetic", "--model", f"{model}={source}", *args, real_model=False, env=env)
+        w = watch(srv, model, headers) if watched else None
+        started.append((srv, w))
+        return w or srv
+
+    yield start
+    for srv, w in started:
+        if w is not None:
+            unwatch(w)
+        if srv.proc.poll() is None:
+            srv.terminate()
