@@ -23,8 +23,8 @@ struct YKIl {
   template <int R>
   static void tile(const uint8_t* gp, int h, int64_t nsb, const ActView& a, int64_t r, float* y, int64_t y_stride,
                    bool prefetch) {
-    __m256 acc[R];
-    for (int k = 0; k < R; ++k) acc[k] = _mm256_setzero_ps();
+    __m256 acc[R], accm[R];  // Q4_K's min terms apart, as in the zmm kernel
+    for (int k = 0; k < R; ++k) acc[k] = accm[k] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* rec = gp + size_t(s) * F.rec_bytes;
@@ -60,7 +60,7 @@ struct YKIl {
           }
           const __m256 da = _mm256_set1_ps(a.sc(r + k)[s]);
           acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[k]), _mm256_mul_ps(dw, da), acc[k]);
-          acc[k] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ), _mm256_mul_ps(dmw, da), acc[k]);
+          accm[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ), _mm256_mul_ps(dmw, da), accm[k]);
         }
       } else {
         const __m256i m30 = _mm256_set1_epi8(0x30);
@@ -105,7 +105,7 @@ struct YKIl {
         }
       }
     }
-    for (int k = 0; k < R; ++k) _mm256_storeu_ps(y + (r + k) * y_stride + 8 * h, acc[k]);
+    for (int k = 0; k < R; ++k) _mm256_storeu_ps(y + (r + k) * y_stride + 8 * h, _mm256_sub_ps(acc[k], accm[k]));
   }
 };
 

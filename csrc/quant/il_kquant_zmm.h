@@ -37,8 +37,10 @@ struct ZKIl {
   template <int R>
   static void tile(const uint8_t* gp, int64_t nsb, const ActView& a, int64_t r, float* y, int64_t y_stride,
                    bool prefetch) {
-    __m512 acc[R];
-    for (int k = 0; k < R; ++k) acc[k] = _mm512_setzero_ps();
+    // Q4_K's min terms get their own accumulator, subtracted at the end: the operation order
+    // of llama.cpp's repacked Q4_K GEMM (its int sums are exact, so only the float order matters).
+    __m512 acc[R], accm[R];
+    for (int k = 0; k < R; ++k) acc[k] = accm[k] = _mm512_setzero_ps();
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* rec = gp + size_t(s) * F.rec_bytes;
       if (prefetch) prefetch_row(rec + kPrefetchBytes, F.rec_bytes);
@@ -78,7 +80,7 @@ struct ZKIl {
           }
           const __m512 da = _mm512_set1_ps(a.sc(r + k)[s]);
           acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[k]), _mm512_mul_ps(dw, da), acc[k]);
-          acc[k] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(summ), _mm512_mul_ps(dmw, da), acc[k]);
+          accm[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(summ), _mm512_mul_ps(dmw, da), accm[k]);
         }
       } else {
         for (int h = 0; h < 2; ++h) {
@@ -114,7 +116,7 @@ struct ZKIl {
         }
       }
     }
-    for (int k = 0; k < R; ++k) _mm512_storeu_ps(y + (r + k) * y_stride, acc[k]);
+    for (int k = 0; k < R; ++k) _mm512_storeu_ps(y + (r + k) * y_stride, _mm512_sub_ps(acc[k], accm[k]));
   }
 };
 

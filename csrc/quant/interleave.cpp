@@ -197,7 +197,7 @@ void kil_rows_scalar(const uint8_t* w, size_t, int64_t o0, int64_t o1, const Act
   for (int64_t g = o0 / kInterleaveRows; g < o1 / kInterleaveRows; ++g) {
     const uint8_t* gp = w + size_t(g * nsb) * size_t(f.rec_bytes);
     for (int64_t r = 0; r < a.n_rows; ++r) {
-      float acc[kInterleaveRows] = {};
+      float acc[kInterleaveRows] = {}, acc_min[kInterleaveRows] = {};  // Q4_K min terms apart
       for (int64_t s = 0; s < nsb; ++s) {
         const uint8_t* rec = gp + size_t(s) * size_t(f.rec_bytes);
         const int8_t* q = a.q(r) + 256 * s;
@@ -213,10 +213,10 @@ void kil_rows_scalar(const uint8_t* w, size_t, int64_t o0, int64_t o1, const Act
             else sumi -= 32 * kil_scale(T, rec, i, j) * bs[j];
           }
           acc[i] = std::fma(float(sumi), fp16_to_f32(load_u16(rec + 2 * i)) * da, acc[i]);
-          if (T == GgmlType::Q4_K) acc[i] = std::fma(-float(summ), fp16_to_f32(load_u16(rec + 32 + 2 * i)) * da, acc[i]);
+          if (T == GgmlType::Q4_K) acc_min[i] = std::fma(float(summ), fp16_to_f32(load_u16(rec + 32 + 2 * i)) * da, acc_min[i]);
         }
       }
-      for (int i = 0; i < kInterleaveRows; ++i) y[r * y_stride + g * kInterleaveRows + i] = acc[i];
+      for (int i = 0; i < kInterleaveRows; ++i) y[r * y_stride + g * kInterleaveRows + i] = acc[i] - acc_min[i];
     }
   }
 }
