@@ -5,9 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
+#include <cstdio>
 #include <cstring>
-#include <new>
 #include <stdexcept>
 
 #include "model/ops.h"
@@ -42,7 +41,8 @@ Weight load_weight(const GgufFile& f, const std::string& name, int64_t n_in, int
 
 }  // namespace
 
-ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads, int n_seq)
+ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads, int n_seq,
+                           const std::string& repack_cache_dir)
     : ctx_size_(ctx_size), max_batch_(max_batch), n_seq_(n_seq) {
   load_config(file);
   if (threads < 0 || threads > 256) file.fail("threads must be between 0 (all cores) and 256");
@@ -55,7 +55,7 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   max_batch_ = int32_t(std::min<int64_t>(max_batch_, int64_t(ctx_size_) * n_seq_));
   load_weights(file);
   pool_ = std::make_unique<ThreadPool>(threads);
-  repack_weights();
+  repack_weights(repack_cache_dir, file.path());
 
   const int64_t B = max_batch_, E = cfg_.n_embd, hd = cfg_.head_dim;
   const int64_t q_dim = int64_t(cfg_.n_head) * hd, kv_dim = int64_t(cfg_.n_head_kv) * hd;
@@ -171,38 +171,53 @@ void ModelRuntime::load_weights(const GgufFile& f) {
   }
 }
 
-void ModelRuntime::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
-
 // Matrix × matrix speed (prefill, batched decode) comes from the row-interleaved layout, and
 // decode reads it as fast; one copy is kept: the original's mapped pages are dropped from this
-// process (they stay in the page cache and fault back in if ever touched).
-void ModelRuntime::repack_weights() {
+// process (they stay in the page cache and fault back in if ever touched), and the repacked
+// copy is a shared cache file when a cache dir is given (model/repack_store.h).
+void ModelRuntime::repack_weights(const std::string& cache_dir, const std::string& model_path) {
   std::vector<Weight*> ws;
   for (LayerWeights& L : layers_)
     for (Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) ws.push_back(w);
   const bool tied = output_.data == tok_embd_.data;
   ws.push_back(&tok_embd_);
   if (!tied) ws.push_back(&output_);
-  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  std::vector<Weight*> todo;
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  // The layout part of the cache key: format version and every repacked tensor's type and shape.
+  std::string layout_key = "layout=il" + std::to_string(kInterleaveRows) + "v1";
   for (Weight* w : ws) {
     if (!interleave_preferred(w->type, w->n_in, w->n_out)) continue;
+    todo.push_back(w);
+    offsets.push_back(total);
+    total += (interleaved_bytes(w->type, w->n_in, w->n_out) + 63) & ~size_t(63);
+    layout_key += ";" + std::to_string(int(w->type)) + ":" + std::to_string(w->n_in) + "x" + std::to_string(w->n_out);
+  }
+  auto fill = [&](uint8_t* dst) {
+    for (size_t k = 0; k < todo.size(); ++k) {
+      const Weight& src = *todo[k];
+      uint8_t* out = dst + offsets[k];
+      // Groups of 16 rows are independent: repack slices of whole groups in parallel.
+      const size_t src_group = ggml_row_bytes(src.type, src.n_in) * kInterleaveRows;
+      const size_t dst_group = interleaved_bytes(src.type, src.n_in, kInterleaveRows);
+      pool_->parallel_for(src.n_out / kInterleaveRows, 1, [&](int64_t g0, int64_t g1) {
+        interleave_weights(src.type, src.data + size_t(g0) * src_group, src.n_in, (g1 - g0) * kInterleaveRows,
+                           out + size_t(g0) * dst_group);
+      });
+    }
+  };
+  repack_ = RepackStore::open(cache_dir, model_path, layout_key, total, fill);
+  if (!cache_dir.empty() && repack_.source() == RepackStore::Source::Private)  // works, but a copy per lane
+    std::fprintf(stderr, "laneserve: repack cache not used (%s)\n", repack_.status().c_str());
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  for (size_t k = 0; k < todo.size(); ++k) {
+    Weight* w = todo[k];
     const size_t bytes = ggml_row_bytes(w->type, w->n_in) * size_t(w->n_out);
-    const size_t il_bytes = interleaved_bytes(w->type, w->n_in, w->n_out);
-    auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, (il_bytes + 63) & ~size_t(63)));
-    if (!buf) throw std::bad_alloc();
-    repacked_.emplace_back(buf);
-    // Groups of 16 rows are independent: repack slices of whole groups in parallel.
-    const size_t src_group = ggml_row_bytes(w->type, w->n_in) * kInterleaveRows;
-    const size_t dst_group = interleaved_bytes(w->type, w->n_in, kInterleaveRows);
-    const Weight& src = *w;
-    pool_->parallel_for(w->n_out / kInterleaveRows, 1, [&](int64_t g0, int64_t g1) {
-      interleave_weights(src.type, src.data + size_t(g0) * src_group, src.n_in, (g1 - g0) * kInterleaveRows,
-                         buf + size_t(g0) * dst_group);
-    });
     const uintptr_t b = (reinterpret_cast<uintptr_t>(w->data) + page - 1) & ~(page - 1);
     const uintptr_t e = (reinterpret_cast<uintptr_t>(w->data) + bytes) & ~(page - 1);
     if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
-    w->data = buf;
+    w->data = repack_.data() + offsets[k];
     w->layout = WeightLayout::Interleaved16;
   }
   if (tied) output_ = tok_embd_;
