@@ -36,6 +36,9 @@ _HELP = {
     "max_audio_bytes": "largest audio upload on /v1/audio/* in bytes; beyond it 413 (default 25 MiB)",
     "max_audio_s": "longest decoded audio in seconds; beyond it 413 (default 3600)",
     "audio_threads": "compute threads per audio lane (0 = the same share of the cores as every lane)",
+    "repack_cache_dir": "directory where lanes share each model's repacked weights (one copy for all "
+                        "replicas, no repacking on later launches); auto (default): ~/.cache/laneserve/repack; "
+                        "off: each lane repacks into its own memory",
 }
 
 

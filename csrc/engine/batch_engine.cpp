@@ -90,7 +90,7 @@ struct BatchEngine::Impl {
 
   Impl(const std::string& path, const BatchEngineOptions& o)
       : file(path),
-        model(file, o.ctx_size, o.max_batch_tokens, o.threads, o.num_slots),
+        model(file, o.ctx_size, o.max_batch_tokens, o.threads, o.num_slots, o.repack_cache_dir),
         tokenizer(Tokenizer::from_gguf(file)),
         max_batch_tokens(model.max_batch()) {
     const int32_t n_vocab = model.config().n_vocab;
@@ -303,6 +303,7 @@ int32_t BatchEngine::n_vocab() const { return impl_->tokenizer->n_vocab(); }
 int32_t BatchEngine::num_slots() const { return int32_t(impl_->slots.size()); }
 int32_t BatchEngine::max_batch_tokens() const { return impl_->max_batch_tokens; }
 size_t BatchEngine::kv_cache_bytes() const { return impl_->model.kv_cache_bytes(); }
+const std::string& BatchEngine::repack_status() const { return impl_->model.repack_status(); }
 int32_t BatchEngine::last_batch_tokens() const { return impl_->last_batch_tokens; }
 size_t BatchEngine::num_waiting() const { return impl_->waiting.size(); }
 
