@@ -10,7 +10,8 @@
 template <GgmlType T>
 struct YKIl {
   static constexpr KIlFormat F = kil_format(T);
-  static constexpr int kMaxR = 4;
+  static constexpr int kMaxR = 4, kHalves = 2, kBlockElems = 256;
+  static size_t group_bytes(size_t, int64_t n_in) { return size_t(n_in / 256) * size_t(F.rec_bytes); }
 
   static __m256i b4(const int8_t* q) { return _mm256_set1_epi32(int(load_u32(reinterpret_cast<const uint8_t*>(q)))); }
   static __m256i line(const uint8_t* rec, int off, int h) {
@@ -109,28 +110,8 @@ struct YKIl {
   }
 };
 
-template <class K>
-void run_kil_ymm(const uint8_t* w, size_t, int64_t o0, int64_t o1, const ActView& a, float* y, int64_t y_stride) {
-  const int64_t nsb = a.n_in / 256;
-  for (int64_t g = o0 / kInterleaveRows; g < o1 / kInterleaveRows; ++g) {
-    const uint8_t* gp = w + size_t(g * nsb) * size_t(K::F.rec_bytes);
-    float* yg = y + g * kInterleaveRows;
-    for (int h = 0; h < 2; ++h) {
-      for (int64_t r = 0; r < a.n_rows; r += K::kMaxR) {
-        const int64_t R = a.n_rows - r < K::kMaxR ? a.n_rows - r : K::kMaxR;
-        const bool pf = r == 0 && h == 0;
-        switch (R) {
-          case 4: K::template tile<4>(gp, h, nsb, a, r, yg, y_stride, pf); break;
-          case 3: K::template tile<3>(gp, h, nsb, a, r, yg, y_stride, pf); break;
-          case 2: K::template tile<2>(gp, h, nsb, a, r, yg, y_stride, pf); break;
-          default: K::template tile<1>(gp, h, nsb, a, r, yg, y_stride, pf); break;
-        }
-      }
-    }
-  }
-}
 
 inline void fill_kil_ymm(KernelTable& t) {
-  t.il_rows[slot(GgmlType::Q4_K)] = &run_kil_ymm<YKIl<GgmlType::Q4_K>>;
-  t.il_rows[slot(GgmlType::Q6_K)] = &run_kil_ymm<YKIl<GgmlType::Q6_K>>;
+  t.il_rows[slot(GgmlType::Q4_K)] = &run_il_groups<YKIl<GgmlType::Q4_K>>;
+  t.il_rows[slot(GgmlType::Q6_K)] = &run_il_groups<YKIl<GgmlType::Q6_K>>;
 }

@@ -11,7 +11,8 @@
 template <GgmlType T>
 struct ZKIl {
   static constexpr KIlFormat F = kil_format(T);
-  static constexpr int kMaxR = 8;
+  static constexpr int kMaxR = 8, kHalves = 1, kBlockElems = 256;
+  static size_t group_bytes(size_t, int64_t n_in) { return size_t(n_in / 256) * size_t(F.rec_bytes); }
 
   static __m512i bcast4(const int8_t* q) { return _mm512_set1_epi32(int(load_u32(reinterpret_cast<const uint8_t*>(q)))); }
 
@@ -35,7 +36,7 @@ struct ZKIl {
   }
 
   template <int R>
-  static void tile(const uint8_t* gp, int64_t nsb, const ActView& a, int64_t r, float* y, int64_t y_stride,
+  static void tile(const uint8_t* gp, int, int64_t nsb, const ActView& a, int64_t r, float* y, int64_t y_stride,
                    bool prefetch) {
     // Q4_K's min terms get their own accumulator, subtracted at the end: the operation order
     // of llama.cpp's repacked Q4_K GEMM (its int sums are exact, so only the float order matters).
@@ -120,25 +121,3 @@ struct ZKIl {
   }
 };
 
-template <class K>
-void run_kil(const uint8_t* w, size_t, int64_t o0, int64_t o1, const ActView& a, float* y, int64_t y_stride) {
-  const int64_t nsb = a.n_in / 256;
-  for (int64_t g = o0 / kInterleaveRows; g < o1 / kInterleaveRows; ++g) {
-    const uint8_t* gp = w + size_t(g * nsb) * size_t(K::F.rec_bytes);
-    float* yg = y + g * kInterleaveRows;
-    for (int64_t r = 0; r < a.n_rows; r += K::kMaxR) {
-      const int64_t R = a.n_rows - r < K::kMaxR ? a.n_rows - r : K::kMaxR;
-      const bool pf = r == 0;
-      switch (R) {
-        case 8: K::template tile<8>(gp, nsb, a, r, yg, y_stride, pf); break;
-        case 7: K::template tile<7>(gp, nsb, a, r, yg, y_stride, pf); break;
-        case 6: K::template tile<6>(gp, nsb, a, r, yg, y_stride, pf); break;
-        case 5: K::template tile<5>(gp, nsb, a, r, yg, y_stride, pf); break;
-        case 4: K::template tile<4>(gp, nsb, a, r, yg, y_stride, pf); break;
-        case 3: K::template tile<3>(gp, nsb, a, r, yg, y_stride, pf); break;
-        case 2: K::template tile<2>(gp, nsb, a, r, yg, y_stride, pf); break;
-        default: K::template tile<1>(gp, nsb, a, r, yg, y_stride, pf); break;
-      }
-    }
-  }
-}

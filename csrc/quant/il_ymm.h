@@ -13,7 +13,8 @@ struct YIl {
   // Without VNNI, Q8_0 uses |w| × sign(a, w) (no bias); otherwise unsigned codes + act bias.
   static constexpr bool kSignTrick = F.q8 && !LS_VNNI;
   static constexpr bool kBias = !F.min && !kSignTrick;
-  static constexpr int kMaxR = 4;
+  static constexpr int kMaxR = 4, kHalves = 2, kBlockElems = 32;
+  static size_t group_bytes(size_t w_stride, int64_t) { return w_stride * kInterleaveRows; }
 
   static __m256i act4(const int8_t* q, int64_t b, int j) {
     return _mm256_set1_epi32(int(load_u32(reinterpret_cast<const uint8_t*>(q + act_step_index(kOrder, b, j)))));
@@ -89,36 +90,11 @@ struct YIl {
   }
 };
 
-template <class K>
-void run_il_ymm(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, const ActView& a, float* y,
-                int64_t y_stride) {
-  const int64_t nb = a.n_in / 32;
-  const size_t group_bytes = w_stride * kInterleaveRows;
-  // Prologue: the first kPrefetchBytes of the range are otherwise demand-missed.
-  const size_t range = size_t((o1 - o0) / kInterleaveRows) * group_bytes;
-  prefetch_row(w + size_t(o0 / kInterleaveRows) * group_bytes, range < kPrefetchBytes ? range : kPrefetchBytes);
-  for (int64_t g = o0 / kInterleaveRows; g < o1 / kInterleaveRows; ++g) {
-    const uint8_t* gp = w + size_t(g) * group_bytes;
-    float* yg = y + g * kInterleaveRows;
-    for (int h = 0; h < 2; ++h) {
-      for (int64_t r = 0; r < a.n_rows; r += K::kMaxR) {
-        const int64_t R = a.n_rows - r < K::kMaxR ? a.n_rows - r : K::kMaxR;
-        const bool pf = r == 0 && h == 0;
-        switch (R) {
-          case 4: K::template tile<4>(gp, h, nb, a, r, yg, y_stride, pf); break;
-          case 3: K::template tile<3>(gp, h, nb, a, r, yg, y_stride, pf); break;
-          case 2: K::template tile<2>(gp, h, nb, a, r, yg, y_stride, pf); break;
-          default: K::template tile<1>(gp, h, nb, a, r, yg, y_stride, pf); break;
-        }
-      }
-    }
-  }
-}
 
 inline void fill_il_ymm(KernelTable& t) {
-  t.il_rows[slot(GgmlType::Q8_0)] = &run_il_ymm<YIl<GgmlType::Q8_0>>;
-  t.il_rows[slot(GgmlType::Q4_0)] = &run_il_ymm<YIl<GgmlType::Q4_0>>;
-  t.il_rows[slot(GgmlType::Q4_1)] = &run_il_ymm<YIl<GgmlType::Q4_1>>;
-  t.il_rows[slot(GgmlType::Q5_0)] = &run_il_ymm<YIl<GgmlType::Q5_0>>;
-  t.il_rows[slot(GgmlType::Q5_1)] = &run_il_ymm<YIl<GgmlType::Q5_1>>;
+  t.il_rows[slot(GgmlType::Q8_0)] = &run_il_groups<YIl<GgmlType::Q8_0>>;
+  t.il_rows[slot(GgmlType::Q4_0)] = &run_il_groups<YIl<GgmlType::Q4_0>>;
+  t.il_rows[slot(GgmlType::Q4_1)] = &run_il_groups<YIl<GgmlType::Q4_1>>;
+  t.il_rows[slot(GgmlType::Q5_0)] = &run_il_groups<YIl<GgmlType::Q5_0>>;
+  t.il_rows[slot(GgmlType::Q5_1)] = &run_il_groups<YIl<GgmlType::Q5_1>>;
 }

@@ -11,7 +11,8 @@ template <GgmlType T>
 struct ZIl {
   static constexpr IlFormat F = il_format(T);
   static constexpr bool kBias = !F.min;  // Q4_0/Q5_0/Q8_0: -k·Σq as the initial accumulator
-  static constexpr int kMaxR = 8;
+  static constexpr int kMaxR = 8, kHalves = 1, kBlockElems = 32;
+  static size_t group_bytes(size_t w_stride, int64_t) { return w_stride * kInterleaveRows; }
 
   // The 8 steps of one record as unsigned codes (Q8_0: w + 128).
   static void unpack(const uint8_t* rec, __m512i* u) {
@@ -37,7 +38,7 @@ struct ZIl {
   }
 
   template <int R>
-  static void tile(const uint8_t* gp, int64_t nb, const ActView& a, int64_t r, float* y, int64_t y_stride,
+  static void tile(const uint8_t* gp, int, int64_t nb, const ActView& a, int64_t r, float* y, int64_t y_stride,
                    bool prefetch) {
     constexpr ActOrder order = T == GgmlType::Q8_0 ? ActOrder::Natural : ActOrder::PairPerm;  // act_format(T)
     __m512 acc[R];
@@ -79,30 +80,3 @@ struct ZIl {
 
 // Groups [o0/16, o1/16) × activation rows in tiles of up to 8. A group's records (≤ 16 KB for
 // n_in ≤ 1536) stay in L1 while the activation tiles stream from L2.
-template <class K>
-void run_il(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, const ActView& a, float* y,
-            int64_t y_stride) {
-  const int64_t nb = a.n_in / 32;
-  const size_t group_bytes = w_stride * kInterleaveRows;
-  // Prologue: the first kPrefetchBytes of the range are otherwise demand-missed.
-  const size_t range = size_t((o1 - o0) / kInterleaveRows) * group_bytes;
-  prefetch_row(w + size_t(o0 / kInterleaveRows) * group_bytes, range < kPrefetchBytes ? range : kPrefetchBytes);
-  for (int64_t g = o0 / kInterleaveRows; g < o1 / kInterleaveRows; ++g) {
-    const uint8_t* gp = w + size_t(g) * group_bytes;
-    float* yg = y + g * kInterleaveRows;
-    for (int64_t r = 0; r < a.n_rows; r += K::kMaxR) {
-      const int64_t R = a.n_rows - r < K::kMaxR ? a.n_rows - r : K::kMaxR;
-      const bool pf = r == 0;
-      switch (R) {
-        case 8: K::template tile<8>(gp, nb, a, r, yg, y_stride, pf); break;
-        case 7: K::template tile<7>(gp, nb, a, r, yg, y_stride, pf); break;
-        case 6: K::template tile<6>(gp, nb, a, r, yg, y_stride, pf); break;
-        case 5: K::template tile<5>(gp, nb, a, r, yg, y_stride, pf); break;
-        case 4: K::template tile<4>(gp, nb, a, r, yg, y_stride, pf); break;
-        case 3: K::template tile<3>(gp, nb, a, r, yg, y_stride, pf); break;
-        case 2: K::template tile<2>(gp, nb, a, r, yg, y_stride, pf); break;
-        default: K::template tile<1>(gp, nb, a, r, yg, y_stride, pf); break;
-      }
-    }
-  }
-}

@@ -11,6 +11,7 @@
 #pragma GCC target("avx2,fma,f16c")
 
 #include "quant/rows_driver.h"
+#include "quant/il_driver.h"
 
 namespace ls::quant {
 namespace {
