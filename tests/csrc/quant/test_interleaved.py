@@ -32,14 +32,6 @@ def weights(qtype, seed=0):
     return raw, arr, Q.interleave(int(qtype), raw, n_in_for(qtype), N_OUT)
 
 
-@pytest.fixture(params=ISAS)
-def isa(request):
-    before = Q.active_isa()
-    assert Q.set_isa(request.param)
-    yield request.param
-    Q.set_isa(before)
-
-
 def test_supported_types_and_shapes():
     for qt in TYPES:
         assert Q.interleave_supported(int(qt), 256, 32)
