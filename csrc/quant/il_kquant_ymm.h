@@ -1,4 +1,4 @@
-// 256-bit kernels over row-interleaved Q4_K / Q6_K records (quant_internal.h KIlFormat): a
+// 256-bit kernels over row-interleaved Q4_K / Q5_K / Q6_K records (quant_internal.h KIlFormat): a
 // 16-row group is two halves of 8 rows (bytes 32h..32h+31 of every 64-byte record line), one
 // ymm lane per row; tiles of 8 weight rows × up to 4 activation rows. Same integer sums and float
 // operations as the scalar reference (interleave.cpp kil_rows_scalar) and il_kquant_zmm.h.
@@ -33,13 +33,17 @@ struct YKIl {
       __m256i sumi[R];
       for (int k = 0; k < R; ++k) sumi[k] = _mm256_setzero_si256();
       const __m256 dw = _mm256_cvtph_ps(half16(rec, 0, h));
-      if (T == GgmlType::Q4_K) {
+      if (T != GgmlType::Q6_K) {  // Q4_K, Q5_K
         for (int j = 0; j < 8; ++j) {
           const __m256i scj = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + F.sc_off + 16 * j + 8 * h)));
           __m256i u[8];
           for (int t = 0; t < 8; ++t) {
             const __m256i x = line(rec, F.qs_off + (8 * (j / 2) + t) * 64, h);
             u[t] = _mm256_and_si256((j & 1) ? _mm256_srli_epi16(x, 4) : x, m4);
+            if (T == GgmlType::Q5_K) {  // bit j of each qh byte → bit 4 of the code
+              const __m256i qh = line(rec, F.qh_off + t * 64, h);
+              u[t] = _mm256_or_si256(u[t], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, j), _mm256_set1_epi8(1)), 4));
+            }
           }
           for (int k = 0; k < R; ++k) {
             const int8_t* q = a.q(r + k) + 256 * s + 32 * j;
@@ -113,5 +117,6 @@ struct YKIl {
 
 inline void fill_kil_ymm(KernelTable& t) {
   t.il_rows[slot(GgmlType::Q4_K)] = &run_il_groups<YKIl<GgmlType::Q4_K>>;
+  t.il_rows[slot(GgmlType::Q5_K)] = &run_il_groups<YKIl<GgmlType::Q5_K>>;
   t.il_rows[slot(GgmlType::Q6_K)] = &run_il_groups<YKIl<GgmlType::Q6_K>>;
 }

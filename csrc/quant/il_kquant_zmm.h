@@ -1,7 +1,7 @@
-// zmm kernels over row-interleaved Q4_K / Q6_K records (quant_internal.h KIlFormat) against Q8_K
+// zmm kernels over row-interleaved Q4_K / Q5_K / Q6_K records (quant_internal.h KIlFormat) against Q8_K
 // activations: one lane per weight row, tiles of 16 weight rows × up to 8 activation rows. Per
 // sub-block an exact int32 dot (vpdpbusd of 4 broadcast activation bytes), times the row's
-// scale (vpmulld), summed over the super-block; mins (Q4_K) and Q6_K's −32 go through the
+// scale (vpmulld), summed over the super-block; mins (Q4_K, Q5_K) and Q6_K's −32 go through the
 // activation block sums with vpdpwssd. Float operations are those of the scalar reference
 // (interleave.cpp kil_rows_scalar).
 //
@@ -38,7 +38,7 @@ struct ZKIl {
   template <int R>
   static void tile(const uint8_t* gp, int, int64_t nsb, const ActView& a, int64_t r, float* y, int64_t y_stride,
                    bool prefetch) {
-    // Q4_K's min terms get their own accumulator, subtracted at the end: the operation order
+    // Q4_K's / Q5_K's min terms get their own accumulator, subtracted at the end: the operation order
     // of llama.cpp's repacked Q4_K GEMM (its int sums are exact, so only the float order matters).
     __m512 acc[R], accm[R];
     for (int k = 0; k < R; ++k) acc[k] = accm[k] = _mm512_setzero_ps();
@@ -47,14 +47,18 @@ struct ZKIl {
       if (prefetch) prefetch_row(rec + kPrefetchBytes, F.rec_bytes);
       __m512i sumi[R];
       for (int k = 0; k < R; ++k) sumi[k] = _mm512_setzero_si512();
-      if (T == GgmlType::Q4_K) {
-        const __m512i m4 = _mm512_set1_epi8(0x0f);
+      if (T != GgmlType::Q6_K) {  // Q4_K, Q5_K
+        const __m512i m4 = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1);
         for (int j = 0; j < 8; ++j) {  // sub-block j = chunk j/2, low (even j) or high nibbles
           const __m512i scj = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + F.sc_off + 16 * j)));
           __m512i u[8];
           for (int t = 0; t < 8; ++t) {
             const __m512i x = _mm512_loadu_si512(rec + F.qs_off + (8 * (j / 2) + t) * 64);
             u[t] = _mm512_and_si512((j & 1) ? _mm512_srli_epi16(x, 4) : x, m4);
+            if (T == GgmlType::Q5_K) {  // bit j of each qh byte → bit 4 of the code
+              const __m512i qh = _mm512_loadu_si512(rec + F.qh_off + t * 64);
+              u[t] = _mm512_or_si512(u[t], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, j), one), 4));
+            }
           }
 #pragma GCC unroll 8
           for (int k = 0; k < R; ++k) {

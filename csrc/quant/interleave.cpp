@@ -11,7 +11,7 @@ namespace ls {
 
 namespace {
 
-bool is_kquant(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q6_K; }
+bool is_kquant(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K; }
 
 bool interleavable_type(GgmlType t) {
   return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1 ||
@@ -21,10 +21,11 @@ bool interleavable_type(GgmlType t) {
 // K-quant super-block `sb` of 16 rows (rows[i] = row i's first byte) → one record.
 void interleave_k_record(GgmlType t, const uint8_t* const* rows, int64_t sb, uint8_t* rec) {
   const quant::KIlFormat f = quant::kil_format(t);
-  const int bb = t == GgmlType::Q4_K ? 144 : 210;
+  const int bb = t == GgmlType::Q4_K ? 144 : t == GgmlType::Q5_K ? 176 : 210;
   for (int i = 0; i < kInterleaveRows; ++i) {
     const uint8_t* blk = rows[i] + size_t(sb) * size_t(bb);
-    if (t == GgmlType::Q4_K) {
+    if (t != GgmlType::Q6_K) {  // Q4_K, Q5_K: d, dmin, 12 scale bytes, [Q5_K: 32 qh bytes], qs
+      const int qs = t == GgmlType::Q5_K ? 48 : 16;
       std::memcpy(rec + 2 * i, blk, 2);
       std::memcpy(rec + 32 + 2 * i, blk + 2, 2);
       for (int j = 0; j < 8; ++j) {
@@ -34,7 +35,9 @@ void interleave_k_record(GgmlType t, const uint8_t* const* rows, int64_t sb, uin
         rec[f.m_off + 32 * (j / 2) + 2 * i + (j & 1)] = uint8_t(m);
       }
       for (int g = 0; g < 4; ++g)
-        for (int st = 0; st < 8; ++st) std::memcpy(rec + f.qs_off + (8 * g + st) * 64 + 4 * i, blk + 16 + 32 * g + 4 * st, 4);
+        for (int st = 0; st < 8; ++st) std::memcpy(rec + f.qs_off + (8 * g + st) * 64 + 4 * i, blk + qs + 32 * g + 4 * st, 4);
+      if (t == GgmlType::Q5_K)
+        for (int st = 0; st < 8; ++st) std::memcpy(rec + f.qh_off + st * 64 + 4 * i, blk + 16 + 4 * st, 4);
     } else {
       std::memcpy(rec + 2 * i, blk + 208, 2);
       for (int p = 0; p < 8; ++p) {
@@ -168,23 +171,26 @@ void il_rows_scalar(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, c
   }
 }
 
-// Code of element e (0..255) of row i in a K-quant record (Q4_K nibble, Q6_K 6-bit unsigned).
+// Code of element e (0..255) of row i in a K-quant record (Q4_K nibble, Q5_K 5 bits, Q6_K 6-bit
+// unsigned).
 inline int kil_code(GgmlType t, const uint8_t* rec, int i, int e) {
   const KIlFormat f = kil_format(t);
-  if (t == GgmlType::Q4_K) {
+  if (t != GgmlType::Q6_K) {
     const int g = e / 64, half = (e % 64) / 32, st = (e % 32) / 4;
     const uint8_t byte = rec[f.qs_off + (8 * g + st) * 64 + 4 * i + (e & 3)];
-    return half ? byte >> 4 : byte & 15;
+    const int lo = half ? byte >> 4 : byte & 15;
+    if (t == GgmlType::Q4_K) return lo;
+    return lo | ((rec[f.qh_off + st * 64 + 4 * i + (e & 3)] >> (e / 32)) & 1) << 4;  // bit j of qh[e % 32]
   }
   const int h = e / 128, E = (e % 128) / 4;
   const uint8_t lb = rec[f.qs_off + (16 * h + (E < 16 ? E : E - 16)) * 64 + 4 * i + (e & 3)];
   const uint8_t hb = rec[f.qh_off + (8 * h + (E & 7)) * 64 + 4 * i + (e & 3)];
   return (E < 16 ? lb & 15 : lb >> 4) | ((hb >> (2 * (E >> 3))) & 3) << 4;
 }
-// Scale of sub-block j (Q4_K: 32 elements, 8 per super-block; Q6_K: 16 elements, 16) of row i.
+// Scale of sub-block j (Q4_K/Q5_K: 32 elements, 8 per super-block; Q6_K: 16 elements, 16) of row i.
 inline int kil_scale(GgmlType t, const uint8_t* rec, int i, int j) {
   const KIlFormat f = kil_format(t);
-  if (t == GgmlType::Q4_K) return rec[f.sc_off + 16 * j + i];
+  if (t != GgmlType::Q6_K) return rec[f.sc_off + 16 * j + i];
   return int(int8_t(rec[f.sc_off + 32 * (j / 2) + 2 * i + (j & 1)]));
 }
 inline int kil_min(const uint8_t* rec, int i, int j) { return rec[kil_format(GgmlType::Q4_K).m_off + 32 * (j / 2) + 2 * i + (j & 1)]; }
@@ -192,7 +198,8 @@ inline int kil_min(const uint8_t* rec, int i, int j) { return rec[kil_format(Ggm
 template <GgmlType T>
 void kil_rows_scalar(const uint8_t* w, size_t, int64_t o0, int64_t o1, const ActView& a, float* y, int64_t y_stride) {
   constexpr KIlFormat f = kil_format(T);
-  constexpr int sub = T == GgmlType::Q4_K ? 32 : 16;
+  constexpr bool kMin = T != GgmlType::Q6_K;  // Q4_K, Q5_K
+  constexpr int sub = kMin ? 32 : 16;
   const int64_t nsb = a.n_in / 256;
   for (int64_t g = o0 / kInterleaveRows; g < o1 / kInterleaveRows; ++g) {
     const uint8_t* gp = w + size_t(g * nsb) * size_t(f.rec_bytes);
@@ -209,11 +216,11 @@ void kil_rows_scalar(const uint8_t* w, size_t, int64_t o0, int64_t o1, const Act
             int32_t dot = 0;
             for (int e = sub * j; e < sub * (j + 1); ++e) dot += kil_code(T, rec, i, e) * int32_t(q[e]);
             sumi += kil_scale(T, rec, i, j) * dot;
-            if (T == GgmlType::Q4_K) summ += kil_min(rec, i, j) * (bs[2 * j] + bs[2 * j + 1]);
+            if (kMin) summ += kil_min(rec, i, j) * (bs[2 * j] + bs[2 * j + 1]);
             else sumi -= 32 * kil_scale(T, rec, i, j) * bs[j];
           }
           acc[i] = std::fma(float(sumi), fp16_to_f32(load_u16(rec + 2 * i)) * da, acc[i]);
-          if (T == GgmlType::Q4_K) acc_min[i] = std::fma(float(summ), fp16_to_f32(load_u16(rec + 32 + 2 * i)) * da, acc_min[i]);
+          if (kMin) acc_min[i] = std::fma(float(summ), fp16_to_f32(load_u16(rec + 32 + 2 * i)) * da, acc_min[i]);
         }
       }
       for (int i = 0; i < kInterleaveRows; ++i) y[r * y_stride + g * kInterleaveRows + i] = acc[i] - acc_min[i];
@@ -225,6 +232,7 @@ void kil_rows_scalar(const uint8_t* w, size_t, int64_t o0, int64_t o1, const Act
 
 void fill_il_scalar(KernelTable& t) {
   t.il_rows[slot(GgmlType::Q4_K)] = &kil_rows_scalar<GgmlType::Q4_K>;
+  t.il_rows[slot(GgmlType::Q5_K)] = &kil_rows_scalar<GgmlType::Q5_K>;
   t.il_rows[slot(GgmlType::Q6_K)] = &kil_rows_scalar<GgmlType::Q6_K>;
   t.il_rows[slot(GgmlType::Q4_0)] = &il_rows_scalar<GgmlType::Q4_0>;
   t.il_rows[slot(GgmlType::Q4_1)] = &il_rows_scalar<GgmlType::Q4_1>;
@@ -243,7 +251,7 @@ void dequantize_weight_row(GgmlType t, WeightLayout layout, const void* w, int64
   }
   const int64_t g = row / kInterleaveRows;
   const int i = int(row % kInterleaveRows);
-  if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) {
+  if (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K) {
     const int64_t nsb = n_in / 256;
     const int rec_bytes = quant::il_record_bytes(t);
     for (int64_t s = 0; s < nsb; ++s) {
@@ -251,7 +259,7 @@ void dequantize_weight_row(GgmlType t, WeightLayout layout, const void* w, int64
       const float d = quant::fp16_to_f32(quant::load_u16(rec + 2 * i));
       float* y = dst + 256 * s;
       // Same expressions as dequantize_row: bit-identical.
-      if (t == GgmlType::Q4_K) {
+      if (t != GgmlType::Q6_K) {
         const float dmin = quant::fp16_to_f32(quant::load_u16(rec + 32 + 2 * i));
         for (int j = 0; j < 8; ++j) {
           const float ds = d * float(quant::kil_scale(t, rec, i, j)), dm = dmin * float(quant::kil_min(rec, i, j));

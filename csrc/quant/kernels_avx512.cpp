@@ -211,6 +211,7 @@ void fill_avx512_vnni(KernelTable& t) {
   t.il_rows[slot(GgmlType::Q5_0)] = &run_il_groups<ZIl<GgmlType::Q5_0>>;
   t.il_rows[slot(GgmlType::Q5_1)] = &run_il_groups<ZIl<GgmlType::Q5_1>>;
   t.il_rows[slot(GgmlType::Q4_K)] = &run_il_groups<ZKIl<GgmlType::Q4_K>>;
+  t.il_rows[slot(GgmlType::Q5_K)] = &run_il_groups<ZKIl<GgmlType::Q5_K>>;
   t.il_rows[slot(GgmlType::Q6_K)] = &run_il_groups<ZKIl<GgmlType::Q6_K>>;
   fill_ymm(t);
   t.rows[slot(GgmlType::Q8_0)] = &run_rows<ZQ8_0>;

@@ -142,11 +142,15 @@ struct KIlFormat {
   int rec_bytes, sc_off, m_off, qs_off, qh_off;
 };
 constexpr KIlFormat kil_format(GgmlType t) {
-  return t == GgmlType::Q4_K ? KIlFormat{2368, 64, 192, 320, 0} : KIlFormat{3360, 32, 0, 288, 2336};
+  // Q5_K = Q4_K's record + its high bits: 8 lines of 16 rows × 4 qh bytes (line t: qh[4t..4t+3]).
+  return t == GgmlType::Q4_K   ? KIlFormat{2368, 64, 192, 320, 0}
+         : t == GgmlType::Q5_K ? KIlFormat{2880, 64, 192, 320, 2368}
+                               : KIlFormat{3360, 32, 0, 288, 2336};
 }
 // Bytes of one 16-row group record (simple types: per 32-block; K-quants: per super-block).
 inline int il_record_bytes(GgmlType t) {
-  return (t == GgmlType::Q4_K || t == GgmlType::Q6_K) ? kil_format(t).rec_bytes : il_format(t).rec_bytes;
+  return (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K) ? kil_format(t).rec_bytes
+                                                                            : il_format(t).rec_bytes;
 }
 
 // Activation bytes 4j..4j+3 of block b (any act order keeps 4-element groups contiguous).

@@ -1,4 +1,4 @@
-"""Row-interleaved weights (the layout the model repacks Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q6_K matrices
+"""Row-interleaved weights (the layout the model repacks Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K matrices
 into at load): lossless repacking, matmul against the NumPy emulation on every usable ISA path for every
 batch size 1..64, bit-identity across paths, threads, batch sizes and tile positions."""
 import importlib.util
@@ -18,7 +18,7 @@ Q = rt.quant
 ISAS = Q.usable_isas()
 RTOL = 5e-5  # as in test_quant_kernels.py: fp32 rounding relative to Σ|w·x|
 N_OUT = 48  # 3 groups of 16 rows
-TYPES = qref.SIMPLE + [QT.Q4_K, QT.Q6_K]
+TYPES = qref.SIMPLE + [QT.Q4_K, QT.Q5_K, QT.Q6_K]
 
 
 def n_in_for(qtype):
@@ -36,7 +36,7 @@ def test_supported_types_and_shapes():
     for qt in TYPES:
         assert Q.interleave_supported(int(qt), 256, 32)
         assert not Q.interleave_supported(int(qt), 256, 40)  # n_out not a multiple of 16
-    for qt in [QT.Q5_K] + qref.FLOATS:
+    for qt in qref.FLOATS:
         assert not Q.interleave_supported(int(qt), 256, 32)
     with pytest.raises(ValueError):
         Q.interleave(int(QT.Q4_1), b"\0" * 20 * 2 * 8, 64, 8)
@@ -48,7 +48,7 @@ def test_supported_types_and_shapes():
 def test_repacked_rows_dequantize_bit_exact(qtype):
     raw, _, il = weights(qtype)
     N_IN = n_in_for(qtype)
-    assert len(il) == len(raw) + (64 * 3 * 3 if qtype == QT.Q4_K else 0)  # Q4_K: scales unpacked
+    assert len(il) == len(raw) + (64 * 3 * 3 if qtype in (QT.Q4_K, QT.Q5_K) else 0)  # scales unpacked
     for row in range(N_OUT):
         a = Q.dequantize_weight_row(int(qtype), raw, N_IN, N_OUT, row)
         b = Q.dequantize_weight_row(int(qtype), il, N_IN, N_OUT, row, interleaved=True)
@@ -107,7 +107,7 @@ def test_thread_counts_bit_identical(isa, qtype):
         np.testing.assert_array_equal(Q.matmul(int(qtype), il, n_in, n_out, x, threads=t, interleaved=True), y1)
 
 
-@pytest.mark.parametrize("qtype", [QT.Q4_K, QT.Q6_K], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [QT.Q4_K, QT.Q5_K, QT.Q6_K], ids=lambda t: t.name)
 def test_q8_k_quantizer_edge_cases_identical_on_every_path(qtype):
     """The SIMD Q8_K quantizer must match the scalar one exactly: the first element of largest |x|
     sets the scale (opposite-sign ties), all-zero super-blocks, values that round to ±127.5."""
