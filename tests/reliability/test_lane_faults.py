@@ -11,7 +11,6 @@ import time
 
 import httpx
 import orjson
-import pytest
 
 from gateway.bench.metrics import percentile
 from harness import lane_pids, ready_body, shm_names, zombies_of
