@@ -79,3 +79,22 @@ class StreamGaps:
         """Indexes of the streams that carried no error event."""
         failed = {i for i, _, _ in self.errors}
         return [i for i in range(len(self.streams)) if i not in failed]
+
+
+def benchmark_module(name: str):
+    """benchmarks/<name>.py imported as a module (the battery runs short forms of benchmarks);
+    benchmarks/ goes on sys.path for the helpers those scripts import."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    if str(bench) not in sys.path:
+        sys.path.insert(0, str(bench))
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, bench / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module

@@ -4,31 +4,18 @@ why — the spread of one emission step's deliveries over the streams); then the
 saturated. The precise figures are the benchmark's line; here the bounds are generous."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from gateway.bench.metrics import percentile
+from harness import benchmark_module
 
 NUM_STREAMS = 64
 INTERVAL_US = 20_000
 
 
-def _bench_module():
-    bench = Path(__file__).resolve().parents[2] / "benchmarks"
-    sys.path.insert(0, str(bench))
-    spec = importlib.util.spec_from_file_location("frontend_bench", bench / "frontend_bench.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def paced_baseline():
-    server = _bench_module().paced_server().start()
+    server = benchmark_module("frontend_bench").paced_server().start()
     yield server
     server.stop()
 
@@ -38,7 +25,7 @@ def test_frontend_adds_little_latency_and_loses_no_token(synthetic_factory, pace
     stream's text is the lane's token sequence); the added latency's p50 ≤ 5 ms (target 1 ms) and
     its p99 ≤ 3× the Sanic-only baseline's + 10 ms (target 2×); the saturated relay moves
     ≥ 2 000 events/s (target 20 000 on 2 quiet cores; the CI box is shared)."""
-    bench = _bench_module()
+    bench = benchmark_module("frontend_bench")
     srv = synthetic_factory("--model", f"fast=synthetic:step_us=0,slots={NUM_STREAMS}", "--max-queue", "0",
                             step_us=INTERVAL_US, slots=NUM_STREAMS)
     m = bench.measure(srv.base_url, paced_baseline.base_url, NUM_STREAMS, 50, INTERVAL_US, runs=1,
