@@ -13,6 +13,8 @@ checked after every test against every server the test used (see `Watched.check`
 from __future__ import annotations
 
 import importlib.util
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -142,8 +144,15 @@ def synthetic_factory(tmp_path_factory):
         return w or srv
 
     yield start
+    alive = []
     for srv, w in started:
         if w is not None:
             unwatch(w)
         if srv.proc.poll() is None:
-            srv.terminate()
+            srv.proc.send_signal(signal.SIGTERM)  # all at once: their drains overlap
+            alive.append(srv)
+    for srv in alive:
+        try:
+            srv.proc.wait(servers.STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            srv.kill()

@@ -3,6 +3,7 @@ integrity under 64 streams with seq + CRC per delta and a slow consumer, is
 tests/csrc/ring/test_ring.py.)"""
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 
@@ -41,17 +42,25 @@ def test_split_code_points_stream_equals_non_stream(battery, prompt):
     """R16: 4-byte emoji, ZWJ sequences and CJK whose bytes span several tokens, cut at every
     max_tokens from 1 to 10: each SSE event is strict-UTF-8 JSON, and the concatenated stream text
     equals the non-stream text (a trailing partial code point is handled the same way in both)."""
-    with httpx.Client(base_url=battery.base_url, timeout=60) as client:
-        for max_tokens in range(1, 11):
-            body = {"model": "smollm2", "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
-            whole = client.post("/v1/completions", json=body)
-            assert whole.status_code == 200
-            whole.content.decode("utf-8", errors="strict")
-            with client.stream("POST", "/v1/completions", json={**body, "stream": True}) as r:
-                events = _sse_events(r)
-            assert events[-1] == b"[DONE]"
-            text = "".join(orjson.loads(e.decode("utf-8", errors="strict"))["choices"][0]["text"] for e in events[:-1])
-            assert text == whole.json()["choices"][0]["text"], (prompt, max_tokens)
+    def whole(body: dict) -> str:
+        r = client.post("/v1/completions", json=body)
+        assert r.status_code == 200
+        r.content.decode("utf-8", errors="strict")
+        return r.json()["choices"][0]["text"]
+
+    def streamed(body: dict) -> str:
+        with client.stream("POST", "/v1/completions", json={**body, "stream": True}) as r:
+            events = _sse_events(r)
+        assert events[-1] == b"[DONE]"
+        return "".join(orjson.loads(e.decode("utf-8", errors="strict"))["choices"][0]["text"] for e in events[:-1])
+
+    bodies = [{"model": "smollm2", "prompt": prompt, "max_tokens": n, "temperature": 0} for n in range(1, 11)]
+    # Two workers: the battery server's two lanes each take one request at a time.
+    with httpx.Client(base_url=battery.base_url, timeout=60) as client, \
+            concurrent.futures.ThreadPoolExecutor(2) as pool:
+        pairs = [(pool.submit(whole, body), pool.submit(streamed, body)) for body in bodies]
+        for body, (w, st) in zip(bodies, pairs):
+            assert st.result() == w.result(), (prompt, body["max_tokens"])
 
 
 @pytest.mark.parametrize("include_usage", [False, True])
