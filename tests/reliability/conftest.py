@@ -19,11 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # --import-mode=importlib: make harness importable
-from harness import proc_counts, ready_body, settled, shm_names, zombies_of  # noqa: E402
+from harness import PROBE, proc_counts, ready_body, settled, shm_names, zombies_of  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("gateway_test_servers",
                                                Path(__file__).resolve().parents[1] / "gateway" / "conftest.py")
@@ -56,7 +55,7 @@ class Watched:
 
     def check(self) -> None:
         assert self.srv.proc.poll() is None, f"server died:\n{self.log_text()[-3000:]}"
-        assert httpx.get(self.base_url + "/health/live", timeout=5.0).status_code == 200
+        assert PROBE.get(self.base_url + "/health/live").status_code == 200
         deadline = time.monotonic() + SETTLE_S
         while True:
             body = ready_body(self.base_url)
@@ -71,7 +70,7 @@ class Watched:
         assert fds <= self.fds + FD_SLACK, f"fds {self.fds} at start, {fds} now"
         assert threads <= self.threads + THREAD_SLACK, f"threads {self.threads} at start, {threads} now"
         assert not zombies_of(self.pid), "zombie children"
-        follow_up = httpx.post(self.base_url + "/v1/completions", timeout=30.0, headers=self.headers,
+        follow_up = PROBE.post(self.base_url + "/v1/completions", timeout=30.0, headers=self.headers,
                                json={"model": self.model, "prompt": "Hello", "max_tokens": 1})
         assert follow_up.status_code == 200, follow_up.text
         assert "unhandled_exception" not in self.log_text(), self.log_text()[-3000:]

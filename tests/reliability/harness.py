@@ -17,8 +17,13 @@ def shm_names(pid: int) -> list[str]:
     return list_names(pid=pid)
 
 
+# One client for the probes: httpx.get() builds a client (and an SSL context) per call, ~30 ms
+# each, which the invariant checks after every test multiplied into seconds.
+PROBE = httpx.Client(timeout=5.0)
+
+
 def ready_body(base_url: str) -> dict:
-    return httpx.get(base_url + "/health/ready", timeout=5.0).json()
+    return PROBE.get(base_url + "/health/ready").json()
 
 
 def lane_pids(base_url: str, model: str | None = None) -> list[int]:

@@ -13,13 +13,13 @@ import httpx
 import pytest
 
 from gateway.bench.metrics import percentile
-from harness import StreamGaps, ready_body
+from harness import PROBE, StreamGaps, ready_body
 
 STEP_US = 20_000
 
 
 def _metric(base_url: str, name: str, **labels) -> float:
-    text = httpx.get(base_url + "/metrics").text
+    text = PROBE.get(base_url + "/metrics").text
     total = 0.0
     for label_text, value in re.findall(rf"^{name}\{{([^}}]*)\}} ([0-9.e+]+)$", text, re.M):
         if all(f'{k}="{v}"' in label_text for k, v in labels.items()):

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from gateway.bench.metrics import percentile
-from harness import lane_pids, ready_body, shm_names, zombies_of
+from harness import PROBE, lane_pids, ready_body, shm_names, zombies_of
 
 STEP_US = 20_000  # 50 tokens/s per sequence
 
@@ -144,7 +144,7 @@ def test_crash_loop_backs_off_and_fails_fast(synthetic_factory, tmp_path):
     failed_at = None  # requests go on during the respawns and for a moment after the lane failed
     while time.monotonic() - t0 < 10.0 and (failed_at is None or time.monotonic() - failed_at < 0.3):
         s = time.monotonic()
-        r = httpx.post(base + "/v1/completions", json={"model": "m", "prompt": "x", "max_tokens": 1}, timeout=10)
+        r = PROBE.post(base + "/v1/completions", json={"model": "m", "prompt": "x", "max_tokens": 1}, timeout=10)
         refusals.append((r.status_code, time.monotonic() - s, r.headers.get("retry-after")))
         if failed_at is None and _lanes(base)[0]["state"] == "failed":
             failed_at = time.monotonic()
