@@ -108,12 +108,14 @@ def global_invariants(request):
             w.check()
 
 
-def _start(tmp_path_factory, name: str, *args: str, real_model: bool = True, env: dict | None = None):
+def _start(tmp_path_factory, name: str, *args: str, real_model: bool = True, env: dict | None = None,
+           wait: bool = True):
     reason = serving_stack_missing(real_model=real_model)
     if reason:
         pytest.skip(reason)
     srv = start_server(tmp_path_factory.mktemp(name), *args, env=env)
-    srv.wait_ready()
+    if wait:
+        srv.wait_ready()
     return srv
 
 
@@ -130,14 +132,18 @@ def battery(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def synthetic_factory(tmp_path_factory):
-    """Start synthetic-backend servers (no weights; SmolLM2's tokenizer), stopped at module end."""
+    """Start synthetic-backend servers (no weights; SmolLM2's tokenizer), stopped at module end.
+    `wait=False` (unwatched servers only) returns once launched: the caller waits for several
+    at once (`wait_ready`), so their start-ups overlap."""
     started = []
 
     def start(*args: str, model: str = "m", watched: bool = True, env: dict | None = None,
-              headers: dict | None = None, **spec):
+              headers: dict | None = None, wait: bool = True, **spec):
+        assert wait or not watched, "a watched server's counts are taken once it is ready"
         source = SYNTHETIC.format(step_us=spec.pop("step_us", 5000), slots=spec.pop("slots", 2))
         source += "".join(f",{k}={v}" for k, v in spec.items())
-        srv = _start(tmp_path_factory, "synthetic", "--model", f"{model}={source}", *args, real_model=False, env=env)
+        srv = _start(tmp_path_factory, "synthetic", "--model", f"{model}={source}", *args, real_model=False, env=env,
+                     wait=wait)
         w = watch(srv, model, headers) if watched else None
         started.append((srv, w))
         return w or srv

@@ -188,10 +188,21 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _drain_run(synthetic_factory, grace_s: float, max_tokens: int, second_sigterm_after_s: float | None = None):
+@pytest.fixture(scope="module")
+def drain_servers(synthetic_factory) -> dict:
+    """R14's servers, one per drain grace period (20 slots each), launched together so that their
+    start-ups overlap."""
+    launched = {grace_s: synthetic_factory("--drain-grace-s", str(grace_s), step_us=STEP_US, slots=20,
+                                           watched=False, wait=False) for grace_s in (20.0, 2.0, 30.0)}
+    for srv in launched.values():
+        srv.wait_ready()
+    return launched
+
+
+def _drain_run(drain_servers: dict, grace_s: float, max_tokens: int, second_sigterm_after_s: float | None = None):
     """20 streams in flight, then SIGTERM (and optionally a second one): the streams' results,
     the exit code, and seconds from the first SIGTERM to exit and to the last stream's end."""
-    srv = synthetic_factory("--drain-grace-s", str(grace_s), step_us=STEP_US, slots=20, watched=False)
+    srv = drain_servers[grace_s]
     base = srv.base_url
     started: list = []
     with concurrent.futures.ThreadPoolExecutor(20) as pool:
@@ -218,11 +229,11 @@ def _drain_run(synthetic_factory, grace_s: float, max_tokens: int, second_sigter
     return results, exit_s, max(r["end_t"] for r in results) - t_term, srv
 
 
-def test_sigterm_drains_then_exits_as_soon_as_drained(synthetic_factory):
+def test_sigterm_drains_then_exits_as_soon_as_drained(drain_servers):
     """R14: SIGTERM with 20 streams in flight: new requests are refused (503 or connection
     refused) at once; streams that finish within the grace period complete normally; the server
     exits 0 as soon as they are drained (~0.8 s of generation), not at the end of the 20 s grace."""
-    results, exit_s, drained_s, _ = _drain_run(synthetic_factory, grace_s=20.0, max_tokens=40)
+    results, exit_s, drained_s, _ = _drain_run(drain_servers, grace_s=20.0, max_tokens=40)
     for r in results:
         assert r["error"] is None and r["tokens"] >= 40, r
     # Exit follows the last stream by the lanes' shutdown (SHUTDOWN record; 0.07 s measured),
@@ -230,20 +241,20 @@ def test_sigterm_drains_then_exits_as_soon_as_drained(synthetic_factory):
     assert exit_s < drained_s + 2.0, (exit_s, drained_s)
 
 
-def test_sigterm_ends_streams_left_at_the_grace_with_an_error(synthetic_factory):
+def test_sigterm_ends_streams_left_at_the_grace_with_an_error(drain_servers):
     """R14: streams still generating when the grace period (2 s) ends get a terminal error event
     and [DONE], never a silent cut; exit 0 right after the grace, within grace + 5 s."""
     grace_s = 2.0
-    results, exit_s, _, _ = _drain_run(synthetic_factory, grace_s=grace_s, max_tokens=450)  # 9 s of generation
+    results, exit_s, _, _ = _drain_run(drain_servers, grace_s=grace_s, max_tokens=450)  # 9 s of generation
     for r in results:
         assert r["error"] is not None, r
     assert grace_s - 0.5 < exit_s < grace_s + 5.0, exit_s
 
 
-def test_second_sigterm_forces_exit(synthetic_factory):
+def test_second_sigterm_forces_exit(drain_servers):
     """R14: a second SIGTERM during the drain cuts the 30 s grace short: every stream gets its
     error event and [DONE] and the server exits 0 within a few seconds of the second signal."""
-    results, exit_s, _, srv = _drain_run(synthetic_factory, grace_s=30.0, max_tokens=450, second_sigterm_after_s=0.5)
+    results, exit_s, _, srv = _drain_run(drain_servers, grace_s=30.0, max_tokens=450, second_sigterm_after_s=0.5)
     for r in results:
         assert r["error"] is not None, r
     assert exit_s < 0.5 + 5.0, exit_s  # the grace would be 30 s, the streams 9 s
