@@ -138,7 +138,7 @@ def _empty_ndjson(line: str) -> bool:
 # timeout (3 s) above it; the request behind the survivor (which then holds the slot 1.8 s) passes
 # the queue timeout.
 RESPONSE_TIMEOUT_S = 1.0
-KEEPALIVE_S = 0.4
+KEEPALIVE_S = 0.3
 QUEUE_TIMEOUT_S = 3.0
 HOLD_S = 2.0
 
