@@ -12,10 +12,12 @@ emitting a token and the client receiving it, against a Sanic-only baseline in t
    HTTP), and the lane's own step jitter (a step of 20 ms takes 20-24 ms here) is not the
    frontend's, so the client measures the *spread*: how much later each token arrived than the
    first delivery of the same emission step (all streams' tokens of a step left together). That
-   is the latency the frontend adds by fanning one step out to N sockets; the constant part of
-   emit -> receive (the wake-up through the ring's doorbell) is benchmarks/relay_bench.py's wake
-   latency.
-2. Saturated: the same streams with a 0 us step, as fast as the lane and the relay go; events/s
+   is the latency the frontend adds by fanning one step out to N sockets (this one-process
+   asyncio client reads the sockets one after another, so its own time is in both servers'
+   figures alike); the constant part of emit -> receive (the wake-up through the ring's
+   doorbell) is benchmarks/relay_bench.py's wake latency.
+2. Saturated: the same streams on the server's second model `fast` (a 0 us step), as fast as the
+   lane and the relay go, after a warm-up; events/s
    and tokens/s received (events may carry several tokens when the socket was busy; every
    stream's text is checked token by token in both modes: no loss, duplicate or reorder).
 
