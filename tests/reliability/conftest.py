@@ -119,14 +119,41 @@ def _start(tmp_path_factory, name: str, *args: str, real_model: bool = True, env
     return srv
 
 
+BATTERY_ARGS = ("--replicas", "2", "--ctx-size", "256", "--keepalive-interval-s", "1", "--heartbeat-timeout-s", "30")
+_battery_launch: dict = {}  # "srv": the SmolLM2 server launched once collection shows a test needs it
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """When this directory runs on its own and a collected test needs the battery's SmolLM2
+    server, launch it now: its ~2 s start-up then overlaps the tests that run before its first
+    user (the `battery` fixture waits for it). In a whole-suite run it starts when first used,
+    rather than idling through the other directories."""
+    here = Path(__file__).resolve().parent
+    if not items or not all(Path(str(item.path)).resolve().is_relative_to(here) for item in items):
+        return
+    if any("battery" in getattr(item, "fixturenames", ()) for item in items) and not serving_stack_missing():
+        # config._tmp_path_factory is what pytest's own tmp_path_factory fixture returns
+        _battery_launch["srv"] = start_server(Path(config._tmp_path_factory.mktemp("battery")), *BATTERY_ARGS)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    srv = _battery_launch.pop("srv", None)
+    if srv is not None:
+        srv.kill()  # launched but never used (the fixture stops it otherwise)
+
+
 @pytest.fixture(scope="session")
 def battery(tmp_path_factory):
     """SmolLM2, two lanes of one thread each, 256-token context, 1 s keep-alive comments."""
-    srv = _start(tmp_path_factory, "battery", "--replicas", "2", "--ctx-size", "256", "--keepalive-interval-s", "1",
-                 "--heartbeat-timeout-s", "30")
+    srv = _battery_launch.get("srv")
+    if srv is None:
+        srv = _start(tmp_path_factory, "battery", *BATTERY_ARGS)
+    else:
+        srv.wait_ready()
     w = watch(srv)
     yield w
     unwatch(w)
+    _battery_launch.pop("srv", None)
     assert srv.terminate() == 0, srv.log_text()[-3000:]
 
 

@@ -59,8 +59,19 @@ def _lanes(base_url: str) -> list[dict]:
     return ready_body(base_url)["models"]["m"]["lanes"]
 
 
+DRAIN_GRACES_S = (20.0, 2.0, 30.0)
+
+
 @pytest.fixture(scope="module")
-def two_lanes(synthetic_factory):
+def drain_launches(synthetic_factory) -> dict:
+    """R14's servers, one per drain grace period (20 slots each), launched — not waited for — with
+    the module's first server, so that their start-ups overlap the tests before them."""
+    return {grace_s: synthetic_factory("--drain-grace-s", str(grace_s), step_us=STEP_US, slots=20, watched=False,
+                                       wait=False) for grace_s in DRAIN_GRACES_S}
+
+
+@pytest.fixture(scope="module")
+def two_lanes(synthetic_factory, drain_launches):
     """Two replicas of 4 slots, a 2 s heartbeat timeout, 0.5 s to load (R10 and R11 share it:
     each test waits for the respawned lane, and the global invariants check it is back)."""
     return synthetic_factory("--replicas", "2", "--heartbeat-timeout-s", "2", step_us=STEP_US, slots=4, load_ms=500)
@@ -189,14 +200,10 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def drain_servers(synthetic_factory) -> dict:
-    """R14's servers, one per drain grace period (20 slots each), launched together so that their
-    start-ups overlap."""
-    launched = {grace_s: synthetic_factory("--drain-grace-s", str(grace_s), step_us=STEP_US, slots=20,
-                                           watched=False, wait=False) for grace_s in (20.0, 2.0, 30.0)}
-    for srv in launched.values():
+def drain_servers(drain_launches) -> dict:
+    for srv in drain_launches.values():
         srv.wait_ready()
-    return launched
+    return drain_launches
 
 
 def _drain_run(drain_servers: dict, grace_s: float, max_tokens: int, second_sigterm_after_s: float | None = None):
