@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
+import threading
 import shutil
 import subprocess
 import sys
@@ -179,3 +181,141 @@ def start_pair(tmp_dir: Path, *extra_args: str) -> Pair:
         pair.stop()
         raise
     return pair
+
+
+NGINX_VARIABLES = ("LB_BIND", "LB_SERVER1", "LB_SERVER2", "LB_BALANCE")
+NGINX_BALANCE = {False: "least_conn", True: "hash $http_x_session_id consistent"}
+
+
+def render_nginx(values: dict[str, str]) -> str:
+    """deploy/nginx/nginx.conf.template as `envsubst '${LB_BIND} …'` renders it: only the named
+    ${VARIABLES} are replaced, nginx's own $variables stay."""
+    text = (DEPLOY / "nginx" / "nginx.conf.template").read_text()
+    for name in NGINX_VARIABLES:
+        text = text.replace("${" + name + "}", values[name])
+    return text
+
+
+def start_nginx(tmp_dir: Path, backends: list[str], affinity: bool = False) -> Balancer:
+    binary = require_binary("nginx", "nginx-light")
+    port = free_port()
+    prefix = tmp_dir / f"nginx-{port}"
+    (prefix / "tmp").mkdir(parents=True)
+    (prefix / "nginx.conf").write_text(render_nginx({
+        "LB_BIND": f"127.0.0.1:{port}", "LB_SERVER1": backends[0], "LB_SERVER2": backends[1],
+        "LB_BALANCE": NGINX_BALANCE[affinity]}))
+    log_path = prefix / "nginx.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([binary, "-p", str(prefix), "-c", "nginx.conf", "-e", "stderr", "-g", "daemon off;"],
+                                stdout=log, stderr=subprocess.STDOUT, cwd=prefix, start_new_session=True)
+    balancer = Balancer(proc, port, None, log_path)
+    deadline = time.monotonic() + 15
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"nginx exited with {proc.returncode}:\n{balancer.log_text()[-3000:]}")
+        try:
+            if httpx.get(balancer.base_url + "/health/live", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            balancer.stop()
+            raise RuntimeError(f"nginx not ready:\n{balancer.log_text()[-3000:]}")
+        time.sleep(0.1)
+    return balancer
+
+
+# Values that legitimately differ between two runs of one request: ids, clocks, speeds, and what
+# the prefix cache happened to hold (the same prompt may be cached on one instance, not the other).
+VOLATILE = re.compile(
+    rb'"(id|created|created_at|ttft|tps|total_duration|load_duration|prompt_eval_duration|eval_duration|'
+    rb'prompt_ms|prompt_per_token_ms|prompt_per_second|predicted_ms|predicted_per_token_ms|'
+    rb'predicted_per_second|cache_n|prompt_n|cached_tokens)":("[^"]*"|[-0-9.eE+]+)')
+
+CHAT = {"model": "smollm2", "messages": [{"role": "user", "content": "Name three colours."}], "max_tokens": 24,
+        "temperature": 0, "seed": 1, "stream": True, "stream_options": {"include_usage": True}}
+COMPLETION = {"model": "smollm2", "prompt": "The capital of France is", "max_tokens": 16, "temperature": 0,
+              "stream": True}
+OLLAMA_CHAT = {"model": "smollm2", "messages": [{"role": "user", "content": "Say hello."}],
+               "options": {"temperature": 0, "num_predict": 16, "seed": 1}}
+
+
+def normalized(body: bytes) -> bytes:
+    return VOLATILE.sub(rb'"\1":_', body)
+
+
+def read_stream(response: httpx.Response) -> dict:
+    """Events of an SSE stream until it ends, cleanly or not."""
+    out = {"events": [], "done": False, "error": None, "transport_error": None}
+    try:
+        for line in response.iter_lines():
+            if line == "data: [DONE]":
+                out["done"] = True
+            elif line.startswith("data: "):
+                out["events"].append(line)
+                if '"error"' in line and line.startswith('data: {"error"'):
+                    out["error"] = line
+    except httpx.HTTPError as exc:
+        out["transport_error"] = type(exc).__name__
+    return out
+
+
+
+STREAM_REQUESTS = (("/v1/chat/completions", CHAT), ("/v1/completions", COMPLETION), ("/api/chat", OLLAMA_CHAT))
+
+
+def assert_streams_identical(balancer: Balancer, pair: Pair) -> None:
+    """Each streamed request gives the same bytes through the balancer as straight from either
+    instance, once the legitimately volatile values are masked (temperature 0, seeded)."""
+    for route, body in STREAM_REQUESTS:
+        bodies = []
+        for base in [balancer.base_url] + [srv.base_url for srv in pair.instances]:
+            r = httpx.post(base + route, json=body, timeout=60)
+            assert r.status_code == 200, r.text
+            bodies.append((r.headers["content-type"], normalized(r.content)))
+        assert bodies[0][1].count(b"\n") > 3, bodies[0]  # streamed in many events
+        assert bodies[0] == bodies[1] == bodies[2], (route, bodies)
+
+
+class ClosedLoad:
+    """`workers` clients sending short completions back to back (streamed and not, alternately)
+    through `base_url` until stopped; every outcome is kept with its time."""
+
+    def __init__(self, base_url: str, workers: int = 4) -> None:
+        self.base_url = base_url
+        self.outcomes: list[tuple[float, str]] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._loop, daemon=True) for _ in range(workers)]
+
+    def __enter__(self) -> "ClosedLoad":
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(30)
+
+    @property
+    def failures(self) -> list[tuple[float, str]]:
+        return [o for o in self.outcomes if o[1] != "ok"]
+
+    def _loop(self) -> None:
+        with httpx.Client(base_url=self.base_url, timeout=30) as client:
+            n = 0
+            while not self._stop.is_set():
+                n += 1
+                body = {**COMPLETION, "max_tokens": 8, "stream": n % 2 == 0}
+                try:
+                    if body["stream"]:
+                        with client.stream("POST", "/v1/completions", json=body) as r:
+                            result = read_stream(r) if r.status_code == 200 else {"status": r.status_code}
+                        ok = result.get("done") and not result.get("error") and not result.get("transport_error")
+                        what = "ok" if ok else f"stream {result}"
+                    else:
+                        r = client.post("/v1/completions", json=body)
+                        what = "ok" if r.status_code == 200 else f"status {r.status_code} {r.text[:200]}"
+                except httpx.HTTPError as exc:
+                    what = f"transport {type(exc).__name__}"
+                self.outcomes.append((time.monotonic(), what))

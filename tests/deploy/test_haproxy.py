@@ -6,35 +6,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
-import threading
 import time
 
 import httpx
 import pytest
 
-from balancers import DRAIN_DELAY_S, free_port, start_haproxy, start_pair
+from balancers import (COMPLETION, DRAIN_DELAY_S, ClosedLoad, assert_streams_identical, free_port, read_stream,
+                       start_haproxy, start_pair)
 
 pytestmark = pytest.mark.real_model
-
-# Values that legitimately differ between two runs of one request: ids, clocks, speeds, and what
-# the prefix cache happened to hold (the same prompt may be cached on one instance, not the other).
-VOLATILE = re.compile(
-    rb'"(id|created|created_at|ttft|tps|total_duration|load_duration|prompt_eval_duration|eval_duration|'
-    rb'prompt_ms|prompt_per_token_ms|prompt_per_second|predicted_ms|predicted_per_token_ms|'
-    rb'predicted_per_second|cache_n|prompt_n|cached_tokens)":("[^"]*"|[-0-9.eE+]+)')
-
-CHAT = {"model": "smollm2", "messages": [{"role": "user", "content": "Name three colours."}], "max_tokens": 24,
-        "temperature": 0, "seed": 1, "stream": True, "stream_options": {"include_usage": True}}
-COMPLETION = {"model": "smollm2", "prompt": "The capital of France is", "max_tokens": 16, "temperature": 0,
-              "stream": True}
-OLLAMA_CHAT = {"model": "smollm2", "messages": [{"role": "user", "content": "Say hello."}],
-               "options": {"temperature": 0, "num_predict": 16, "seed": 1}}
-
-
-def _normalized(body: bytes) -> bytes:
-    return VOLATILE.sub(rb'"\1":_', body)
 
 
 @pytest.fixture(scope="module")
@@ -65,15 +46,7 @@ def _wait(predicate, timeout_s: float, what: str) -> None:
 
 
 def test_streams_through_haproxy_are_byte_identical_to_direct(pair, haproxy):
-    for route, body in (("/v1/chat/completions", CHAT), ("/v1/completions", COMPLETION),
-                        ("/api/chat", OLLAMA_CHAT)):
-        bodies = []
-        for base in [haproxy.base_url] + [srv.base_url for srv in pair.instances]:
-            r = httpx.post(base + route, json=body, timeout=60)
-            assert r.status_code == 200, r.text
-            bodies.append((r.headers["content-type"], _normalized(r.content)))
-        assert bodies[0][1].count(b"\n") > 3, bodies[0]  # streamed in many events
-        assert bodies[0] == bodies[1] == bodies[2], (route, bodies)
+    assert_streams_identical(haproxy, pair)
 
 
 def test_saturated_instances_answer_429_through_haproxy_and_aborts_reach_the_lanes(pair, haproxy):
@@ -138,22 +111,6 @@ def test_session_affinity_keeps_a_conversation_on_one_instance(pair, tmp_path):
         balancer.stop()
 
 
-def _read_stream(response: httpx.Response) -> dict:
-    """Events of an SSE stream until it ends, cleanly or not."""
-    out = {"events": [], "done": False, "error": None, "transport_error": None}
-    try:
-        for line in response.iter_lines():
-            if line == "data: [DONE]":
-                out["done"] = True
-            elif line.startswith("data: "):
-                out["events"].append(line)
-                if '"error"' in line and line.startswith('data: {"error"'):
-                    out["error"] = line
-    except httpx.HTTPError as exc:
-        out["transport_error"] = type(exc).__name__
-    return out
-
-
 def _serving_instance(pair) -> int:
     busy = []
     _wait(lambda: busy.extend(i for i, srv in enumerate(pair.instances) if _slots_in_use(srv.base_url)) or busy,
@@ -180,14 +137,14 @@ def test_sigkill_mid_stream_ends_that_stream_and_new_requests_go_elsewhere(tmp_p
                               for lane in m["lanes"]]
 
                 os.kill(lane_pid, signal.SIGKILL)
-                result = _read_stream(r)
+                result = read_stream(r)
             assert result["done"] and result["error"] and "lane_died" in result["error"], result
             _requests_all_succeed(balancer.base_url, 6)
             # 2. A whole instance dies: the cut is visible (no [DONE], the chunked body never ends).
             with client.stream("POST", balancer.base_url + "/v1/completions", json=long_stream) as r:
                 index = _serving_instance(pair)
                 pair.instances[index].kill()
-                result = _read_stream(r)
+                result = read_stream(r)
             assert not result["done"] and result["transport_error"], result
             _requests_all_succeed(balancer.base_url, 6)
             _wait(lambda: balancer.server_states()[f"lane{index + 1}"] == "DOWN", 10, "dead instance still UP")
@@ -199,51 +156,22 @@ def test_sigkill_mid_stream_ends_that_stream_and_new_requests_go_elsewhere(tmp_p
 def test_sigterm_under_closed_loop_load_fails_no_request(tmp_path):
     pair = start_pair(tmp_path, "--parallel", "4", "--max-queue", "16")
     balancer = start_haproxy(tmp_path, pair.addresses)
-    stop = threading.Event()
-    outcomes: list[tuple[float, str]] = []
-
-    def client_loop(worker: int) -> None:
-        with httpx.Client(base_url=balancer.base_url, timeout=30) as client:
-            n = 0
-            while not stop.is_set():
-                n += 1
-                stream = n % 2 == 0
-                body = {**COMPLETION, "max_tokens": 8, "stream": stream}
-                try:
-                    if stream:
-                        with client.stream("POST", "/v1/completions", json=body) as r:
-                            result = _read_stream(r) if r.status_code == 200 else {"done": False, "error": r.status_code}
-                        ok = result["done"] and not result["error"] and not result.get("transport_error")
-                        what = "ok" if ok else f"stream {result}"
-                    else:
-                        r = client.post("/v1/completions", json=body)
-                        what = "ok" if r.status_code == 200 else f"status {r.status_code} {r.text[:200]}"
-                except httpx.HTTPError as exc:
-                    what = f"transport {type(exc).__name__}"
-                outcomes.append((time.monotonic(), what))
-
-    workers = [threading.Thread(target=client_loop, args=(w,), daemon=True) for w in range(4)]
     try:
-        for w in workers:
-            w.start()
-        time.sleep(1.5)
-        victim = pair.instances[0]
-        t_term = time.monotonic()
-        victim.proc.send_signal(signal.SIGTERM)
-        code = victim.proc.wait(DRAIN_DELAY_S + 20)
-        exit_s = time.monotonic() - t_term
-        time.sleep(1.0)
+        with ClosedLoad(balancer.base_url) as load:
+            time.sleep(1.5)
+            victim = pair.instances[0]
+            t_term = time.monotonic()
+            victim.proc.send_signal(signal.SIGTERM)
+            code = victim.proc.wait(DRAIN_DELAY_S + 20)
+            exit_s = time.monotonic() - t_term
+            time.sleep(1.0)
     finally:
-        stop.set()
-        for w in workers:
-            w.join(30)
         balancer.stop()
         pair.stop()
-    failures = [o for o in outcomes if o[1] != "ok"]
-    assert not failures, failures[:5]
+    assert not load.failures, load.failures[:5]
     assert code == 0 and DRAIN_DELAY_S - 0.5 < exit_s < DRAIN_DELAY_S + 10, (code, exit_s)
     victim_records = pair.records(0)
     # The balancer stopped sending before the instance began to refuse: not one 503 there.
     assert victim_records and not [r for r in victim_records if r["status"] == 503], victim_records[-5:]
-    after = [o for o in outcomes if o[0] > t_term + exit_s]
-    assert len(after) > 4 and len(outcomes) > 40, (len(after), len(outcomes))
+    after = [o for o in load.outcomes if o[0] > t_term + exit_s]
+    assert len(after) > 4 and len(load.outcomes) > 40, (len(after), len(load.outcomes))
