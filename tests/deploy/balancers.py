@@ -319,3 +319,33 @@ class ClosedLoad:
                 except httpx.HTTPError as exc:
                     what = f"transport {type(exc).__name__}"
                 self.outcomes.append((time.monotonic(), what))
+
+
+def best_ttft_ms(base_url: str, count: int = 3) -> float:
+    """The quickest of `count` streamed completions' time to the first text event, in ms
+    (gateway.bench's client: request written → first text event)."""
+    import asyncio
+
+    from gateway.bench.client import Conn, stream_request
+
+    async def run() -> list[float]:
+        conn = Conn(base_url)
+        out = []
+        for i in range(count):
+            record = await stream_request(conn, "/v1/completions", {
+                "model": "smollm2", "prompt": f"{i}. Tell me a story.", "max_tokens": 8, "ignore_eos": True,
+                "stream": True})
+            assert "error" not in record, record
+            out.append(record["ttft_s"] * 1e3)
+        conn.close()
+        return out
+
+    return min(asyncio.run(run()))
+
+
+def assert_first_event_not_held_back(balancer: Balancer, pair: Pair) -> None:
+    """A balancer that holds small writes back (HAProxy without `option http-no-delay`: ~200 ms
+    before the first event) is caught; the bound is wide for a loaded CI machine."""
+    direct = best_ttft_ms(pair.instances[0].base_url)
+    through = best_ttft_ms(balancer.base_url)
+    assert through < direct + 100.0, (direct, through)

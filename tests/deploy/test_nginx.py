@@ -10,7 +10,8 @@ import time
 import httpx
 import pytest
 
-from balancers import DRAIN_DELAY_S, ClosedLoad, assert_streams_identical, start_nginx, start_pair
+from balancers import (DRAIN_DELAY_S, ClosedLoad, assert_first_event_not_held_back, assert_streams_identical,
+                       start_nginx, start_pair)
 
 pytestmark = pytest.mark.real_model
 
@@ -20,6 +21,7 @@ def test_streams_identical_then_drain_and_kill_fail_no_request(tmp_path):
     balancer = start_nginx(tmp_path, pair.addresses)
     try:
         assert_streams_identical(balancer, pair)
+        assert_first_event_not_held_back(balancer, pair)
         with ClosedLoad(balancer.base_url) as load:
             time.sleep(1.0)
             t_term = time.monotonic()
