@@ -108,6 +108,13 @@ def test_session_affinity_keeps_a_conversation_on_one_instance(pair, tmp_path):
                 assert r.status_code == 200, r.text
                 spread.add(pair.served_by(request_id))
             assert spread == {0, 1}
+            without = set()
+            for i in range(8):  # no header: round robin
+                r = client.post("/v1/completions", headers={"X-Request-ID": f"affine-anon-{i}"},
+                                json={"model": "smollm2", "prompt": "Hi", "max_tokens": 1})
+                assert r.status_code == 200, r.text
+                without.add(pair.served_by(f"affine-anon-{i}"))
+            assert without == {0, 1}
     finally:
         balancer.stop()
 

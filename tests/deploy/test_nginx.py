@@ -72,6 +72,13 @@ def test_session_affinity_by_consistent_hash(tmp_path):
                 return pair.served_by(request_id)
             assert len({served("chat-7", f"nginx-same-{i}") for i in range(6)}) == 1
             assert {served(f"user-{i}", f"nginx-spread-{i}") for i in range(16)} == {0, 1}
+            without = set()
+            for i in range(8):  # no header: round robin
+                r = client.post("/v1/completions", headers={"X-Request-ID": f"nginx-anon-{i}"},
+                                json={"model": "smollm2", "prompt": "Hi", "max_tokens": 1})
+                assert r.status_code == 200, r.text
+                without.add(pair.served_by(f"nginx-anon-{i}"))
+            assert without == {0, 1}
     finally:
         balancer.stop()
         pair.stop()
