@@ -40,6 +40,9 @@ _HELP = {
                      "before they get 503, so a load balancer stops sending first (default 0; behind a "
                      "balancer: more than its health-check detection time, see deploy/)",
     "audio_threads": "compute threads per audio lane (0 = the same share of the cores as every lane)",
+    "repack_cache_dir": "directory where lanes share each model's repacked weights (one copy for all "
+                        "replicas, no repacking on later launches); auto (default): ~/.cache/laneserve/repack; "
+                        "off: each lane repacks into its own memory",
 }
 
 

@@ -72,6 +72,7 @@ struct BatchEngine::Impl {
   std::unique_ptr<Tokenizer> tokenizer;
   LazyGrammarCompiler grammar;  // built in the background from construction (if llguidance is loaded)
   int32_t max_batch_tokens;
+  SamplerScratch sampler_scratch;  // every slot's sampler works in it (step() samples one slot at a time)
   std::vector<Slot> slots;
   std::deque<Waiting> waiting;
   uint64_t counter = 0;
@@ -90,14 +91,15 @@ struct BatchEngine::Impl {
 
   Impl(const std::string& path, const BatchEngineOptions& o)
       : file(path),
-        model(file, o.ctx_size, o.max_batch_tokens, o.threads, o.num_slots),
+        model(file, o.ctx_size, o.max_batch_tokens, o.threads, o.num_slots, o.repack_cache_dir),
         tokenizer(Tokenizer::from_gguf(file)),
-        max_batch_tokens(model.max_batch()) {
+        max_batch_tokens(model.max_batch()),
+        sampler_scratch(model.config().n_vocab) {
     const int32_t n_vocab = model.config().n_vocab;
     if (tokenizer->n_vocab() > n_vocab) file.fail("tokenizer has more tokens than the output head");
     slots.resize(o.num_slots);
     for (Slot& s : slots) {
-      s.seq = std::make_unique<Sequence>(n_vocab);
+      s.seq = std::make_unique<Sequence>(n_vocab, &sampler_scratch);
       s.kv_tokens.reserve(model.ctx_size());
       s.embd_sum.resize(model.config().n_embd);
       s.embd_out.resize(model.config().n_embd);
@@ -303,6 +305,7 @@ int32_t BatchEngine::n_vocab() const { return impl_->tokenizer->n_vocab(); }
 int32_t BatchEngine::num_slots() const { return int32_t(impl_->slots.size()); }
 int32_t BatchEngine::max_batch_tokens() const { return impl_->max_batch_tokens; }
 size_t BatchEngine::kv_cache_bytes() const { return impl_->model.kv_cache_bytes(); }
+const std::string& BatchEngine::repack_status() const { return impl_->model.repack_status(); }
 int32_t BatchEngine::last_batch_tokens() const { return impl_->last_batch_tokens; }
 size_t BatchEngine::num_waiting() const { return impl_->waiting.size(); }
 

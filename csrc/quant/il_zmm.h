@@ -1,0 +1,108 @@
+// zmm kernels over row-interleaved weights (quant_internal.h IlFormat): one zmm lane per weight
+// row of a 16-row group, so each step is one vpdpbusd of 16 rows × 4 codes against 4
+// activation bytes broadcast from memory. A tile is 16 weight rows × up to 8 activation rows:
+// a block's codes are unpacked once into 8 registers and reused by every activation row.
+//
+// Kernel BODY, included by kernels_avx512.cpp after its target pragma and rows_driver.h,
+// inside namespace ls::quant { namespace { ... } }. Float operations per (row, activation row)
+// are exactly those of the scalar reference (interleave.cpp), whatever the tile.
+
+template <GgmlType T>
+struct ZIl {
+  static constexpr IlFormat F = il_format(T);
+  static constexpr bool kBias = !F.min;  // Q4_0/Q5_0/Q8_0: -k·Σq as the initial accumulator
+  static constexpr int kMaxR = 8;
+
+  // The 8 steps of one record as unsigned codes (Q8_0: w + 128).
+  static void unpack(const uint8_t* rec, __m512i* u) {
+    if (F.q8) {
+      for (int j = 0; j < 8; ++j)
+        u[j] = _mm512_xor_si512(_mm512_loadu_si512(rec + F.qs_off + 64 * j), _mm512_set1_epi8(char(0x80)));
+      return;
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int j = 0; j < 4; ++j) {
+      const __m512i x = _mm512_loadu_si512(rec + F.qs_off + 64 * j);
+      u[j] = _mm512_and_si512(x, m4);
+      u[4 + j] = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+    }
+    if (F.q5) {
+      const __m512i x10 = _mm512_set1_epi8(0x10);
+      for (int j = 0; j < 8; ++j) {
+        uint64_t m;
+        std::memcpy(&m, rec + F.h_off + 8 * j, 8);
+        u[j] = _mm512_mask_add_epi8(u[j], _cvtu64_mask64(m), u[j], x10);
+      }
+    }
+  }
+
+  template <int R>
+  static void tile(const uint8_t* gp, int64_t nb, const ActView& a, int64_t r, float* y, int64_t y_stride,
+                   bool prefetch) {
+    constexpr ActOrder order = T == GgmlType::Q8_0 ? ActOrder::Natural : ActOrder::PairPerm;  // act_format(T)
+    __m512 acc[R];
+    const int8_t* aq[R];
+    const float* asc[R];
+    for (int k = 0; k < R; ++k) {
+      acc[k] = _mm512_setzero_ps();
+      aq[k] = a.q(r + k);
+      asc[k] = a.sc(r + k);
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* rec = gp + size_t(b) * F.rec_bytes;
+      if (prefetch) prefetch_row(rec + kPrefetchBytes, F.rec_bytes);
+      __m512i u[8];
+      unpack(rec, u);
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+      const __m512 mw = F.min ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + F.m_off)))
+                              : _mm512_setzero_ps();
+#pragma GCC unroll 8
+      for (int k = 0; k < R; ++k) {
+        const int8_t* q = aq[k];
+        // Two independent chains (integer sums are exact in any order).
+        __m512i s0 = kBias ? _mm512_set1_epi32(act_bias_of(a, r + k, order, b)) : _mm512_setzero_si512();
+        __m512i s1 = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j += 2) {
+          s0 = _mm512_dpbusd_epi32(s0, u[j], _mm512_set1_epi32(int(load_u32(
+                                                 reinterpret_cast<const uint8_t*>(q + act_step_index(order, b, j))))));
+          s1 = _mm512_dpbusd_epi32(s1, u[j + 1], _mm512_set1_epi32(int(load_u32(reinterpret_cast<const uint8_t*>(
+                                                     q + act_step_index(order, b, j + 1))))));
+        }
+        const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(asc[k][2 * b]));
+        acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), s, acc[k]);
+        if (F.min) acc[k] = _mm512_fmadd_ps(mw, _mm512_set1_ps(asc[k][2 * b + 1]), acc[k]);
+      }
+    }
+    for (int k = 0; k < R; ++k) _mm512_storeu_ps(y + (r + k) * y_stride, acc[k]);
+  }
+};
+
+// Groups [o0/16, o1/16) × activation rows in tiles of up to 8. A group's records (≤ 16 KB for
+// n_in ≤ 1536) stay in L1 while the activation tiles stream from L2.
+template <class K>
+void run_il(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, const ActView& a, float* y,
+            int64_t y_stride) {
+  const int64_t nb = a.n_in / 32;
+  const size_t group_bytes = w_stride * kInterleaveRows;
+  // Prologue: the first kPrefetchBytes of the range are otherwise demand-missed.
+  const size_t range = size_t((o1 - o0) / kInterleaveRows) * group_bytes;
+  prefetch_row(w + size_t(o0 / kInterleaveRows) * group_bytes, range < kPrefetchBytes ? range : kPrefetchBytes);
+  for (int64_t g = o0 / kInterleaveRows; g < o1 / kInterleaveRows; ++g) {
+    const uint8_t* gp = w + size_t(g) * group_bytes;
+    float* yg = y + g * kInterleaveRows;
+    for (int64_t r = 0; r < a.n_rows; r += K::kMaxR) {
+      const int64_t R = a.n_rows - r < K::kMaxR ? a.n_rows - r : K::kMaxR;
+      const bool pf = r == 0;
+      switch (R) {
+        case 8: K::template tile<8>(gp, nb, a, r, yg, y_stride, pf); break;
+        case 7: K::template tile<7>(gp, nb, a, r, yg, y_stride, pf); break;
+        case 6: K::template tile<6>(gp, nb, a, r, yg, y_stride, pf); break;
+        case 5: K::template tile<5>(gp, nb, a, r, yg, y_stride, pf); break;
+        case 4: K::template tile<4>(gp, nb, a, r, yg, y_stride, pf); break;
+        case 3: K::template tile<3>(gp, nb, a, r, yg, y_stride, pf); break;
+        case 2: K::template tile<2>(gp, nb, a, r, yg, y_stride, pf); break;
+        default: K::template tile<1>(gp, nb, a, r, yg, y_stride, pf); break;
+      }
+    }
+  }
+}
