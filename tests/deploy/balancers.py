@@ -277,6 +277,14 @@ def assert_streams_identical(balancer: Balancer, pair: Pair) -> None:
         assert bodies[0] == bodies[1] == bodies[2], (route, bodies)
 
 
+def assert_long_prompt_reaches_laneserve(balancer: Balancer) -> None:
+    """A 150 KB body (more than HAProxy's and nginx's default buffers) passes to laneserve, which
+    answers for itself: here 400 `context_length_exceeded` (the test instances' context is 512)."""
+    r = httpx.post(balancer.base_url + "/v1/completions", timeout=60,
+                   json={"model": "smollm2", "prompt": "word " * 30_000, "max_tokens": 1})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded", (r.status_code, r.text[:300])
+
+
 class ClosedLoad:
     """`workers` clients sending short completions back to back (streamed and not, alternately)
     through `base_url` until stopped; every outcome is kept with its time."""

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from balancers import (COMPLETION, DRAIN_DELAY_S, ClosedLoad, assert_first_event_not_held_back,
+                       assert_long_prompt_reaches_laneserve,
                        assert_streams_identical, free_port, read_stream, start_haproxy, start_pair)
 
 pytestmark = pytest.mark.real_model
@@ -48,6 +49,7 @@ def _wait(predicate, timeout_s: float, what: str) -> None:
 def test_streams_through_haproxy_are_byte_identical_to_direct(pair, haproxy):
     assert_streams_identical(haproxy, pair)
     assert_first_event_not_held_back(haproxy, pair)
+    assert_long_prompt_reaches_laneserve(haproxy)
 
 
 def test_saturated_instances_answer_429_through_haproxy_and_aborts_reach_the_lanes(pair, haproxy):

@@ -10,8 +10,8 @@ import time
 import httpx
 import pytest
 
-from balancers import (DRAIN_DELAY_S, ClosedLoad, assert_first_event_not_held_back, assert_streams_identical,
-                       start_nginx, start_pair)
+from balancers import (DRAIN_DELAY_S, ClosedLoad, assert_first_event_not_held_back,
+                       assert_long_prompt_reaches_laneserve, assert_streams_identical, start_nginx, start_pair)
 
 pytestmark = pytest.mark.real_model
 
@@ -22,6 +22,7 @@ def test_streams_identical_then_drain_and_kill_fail_no_request(tmp_path):
     try:
         assert_streams_identical(balancer, pair)
         assert_first_event_not_held_back(balancer, pair)
+        assert_long_prompt_reaches_laneserve(balancer)
         with ClosedLoad(balancer.base_url) as load:
             time.sleep(1.0)
             t_term = time.monotonic()
