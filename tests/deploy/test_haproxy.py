@@ -73,8 +73,6 @@ def test_saturated_instances_answer_429_through_haproxy_and_aborts_reach_the_lan
 
 
 def test_no_instance_up_is_an_openai_503_with_retry_after(tmp_path):
-
-
     balancer = start_haproxy(tmp_path, [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"], wait_up=False)
     try:
         _wait(lambda: set(balancer.server_states().values()) == {"DOWN"}, 10, "servers not marked down")
