@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from balancers import (COMPLETION, DRAIN_DELAY_S, ClosedLoad, assert_first_event_not_held_back,
+from balancers import (CHAT, COMPLETION, DRAIN_DELAY_S, ClosedLoad, assert_first_event_not_held_back,
                        assert_long_prompt_reaches_laneserve,
                        assert_streams_identical, free_port, read_stream, start_haproxy, start_pair)
 
@@ -50,6 +50,19 @@ def test_streams_through_haproxy_are_byte_identical_to_direct(pair, haproxy):
     assert_streams_identical(haproxy, pair)
     assert_first_event_not_held_back(haproxy, pair)
     assert_long_prompt_reaches_laneserve(haproxy)
+
+
+def test_openai_client_streams_the_same_text_through_haproxy(pair, haproxy):
+    from openai import OpenAI
+
+    texts = []
+    for base in (haproxy.base_url, pair.instances[0].base_url):
+        with OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=60) as client:
+            stream = client.chat.completions.create(model="smollm2", messages=CHAT["messages"], max_tokens=24,
+                                                    temperature=0, seed=1, stream=True,
+                                                    extra_headers={"X-Session-ID": "sdk-1"})
+            texts.append("".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices))
+    assert texts[0] and texts[0] == texts[1], texts
 
 
 def test_saturated_instances_answer_429_through_haproxy_and_aborts_reach_the_lanes(pair, haproxy):
