@@ -104,6 +104,10 @@ class GatewayConfig:
     max_n: int = 8
     keepalive_interval_s: float = 10.0
     drain_grace_s: float = 15.0
+    # SIGTERM turns /health/ready to 503 at once but keeps accepting new requests this long before
+    # refusing them (503), so a load balancer polling readiness stops sending work first (what a
+    # Kubernetes preStop sleep does); 0 = refuse at once (one machine, no balancer).
+    drain_delay_s: float = 0.0
     heartbeat_timeout_s: float = PoolConfig.heartbeat_timeout_s
     # A request's headers and body must arrive within this long of its first byte (slowloris).
     request_deadline_s: float = 10.0
@@ -153,6 +157,8 @@ class GatewayConfig:
         for name in ("keepalive_interval_s", "drain_grace_s", "heartbeat_timeout_s", "response_timeout_s",
                      "write_stall_timeout_s", "request_deadline_s", "queue_timeout_s", "max_audio_s"):
             _positive(name, getattr(self, name))
+        if not 0 <= self.drain_delay_s <= 300:
+            raise ConfigError(f"drain_delay_s must be in [0, 300] (got {self.drain_delay_s!r})")
         if self.keepalive_interval_s >= self.response_timeout_s:
             # Keep-alives are what refresh Sanic's inactivity timer while deltas go out natively.
             raise ConfigError(f"keepalive_interval_s ({self.keepalive_interval_s}) must be below "

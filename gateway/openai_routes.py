@@ -81,7 +81,7 @@ async def _generate(request, chat: bool):
     state = request.app.ctx.state
     request_id = request.ctx.request_id
     route = "chat" if chat else "completions"
-    tracker = RequestTracker(state, route, request_id)
+    tracker = RequestTracker(state, route, request_id, request.ctx.session_id)
     claimed = registered = False
     generation = None
     try:

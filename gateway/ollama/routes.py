@@ -104,7 +104,8 @@ def _stats(tracker) -> dict:
 async def _run(request, chat: bool):
     state = request.app.ctx.state
     request_id = request.ctx.request_id
-    tracker = RequestTracker(state, "ollama_chat" if chat else "ollama_generate", request_id)
+    tracker = RequestTracker(state, "ollama_chat" if chat else "ollama_generate", request_id,
+                             request.ctx.session_id)
     claimed = registered = False
     generation = None
     try:
