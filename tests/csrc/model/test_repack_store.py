@@ -14,7 +14,7 @@ import lanes
 from lanes import Model
 
 PROMPT = "The capital of France is"
-ROOT = Path(__file__).resolve().parents[3]
+IMPORT_ROOT = Path(lanes.__file__).resolve().parent.parent  # installed package or source tree, as this process
 
 
 def load(path, cache_dir: str | Path) -> Model:
@@ -106,7 +106,7 @@ print(m.repack_status.split(" ")[0], sum(".lsrp" in line for line in maps.splitl
 
 
 def test_processes_loading_at_once_build_once_and_share_the_file(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=str(IMPORT_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
              for _ in range(3)]
     outs = [p.communicate(timeout=120)[0].split() for p in procs]
