@@ -319,7 +319,9 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
     const float* sin_t = local ? rope_sin_l_.data() : rope_sin_.data();
 
     // 2. Attention block: norm → q/k/v → (bias, q/k norm) → RoPE → fp16 cache → attention → out.
-    for (int i = 0; i < n; ++i) rmsnorm(x_.data() + i * E, L.attn_norm.data(), h_.data() + i * E, E, c.rms_eps);
+    pool_->parallel_for(n, 8, [&](int64_t i0, int64_t i1) {  // rows are independent: any split
+      for (int64_t i = i0; i < i1; ++i) rmsnorm(x_.data() + i * E, L.attn_norm.data(), h_.data() + i * E, E, c.rms_eps);
+    });
     project3(L.wq, q_.data(), L.wk, k_.data(), &L.wv, v_.data(), h_.data(), n);
     for (int i = 0; i < n; ++i) {
       float* q = q_.data() + i * q_dim;
@@ -350,10 +352,16 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
     }
 
     // 3. Feed-forward block: norm → gate/up → act ⊙ → down (→ post norm) → residual.
-    for (int i = 0; i < n; ++i) rmsnorm(x_.data() + i * E, L.ffn_norm.data(), h_.data() + i * E, E, c.rms_eps);
+    pool_->parallel_for(n, 8, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) rmsnorm(x_.data() + i * E, L.ffn_norm.data(), h_.data() + i * E, E, c.rms_eps);
+    });
     project3(L.w_gate, ffn_a_.data(), L.w_up, ffn_b_.data(), nullptr, nullptr, h_.data(), n);
-    if (gemma) gelu_tanh_mul(ffn_a_.data(), ffn_b_.data(), int64_t(n) * c.n_ff);
-    else silu_mul(ffn_a_.data(), ffn_b_.data(), int64_t(n) * c.n_ff);
+    // Elementwise (tanh/exp per element: a third of Gemma's prefill on one thread), so split over
+    // the pool: each element's result is the same on any thread.
+    pool_->parallel_for(int64_t(n) * c.n_ff, 1024, [&](int64_t b, int64_t e) {
+      if (gemma) gelu_tanh_mul(ffn_a_.data() + b, ffn_b_.data() + b, e - b);
+      else silu_mul(ffn_a_.data() + b, ffn_b_.data() + b, e - b);
+    });
     project(L.w_down, ffn_a_.data(), n, tmp_.data());
     for (int i = 0; i < n; ++i) {
       float* o = tmp_.data() + i * E;
