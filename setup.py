@@ -96,6 +96,7 @@ setup(
             "jsonschema>=4.20",
             "openapi-spec-validator>=0.7",
             "schemathesis>=4.0",
+            "pyyaml>=6",  # tests/deploy parse the Kubernetes manifests
         ],
         # Speech to text (gateway/audio/, lanes/audio/): the Whisper lane's runtime and the
         # gateway's audio decoder. The model itself: `laneserve pull whisper-base`.

@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import time
 
@@ -26,39 +23,13 @@ import httpx
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
+from gateway.bench.server import StartedServer  # noqa: E402
 from lanes.audio.model_files import whisper_base_path  # noqa: E402
 from lanes.audio.transcriber import load_model, transcribe_options  # noqa: E402
 
 CLIP = os.path.join(REPO_ROOT, "benchmarks", "data", "speech_30s.flac")
 CLIP_S = 30.0
 THREADS = 2
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server() -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--model", "whisper=whisper-base",
-                             "--port", str(port), "--audio-threads", str(THREADS), "--log-level", "warning"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONPATH": REPO_ROOT}, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"laneserve exited with {proc.returncode}")
-        try:
-            if httpx.get(base + "/health/ready", timeout=2).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("laneserve did not become ready")
 
 
 def main() -> int:
@@ -82,7 +53,9 @@ def main() -> int:
         text = "".join(s.text for s in segments)
         return time.perf_counter() - start, text
 
-    proc, base = start_server()
+    laneserve = StartedServer("whisper=whisper-base", ["--audio-threads", str(THREADS), "--log-level", "warning"],
+                              startup_timeout_s=180).start()
+    base = laneserve.base_url
     try:
         http = httpx.Client(timeout=300)
 
@@ -103,11 +76,7 @@ def main() -> int:
             t, srv_text = server()
             srv_s.append(t)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        laneserve.stop()
     lib, srv = statistics.median(lib_s), statistics.median(srv_s)
     same = "same text" if lib_text.strip() == srv_text.strip() else "TEXT DIFFERS"
     print(f"audio_bench: {CLIP_S:.0f} s clip, {THREADS} threads, {args.rounds} rounds: library RTF {lib / CLIP_S:.3f} "

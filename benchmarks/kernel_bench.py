@@ -1,4 +1,4 @@
-"""GEMV micro benchmark for the quant kernels on SmolLM2-like shapes (not a test).
+"""GEMV and GEMM micro benchmark for the quant kernels on SmolLM2-like shapes (not a test).
 
 Each shape cycles through enough distinct weight copies (>= 128 MiB) that the weights stream
 from DRAM as in real decode; GB/s counts weight bytes only; times are the best of --trials
@@ -7,7 +7,12 @@ ISA x thread count, plus a final line with the SmolLM2 decode estimate per token
 (30 layers x Q4_1 matrices + the Q8_0 LM head), e.g.
   avx512_vnni t2: q4_1 576x576 0.021ms 9.9GB/s | ... | smollm2 token 6.1ms
 and finally ONE summary line starting with "kernel_bench:" (token ms per ISA and thread count).
-Usage: python benchmarks/kernel_bench.py [--isa NAME ...] [--threads 1 2] [--iters N]
+With --gemm-rows N (e.g. 128 = a prefill chunk, 8 = a batch-8 decode step) it instead times
+N-row matrix × matrix products, cache-resident, for the original row layout and the
+row-interleaved layout the model repacks into, in the same run: process CPU seconds per call
+(steadier than wall time on a shared machine), GMAC/s per CPU second, and the ratio; the summary
+line carries the SmolLM2 layer matmuls per N rows for both layouts.
+Usage: python benchmarks/kernel_bench.py [--isa NAME ...] [--threads 1 2] [--iters N] [--gemm-rows N]
 """
 import argparse
 import pathlib
@@ -47,14 +52,45 @@ def weights_for(qtype, n_in, n_out, rng):
     return buf, mat
 
 
+def gemm(args, rng):
+    before = Q.active_isa()
+    rows, summary = args.gemm_rows, []
+    for isa in args.isa or Q.usable_isas():
+        if not Q.set_isa(isa):
+            continue
+        for t in args.threads:
+            total = {"rows": 0.0, "interleaved": 0.0}
+            for label, qt, n_in, n_out, uses in SHAPES[:-1]:  # the layer matrices (prompt rows skip the LM head)
+                w, _ = weights_for(qt, n_in, n_out, rng)
+                w = w[:ROW_BYTES[qt](n_in) * n_out]
+                bufs = {"rows": w, "interleaved": Q.interleave(qt, w, n_in, n_out)}
+                iters = args.iters or max(3, int(1e8 / (n_in * n_out * rows)))
+                cpu = {}
+                for lay, buf in bufs.items():
+                    il = lay == "interleaved"
+                    cpu[lay] = min(Q.bench_matmul(qt, buf, n_in, n_out, rows, t, iters, il)[1] for _ in range(args.trials))
+                    total[lay] += cpu[lay] * uses
+                gmac = n_in * n_out * rows / 1e9
+                print(f"{isa} t{t} {label} x{rows}: rows {gmac / cpu['rows']:.1f} | interleaved "
+                      f"{gmac / cpu['interleaved']:.1f} GMAC/s-cpu | x{cpu['rows'] / cpu['interleaved']:.2f}", flush=True)
+            summary.append(f"{isa}/t{t} rows {total['rows'] * 1e3:.1f}ms interleaved {total['interleaved'] * 1e3:.1f}ms "
+                           f"(x{total['rows'] / total['interleaved']:.2f})")
+    Q.set_isa(before)
+    print(f"kernel_bench: smollm2 layer matmuls per {rows} rows (CPU time, cache-resident): " + ", ".join(summary))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--isa", nargs="*", default=None)
     ap.add_argument("--threads", nargs="*", type=int, default=[1, 2])
     ap.add_argument("--iters", type=int, default=0, help="calls per trial (default: ~30 ms worth)")
     ap.add_argument("--trials", type=int, default=7, help="trials per shape; the best is reported")
+    ap.add_argument("--gemm-rows", type=int, default=0, help="time N-row products, row vs interleaved layout")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
+    if args.gemm_rows > 0:
+        gemm(args, rng)
+        return
     bufs = {s[0]: weights_for(s[1], s[2], s[3], rng) for s in SHAPES}
     before = Q.active_isa()
     summary = []

@@ -2,18 +2,23 @@
 
 If llama-cpp-python is importable, it runs on the same file in the same run, alternating with
 ours, and the summary line carries our/its ratios (see benchmarks/README.md to install it).
+With --ik-llama-bench PATH (a built `llama-bench` of ik_llama.cpp, benchmarks/README.md says how),
+that runs in the same rounds too (one `-r 1` run per round, same prompt and decode lengths).
 
-    python benchmarks/runtime_bench.py [MODEL_OR_PATH] [--rounds N] [--threads 1,2]
+    python benchmarks/runtime_bench.py [MODEL_OR_PATH] [--rounds N] [--threads 1,2] [--ik-llama-bench PATH]
     python benchmarks/runtime_bench.py [MODEL_OR_PATH] --depths 512,2048,4096 [--threads 2]
 
 --depths measures instead decode tok/s after a context of each given number of tokens (64
-decoded tokens; the context is prefilled once per engine and depth, and each round rewinds to it).
+decoded tokens; the context is prefilled once per engine and depth, and each round rewinds to it),
+against llama.cpp only (--ik-llama-bench is not used there).
 Prints per-measurement lines, then ONE summary line starting with "runtime_bench:".
 """
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import time
 
 from lanes import Model, find_model_file
@@ -55,6 +60,16 @@ def theirs(llm, ids: list[int]) -> tuple[float, float]:
         llm.eval([tok])
     tg_ns = time.perf_counter_ns() - t0
     return N_PROMPT / (pp_ns / 1e9), (N_DECODE - 1) / (tg_ns / 1e9)
+
+
+def ik_llama(bench: str, path: str, threads: int) -> tuple[float, float]:
+    """One llama-bench run (pp and tg tests); its own tok/s figures."""
+    out = subprocess.run([bench, "-m", path, "-p", str(N_PROMPT), "-n", str(N_DECODE), "-t", str(threads),
+                          "-r", "1", "-o", "json"], check=True, capture_output=True, text=True, timeout=600).stdout
+    rows = json.loads(out)
+    pp = next(r["avg_ts"] for r in rows if r["n_prompt"] == N_PROMPT and r["n_gen"] == 0)
+    tg = next(r["avg_ts"] for r in rows if r["n_prompt"] == 0 and r["n_gen"] == N_DECODE)
+    return float(pp), float(tg)
 
 
 def ours_at_depth(model: Model, ids: list[int]) -> float:
@@ -109,7 +124,7 @@ def depth_runs(path: str, threads: int, depths: list[int], rounds: int, llama_cp
             print(f"{who:10s} threads={threads} depth={depth:5d} tg{N_DEPTH_DECODE}={tg:7.1f} tok/s (rounds: {runs})")
             line += f" {who}:tg={tg:.1f},best={best[who]:.1f}"
         if "llama.cpp" in med:
-            line += (f" ratio:tg={med['ours'] / med['llama.cpp']:.2f}x,"
+            line += (f" ours/llama.cpp:tg={med['ours'] / med['llama.cpp']:.2f}x,"
                      f"best={best['ours'] / best['llama.cpp']:.2f}x")
         parts.append(line)
     del m, llm
@@ -122,6 +137,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--depths", default="", help="comma-separated context lengths: decode speed after each")
+    ap.add_argument("--ik-llama-bench", metavar="PATH", help="ik_llama.cpp's built llama-bench, run in the same rounds")
     args = ap.parse_args()
     path = str(find_model_file(args.model))
     try:
@@ -143,7 +159,7 @@ def main() -> None:
         if llama_cpp is not None:
             llm = llama_cpp.Llama(path, n_threads=threads, n_threads_batch=threads, n_ctx=1024, n_batch=512,
                                   verbose=False, logits_all=False)
-        res = {"ours": [], "llama.cpp": []}
+        res = {"ours": [], "llama.cpp": [], "ik_llama": []}
         ours(m, ids)  # warm-up: page in the weights
         if llm is not None:
             theirs(llm, ids)
@@ -151,6 +167,8 @@ def main() -> None:
             res["ours"].append(ours(m, ids))
             if llm is not None:
                 res["llama.cpp"].append(theirs(llm, ids))
+            if args.ik_llama_bench:
+                res["ik_llama"].append(ik_llama(args.ik_llama_bench, path, threads))
         line = f"threads={threads}"
         med = {}
         for who, runs in res.items():
@@ -161,9 +179,10 @@ def main() -> None:
             med[who] = (pp, tg)
             print(f"{who:10s} threads={threads} pp{N_PROMPT}={pp:8.1f} tok/s  tg{N_DECODE}={tg:7.1f} tok/s")
             line += f" {who}:pp={pp:.1f},tg={tg:.1f}"
-        if "llama.cpp" in med:
-            line += (f" ratio:pp={med['ours'][0] / med['llama.cpp'][0]:.2f}x,"
-                     f"tg={med['ours'][1] / med['llama.cpp'][1]:.2f}x")
+        for who in ("llama.cpp", "ik_llama"):
+            if who in med:
+                line += (f" ours/{who}:pp={med['ours'][0] / med[who][0]:.2f}x,"
+                         f"tg={med['ours'][1] / med[who][1]:.2f}x")
         summary.append(line)
         del m, llm
     print(f"runtime_bench: model={args.model} " + " | ".join(summary))

@@ -17,60 +17,17 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+from gateway.bench.server import StartedServer  # noqa: E402
+
 CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
           "response_schema_conformance,negative_data_rejection,unsupported_method,missing_required_header")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(workdir: str, *extra: str, replicas: int = 1, ctx_size: int = 128) -> tuple[subprocess.Popen, str, str]:
-    """`laneserve serve` (SmolLM2, one thread per lane) on a free loopback port, once ready."""
-    port = _free_port()
-    log_path = os.path.join(workdir, "server.log")
-    env = {**os.environ, "PYTHONPATH": REPO_ROOT}
-    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-           "--replicas", str(replicas), "--threads", "1", "--ctx-size", str(ctx_size), *extra]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir,
-                                start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}: {open(log_path).read()[-2000:]}")
-        try:
-            with urllib.request.urlopen(url + "/health/ready", timeout=2) as r:
-                if r.status == 200:
-                    return proc, url, log_path
-        except OSError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("server not ready within 120 s")
-
-
-def stop_server(proc: subprocess.Popen) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-    return proc.returncode
 
 
 def fuzz(url: str, examples: int, seed: int, workdir: str, timeout_s: float = 3600,
@@ -98,23 +55,24 @@ def main() -> int:
     parser.add_argument("--url", help="fuzz this running server instead of starting one")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="laneserve-fuzz-") as workdir:
-        proc = None
+        server = None
         url = args.url
         if url is None:
-            proc, url, log_path = start_server(workdir)
+            server = StartedServer("smollm2", ["--threads", "1", "--ctx-size", "128"], cwd=workdir).start()
+            url = server.base_url
         try:
             result = fuzz(url, args.examples, args.seed, workdir)
         finally:
             unhandled = 0
-            if proc is not None:
-                code = stop_server(proc)
-                unhandled = open(log_path).read().count("unhandled_exception")
+            if server is not None:
+                unhandled = server.log_text().count("unhandled_exception")
+                code = server.stop()
         if result["returncode"] != 0:
             print(result["output"][-20000:])
         print(f"schemathesis: {result['cases']} cases ({args.examples} max per operation, seed {args.seed}, "
               f"positive+negative), {result['failures']} failures, exit {result['returncode']}, "
               f"server unhandled exceptions {unhandled}, {result['seconds']:.0f} s"
-              + (f", server exit {code}" if proc is not None else ""))
+              + (f", server exit {code}" if server is not None else ""))
     return 0 if result["returncode"] == 0 else 1
 
 

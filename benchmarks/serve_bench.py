@@ -18,7 +18,6 @@ import asyncio
 import json
 import os
 import select
-import signal
 import socket
 import statistics
 import subprocess
@@ -30,6 +29,7 @@ import httpx
 # Run from a checkout (like relay_bench.py): the repository root holds gateway/ and lanes/.
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
+from gateway.bench.server import StartedServer  # noqa: E402
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
@@ -169,40 +169,9 @@ def bare_relay_floor_us(gap_s: float, num_wakes: int = 300) -> float:
     return busy_ns / 1e3 / iterations
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_laneserve(model: str, replicas: int, threads: int, ctx_size: int) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--model", model, "--port", str(port),
-                             "--replicas", str(replicas), "--threads", str(threads), "--ctx-size", str(ctx_size),
-                             "--log-level", "warning"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONPATH": REPO_ROOT}, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"laneserve exited with {proc.returncode}")
-        try:
-            if httpx.get(base + "/health/ready", timeout=2).status_code == 200:
-                return proc, base + "/v1"
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("laneserve did not become ready")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+def start_laneserve(model: str, replicas: int, threads: int, ctx_size: int) -> StartedServer:
+    return StartedServer(model, ["--replicas", str(replicas), "--threads", str(threads), "--ctx-size", str(ctx_size),
+                                 "--log-level", "warning"], startup_timeout_s=180).start()
 
 
 class RawHttpClient:
@@ -386,7 +355,8 @@ def main() -> int:
     for position, (replicas, url) in enumerate(runs):
         proc = None
         if url is None:
-            proc, url = start_laneserve(model_arg, replicas, args.threads, args.ctx_size)
+            proc = start_laneserve(model_arg, replicas, args.threads, args.ctx_size)
+            url = proc.base_url + "/v1"
         pid = proc.pid if proc else args.gateway_pid
         try:
             label = f"r={replicas}" if replicas else "url"
@@ -406,7 +376,7 @@ def main() -> int:
                 ttft_pair = paired_ttft_ms(url, args.model, args.threads, args.ctx_size, 40)
         finally:
             if proc:
-                stop(proc)
+                proc.stop()
     extra = []
     if cpu_us_per_token:
         extra.append("gateway cpu/token " + " ".join(

@@ -29,15 +29,13 @@ import os
 import random
 import signal
 import sys
-import tempfile
 import time
 
 import httpx
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from schemathesis_run import start_server, stop_server  # noqa: E402  (same loopback launcher)
-
+from gateway.bench.proc import proc_counts  # noqa: E402
+from gateway.bench.server import StartedServer  # noqa: E402
 from lanes.names import list_names  # noqa: E402
 
 MAX_TOKENS = 16
@@ -107,18 +105,6 @@ async def _one(client: httpx.AsyncClient, kind: str, rng: random.Random, tally: 
         tally.failures.append((t0, time.monotonic(), f"{kind}: {type(exc).__name__}: {exc}"[:160]))
 
 
-def _proc_counts(pid: int) -> tuple[int, int, int]:
-    """(RSS kB, open fds, threads) of a process."""
-    rss = threads = 0
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1])
-            elif line.startswith("Threads:"):
-                threads = int(line.split()[1])
-    return rss, len(os.listdir(f"/proc/{pid}/fd")), threads
-
-
 async def _ready(client: httpx.AsyncClient) -> dict:
     return (await client.get("/health/ready")).json()
 
@@ -167,7 +153,7 @@ async def soak(url: str, server_pid: int, minutes: float, kill_every_s: float, c
     async with httpx.AsyncClient(base_url=url, timeout=60.0, limits=limits) as client:
         capacity = await _capacity(client, concurrency, probe_s, model)  # doubles as the warm-up for the counts
         await asyncio.sleep(settle_s)  # probe connections closed, slots freed
-        _, fds0, threads0 = _proc_counts(server_pid)
+        _, fds0, threads0 = proc_counts(server_pid)
         baseline = (fds0, threads0, len(list_names(pid=server_pid)))
         rate = 0.7 * capacity
         duration_s = minutes * 60.0
@@ -194,7 +180,7 @@ async def soak(url: str, server_pid: int, minutes: float, kill_every_s: float, c
 
         async def sampler() -> None:
             while time.monotonic() - start < duration_s:
-                samples.append((time.monotonic() - start, _proc_counts(server_pid)[0]))
+                samples.append((time.monotonic() - start, proc_counts(server_pid)[0]))
                 await asyncio.sleep(5.0)
 
         background = [asyncio.create_task(killer()), asyncio.create_task(sampler())]
@@ -214,7 +200,7 @@ async def soak(url: str, server_pid: int, minutes: float, kill_every_s: float, c
         await _wait_all_ready(client)
         await asyncio.sleep(settle_s)  # connections closed, slots freed
         restarts = await _restarts(client)
-    rss, fds, threads = _proc_counts(server_pid)
+    rss, fds, threads = proc_counts(server_pid)
     shm = len(list_names(pid=server_pid))
 
     def induced(f: tuple[float, float, str]) -> bool:
@@ -257,18 +243,16 @@ def main() -> int:
     parser.add_argument("--kill-every-s", type=float, default=120.0, help="SIGKILL a lane this often")
     parser.add_argument("--concurrency", type=int, default=8, help="closed-loop clients for the capacity probe")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="laneserve-soak-") as workdir:
-        proc, url, log_path = start_server(workdir, replicas=2, ctx_size=256)
-        try:
-            line = asyncio.run(soak(url, proc.pid, args.minutes, args.kill_every_s, args.concurrency))["line"]
-        except BaseException:
-            with open(log_path, errors="replace") as log:
-                print("server log (without per-request lines):",
-                      *[ln for ln in log if "request_finished" not in ln][-30:], sep="\n")
-            raise
-        finally:
-            code = stop_server(proc)
-        print(f"{line}, server exit {code}")
+    server = StartedServer("smollm2", ["--replicas", "2", "--threads", "1", "--ctx-size", "256"]).start()
+    try:
+        line = asyncio.run(soak(server.base_url, server.pid, args.minutes, args.kill_every_s, args.concurrency))["line"]
+    except BaseException:
+        print("server log (without per-request lines):",
+              *[ln for ln in server.log_text().splitlines() if "request_finished" not in ln][-30:], sep="\n")
+        raise
+    finally:
+        code = server.stop()
+    print(f"{line}, server exit {code}")
     return 0
 
 

@@ -157,14 +157,15 @@ def _exit_startup_failure(app: Sanic, message: str) -> None:
 
 
 async def _before_stop(app: Sanic) -> None:
+    # Sanic keeps its listener open until this returns: requests still arrive meanwhile.
     state: ServerState = app.ctx.state
-    state.draining = True  # new generation requests get 503 + Retry-After from here on
+    state.stopping = True  # /health/ready answers 503 "draining" from here on
     backend = app.ctx.backend
     if backend is None:
+        state.draining = True
         return
-    state.log.info("draining", grace_s=state.config.drain_grace_s)
     # Sanic stops listening for signals before this listener runs; a second SIGINT/SIGTERM
-    # during the grace period must still cut it short (operators expect that).
+    # during the delay or the grace period must still cut it short (operators expect that).
     loop = asyncio.get_running_loop()
     forced = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -172,11 +173,19 @@ async def _before_stop(app: Sanic) -> None:
             loop.add_signal_handler(sig, forced.set)
         except (NotImplementedError, RuntimeError, ValueError):
             pass  # not the main thread: no second-signal shortcut
-    drain = asyncio.ensure_future(backend.drain(state.config.drain_grace_s))
     force = asyncio.ensure_future(forced.wait())
+    delay_s = state.config.drain_delay_s
+    if delay_s > 0:
+        # 1. Not ready, still serving: a balancer's health check sees 503 and stops sending.
+        state.log.info("drain_delay", delay_s=delay_s)
+        await asyncio.wait({force}, timeout=delay_s)
+    # 2. Refuse new work (503 + Retry-After); in-flight requests finish within the grace period.
+    state.draining = True
+    state.log.info("draining", grace_s=state.config.drain_grace_s)
+    drain = asyncio.ensure_future(backend.drain(0.0 if forced.is_set() else state.config.drain_grace_s))
     await asyncio.wait({drain, force}, return_when=asyncio.FIRST_COMPLETED)
     force.cancel()
-    if not drain.done():
+    if not drain.done() or forced.is_set():
         state.log.info("drain_forced")
         drain.cancel()
         await backend.drain(0.0)  # end every in-flight request now, with an error event

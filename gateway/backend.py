@@ -105,7 +105,8 @@ def lane_specs(config: GatewayConfig, paths: dict[str, str]) -> list[LaneModelSp
         slots = slots_for(config, path)
         specs.append(LaneModelSpec(name=name, path=path, replicas=config.replicas, threads=config.lane_threads(),
                                    ctx_size=config.ctx_size, num_slots=slots,
-                                   max_batch_tokens=max(config.max_batch_tokens, slots)))
+                                   max_batch_tokens=max(config.max_batch_tokens, slots),
+                                   repack_cache_dir=config.repack_cache_path()))
     return specs
 
 

@@ -35,7 +35,14 @@ _HELP = {
     "api_key_file": "read the API key from FILE (surrounding whitespace dropped); see --api-key",
     "max_audio_bytes": "largest audio upload on /v1/audio/* in bytes; beyond it 413 (default 25 MiB)",
     "max_audio_s": "longest decoded audio in seconds; beyond it 413 (default 3600)",
+    "drain_grace_s": "SIGTERM: in-flight requests may finish for this long, then end with an error (default 15)",
+    "drain_delay_s": "SIGTERM: /health/ready turns 503 at once, new requests are still served for this long "
+                     "before they get 503, so a load balancer stops sending first (default 0; behind a "
+                     "balancer: more than its health-check detection time, see deploy/)",
     "audio_threads": "compute threads per audio lane (0 = the same share of the cores as every lane)",
+    "repack_cache_dir": "directory where lanes share each model's repacked weights (one copy for all "
+                        "replicas, no repacking on later launches); auto (default): ~/.cache/laneserve/repack; "
+                        "off: each lane repacks into its own memory",
 }
 
 

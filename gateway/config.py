@@ -9,10 +9,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from lanes.config import PoolConfig  # pure Python: the lanes' defaults, not the native runtime
+from lanes.model_files import default_repack_cache_dir
 
 # Model names end up in JSON bodies, Prometheus labels and log lines: keep them boring.
 MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
@@ -102,6 +104,10 @@ class GatewayConfig:
     max_n: int = 8
     keepalive_interval_s: float = 10.0
     drain_grace_s: float = 15.0
+    # SIGTERM turns /health/ready to 503 at once but keeps accepting new requests this long before
+    # refusing them (503), so a load balancer polling readiness stops sending work first (what a
+    # Kubernetes preStop sleep does); 0 = refuse at once (one machine, no balancer).
+    drain_delay_s: float = 0.0
     heartbeat_timeout_s: float = PoolConfig.heartbeat_timeout_s
     # A request's headers and body must arrive within this long of its first byte (slowloris).
     request_deadline_s: float = 10.0
@@ -111,6 +117,10 @@ class GatewayConfig:
     # Sanic's RESPONSE_TIMEOUT is an inactivity timer; a non-stream request sends nothing until it
     # is done, so it must outlast the longest generation we allow.
     response_timeout_s: float = 600.0
+    # Where lanes share the repacked weights of each model file (one copy in the page cache for
+    # every replica, and no repacking on later launches): a directory, "auto" (~/.cache/laneserve/
+    # repack) or "off" (each lane repacks into its own memory).
+    repack_cache_dir: str = "auto"
     log_level: str = "info"
     log_format: str = "auto"  # auto: coloured console lines on a terminal, JSON lines otherwise
 
@@ -136,6 +146,8 @@ class GatewayConfig:
             raise ConfigError(f"max_queue must be an integer >= 0 (got {self.max_queue!r})")
         if type(self.ctx_size) is not int or not 16 <= self.ctx_size <= 1 << 20:
             raise ConfigError(f"ctx_size must be an integer in [16, 1048576] (got {self.ctx_size!r})")
+        if not self.repack_cache_dir or "\0" in self.repack_cache_dir:
+            raise ConfigError("repack_cache_dir: a directory, 'auto' or 'off'")
         if type(self.port) is not int or not 0 <= self.port <= 65535:
             raise ConfigError(f"port must be in [0, 65535] (got {self.port!r})")
         if not self.host:
@@ -145,6 +157,8 @@ class GatewayConfig:
         for name in ("keepalive_interval_s", "drain_grace_s", "heartbeat_timeout_s", "response_timeout_s",
                      "write_stall_timeout_s", "request_deadline_s", "queue_timeout_s", "max_audio_s"):
             _positive(name, getattr(self, name))
+        if not 0 <= self.drain_delay_s <= 300:
+            raise ConfigError(f"drain_delay_s must be in [0, 300] (got {self.drain_delay_s!r})")
         if self.keepalive_interval_s >= self.response_timeout_s:
             # Keep-alives are what refresh Sanic's inactivity timer while deltas go out natively.
             raise ConfigError(f"keepalive_interval_s ({self.keepalive_interval_s}) must be below "
@@ -178,6 +192,14 @@ class GatewayConfig:
         except UnicodeDecodeError:
             raise ConfigError(f"api_key_file {self.api_key_file!r}: the key must be printable ASCII") from None
         return check_api_key(text, f"api_key_file {self.api_key_file!r}")
+
+    def repack_cache_path(self) -> str:
+        """repack_cache_dir resolved for the lanes ("" = no cache)."""
+        if self.repack_cache_dir == "off":
+            return ""
+        if self.repack_cache_dir == "auto":
+            return str(default_repack_cache_dir())
+        return str(Path(self.repack_cache_dir).expanduser())
 
     def lane_threads(self) -> int:
         """Compute threads per lane: as configured, or the cores shared evenly among all lanes

@@ -29,7 +29,7 @@ def add_cors(app, origins: tuple[str, ...]) -> None:
         if headers:
             headers.update({
                 "Access-Control-Allow-Methods": "GET, POST, DELETE, OPTIONS",
-                "Access-Control-Allow-Headers": "Content-Type, Authorization, X-Request-ID",
+                "Access-Control-Allow-Headers": "Content-Type, Authorization, X-Request-ID, X-Session-ID",
                 "Access-Control-Expose-Headers": "X-Request-ID, Retry-After",
                 "Access-Control-Max-Age": "600",
             })

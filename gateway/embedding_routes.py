@@ -82,7 +82,7 @@ async def _serve(request, route: str, parse, respond, *, ollama: bool):
     prompt_tokens, total_ns) → JSON-able answer."""
     state = request.app.ctx.state
     request_id = request.ctx.request_id
-    tracker = RequestTracker(state, route, request_id)
+    tracker = RequestTracker(state, route, request_id, request.ctx.session_id)
     claimed = active_model = None
     start_ns = time.perf_counter_ns()
     try:

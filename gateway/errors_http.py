@@ -10,6 +10,7 @@ from sanic.response import HTTPResponse
 
 from gateway.errors import APIError, internal
 from gateway.request_ids import HEADER, new_request_id, resolve_request_id
+from gateway.session_ids import HEADER as SESSION_HEADER, resolve_session_id
 
 _SANIC_CODES = {
     400: ("invalid_request_error", "bad_request"),
@@ -46,16 +47,19 @@ def _request_id(request) -> str:
 
 
 def with_request_id(handler):
-    """Wrap a route handler: resolve X-Request-ID first (an invalid or doubled header → 400).
+    """Wrap a route handler: resolve X-Request-ID, then X-Session-ID, first (an invalid or doubled
+    header → 400).
     A wrapper rather than Sanic request middleware, which costs ~15 µs per request here (measured
     on a trivial route: 81 → 94-101 µs of server CPU) on every request's path to the lane."""
     @functools.wraps(handler)
     async def handle_with_id(request, *args, **kwargs):
+        request.ctx.session_id = None
         try:
             request.ctx.request_id = resolve_request_id(request.headers.getall(HEADER, []))
         except APIError:
             request.ctx.request_id = new_request_id()
             raise
+        request.ctx.session_id = resolve_session_id(request.headers.getall(SESSION_HEADER, []))
         return await handler(request, *args, **kwargs)
 
     return handle_with_id

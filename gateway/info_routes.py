@@ -79,7 +79,7 @@ def readiness(state) -> tuple[int, dict]:
                        "slots": s.num_slots, "slots_in_use": s.in_flight,
                        "kv_cache_bytes": s.kv_cache_bytes} for s in lanes],
         }
-    if state.draining:
+    if state.stopping or state.draining:
         status = "draining"
     elif not all_serving or state.pool is None:
         status = "unavailable"

@@ -5,6 +5,7 @@ requests and no worker has to spawn children; SIGINT/SIGTERM drain and exit 0.
 """
 from __future__ import annotations
 
+import importlib
 import sys
 
 from gateway.config import GatewayConfig
@@ -19,7 +20,8 @@ def serve(config: GatewayConfig) -> int:
     log.info("starting", models=[m.name for m in config.models], replicas=config.replicas,
              threads=config.lane_threads(), ctx_size=config.ctx_size)
     try:
-        backend = Backend.start(config)
+        # The HTTP side's imports (~0.5-1 s) overlap the lanes' model loading.
+        backend = Backend.start(config, while_loading=lambda: importlib.import_module("gateway.app"))
     except StartupFailed as exc:
         print(f"laneserve: startup failed: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -13,15 +13,16 @@ from sanic.response import HTTPResponse
 from gateway.admission import QueueFull, QueueTimeout
 from gateway.backend import CONTENT, REASONING, SERVING_STATES, generation_params
 from gateway.body import parse_json_object
-from gateway.control import cancelled_error
+from gateway.control import cancelled_error, outcome_for
 from gateway.cors import cors_headers
 from gateway.errors import APIError, invalid, server_busy, unavailable
-from gateway.framing import StreamFrames, new_completion_id, now_s
+from gateway.framing import DONE_EVENT, StreamFrames, new_completion_id, now_s
 from gateway.generation import Generation, GenerationCancelled, Submission
 from gateway.logprobs import request_scores
 from gateway.openai_requests import parse_chat, parse_completion
 from gateway.reasoning import render_for_thinking
-from gateway.relay import WriteStalled, collect, non_stream_response_body, relay_stream
+from gateway.queued_stream import QueuedStream
+from gateway.relay import SSE_CONTENT_TYPE, WriteStalled, collect, non_stream_response_body, relay_stream
 from gateway.stream_stats import RequestStats
 from gateway.tool_stream import TOOL_TEXT_FRAMING, ToolStreamRewriter, tool_response_body
 from gateway.tools import HERMES, chat_for_template, tool_grammar
@@ -80,7 +81,7 @@ async def _generate(request, chat: bool):
     state = request.app.ctx.state
     request_id = request.ctx.request_id
     route = "chat" if chat else "completions"
-    tracker = RequestTracker(state, route, request_id)
+    tracker = RequestTracker(state, route, request_id, request.ctx.session_id)
     claimed = registered = False
     generation = None
     try:
@@ -134,30 +135,39 @@ async def _generate(request, chat: bool):
             generation = Generation(state.pool, state.admission, served.name, submissions)
             state.control.register(request_id, served.name, generation.abort)
             registered = True
+            headers = {REQUEST_ID_HEADER: request_id, "X-Laneserve-Streaming": "incremental",
+                       **cors_headers(state.config.cors_origins, request.headers.get("origin"))}
+            if sampling.stream:
+                headers["Cache-Control"] = "no-cache"
+            queued = QueuedStream(request, headers, SSE_CONTENT_TYPE, state.config.keepalive_interval_s,
+                                  state.config.write_stall_timeout_s) if sampling.stream else None
+            error = None
             try:
-                await generation.start()
+                await (generation.start() if queued is None else queued.admit(generation))
             except GenerationCancelled:
-                generation = None  # cancelled while queued: it never reached a lane
-                raise cancelled_error() from None
+                error = cancelled_error()
             except QueueFull:
-                generation = None
-                raise _admission_error(state, served.name, "its queue is full") from None
+                error = _admission_error(state, served.name, "its queue is full")
             except QueueTimeout:
-                generation = None
-                raise _admission_error(
-                    state, served.name, f"no slot freed up within {state.config.queue_timeout_s:g} s in the queue") from None
+                error = _admission_error(
+                    state, served.name, f"no slot freed up within {state.config.queue_timeout_s:g} s in the queue")
+            if error is not None:
+                generation = None  # it never reached a lane
+                if queued is None or queued.sender is None:
+                    raise error
+                await queued.end_with(error.sse_event() + DONE_EVENT)  # the response was opened while queued
+                tracker.finish(outcome_for(error.status, error.code), 200, error.code)
+                return None
             tracker.admitted()
             state.metrics.active.labels(served.name).inc()
             try:
-                headers = {REQUEST_ID_HEADER: request_id, "X-Laneserve-Streaming": "incremental",
-                           **cors_headers(state.config.cors_origins, request.headers.get("origin"))}
                 if sampling.stream:
-                    headers["Cache-Control"] = "no-cache"
                     await relay_stream(request, generation, frames, tracker, n_per_prompt=sampling.n, headers=headers,
                                        keepalive_interval_s=state.config.keepalive_interval_s,
                                        write_stall_timeout_s=state.config.write_stall_timeout_s,
                                        retry_after_s=state.config.retry_after_s, scores=scores,
-                                       rewrite=None if tools is None else ToolStreamRewriter(frames, tools.fmt))
+                                       rewrite=None if tools is None else ToolStreamRewriter(frames, tools.fmt),
+                                       sender=queued.sender)
                     generation = None
                     return None
                 results = await collect(generation, num_choices, tracker, n_per_prompt=sampling.n,

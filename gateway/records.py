@@ -18,6 +18,7 @@ OUTCOMES = ("success", "error", "timeout", "saturated", "disconnect", "cancelled
 class RequestRecord:
     request_id: str
     route: str
+    session_id: str | None = None  # the client's X-Session-ID (gateway.session_ids), if sent
     model: str | None = None
     stream: bool = False
     outcome: str = "error"

@@ -22,6 +22,9 @@ from gateway.generation import Generation, GenerationFailed
 from gateway.stream_stats import RequestStats
 
 
+SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
+
+
 def _failure_error(code: str, message: str, retry_after_s: int) -> APIError:
     if code == CANCELLED_CODE:
         return cancelled_error()
@@ -134,6 +137,9 @@ class SseSender:
             if stream is not None and stream is self._stream and self.ready():
                 stream.set_direct(True)
 
+    async def eof(self) -> None:
+        await self._response.eof()
+
     def start_keepalive(self) -> None:
         self._watchdog = asyncio.get_running_loop().create_task(self._keepalive())
 
@@ -161,15 +167,17 @@ class SseSender:
 
 async def relay_stream(request, generation: Generation, frames: StreamFrames, tracker, *, n_per_prompt: int,
                        headers: dict, keepalive_interval_s: float, write_stall_timeout_s: float,
-                       retry_after_s: int, rewrite=None, scores=None) -> None:
+                       retry_after_s: int, rewrite=None, scores=None, sender: SseSender | None = None) -> None:
     """`rewrite` (e.g. gateway.tool_stream.ToolStreamRewriter): Python re-frames each chunk —
     `chunk(choice, data) -> bytes` and `finish(choice, reason) -> (bytes, reason)` — and the lane's
     bytes never go to the socket directly. `scores`: a gateway.logprobs.RequestScores for requests
     with logprobs/echo (their output arrives as ScoredChunks, framed in Python). With neither, the
-    native relay frames the deltas."""
-    response = await request.respond(headers=headers, content_type="text/event-stream; charset=utf-8")
-    sender = SseSender(response, request.transport, keepalive_interval_s, write_stall_timeout_s)
-    sender.start_keepalive()
+    native relay frames the deltas. `sender`: the response was already opened while the request
+    was queued (gateway.queued_stream)."""
+    if sender is None:
+        response = await request.respond(headers=headers, content_type=SSE_CONTENT_TYPE)
+        sender = SseSender(response, request.transport, keepalive_interval_s, write_stall_timeout_s)
+        sender.start_keepalive()
     if rewrite is None:
         sender.open_direct()
     chat = frames.chat
@@ -227,7 +235,7 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
             tail = frames.usage_event(rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens,
                                       RequestStats.from_tracker(tracker).openai_stream_fields()) + tail
         await sender.send(tail)
-        await response.eof()
+        await sender.eof()
         tracker.finish("success", 200)
     except WriteStalled:
         tracker.finish("timeout", 200, "write_stalled")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import time
+from typing import Callable
 
 from gateway.admission import AdmissionQueue
 from gateway.backend import LaneStartupError, create_pool, model_kind, resolve_model_paths, text_model_path
@@ -26,7 +27,8 @@ class Backend:
         self._closed = False
 
     @classmethod
-    def start(cls, config: GatewayConfig) -> "Backend":
+    def start(cls, config: GatewayConfig, while_loading: Callable[[], None] | None = None) -> "Backend":
+        """while_loading: the caller's own start-up work, run while the lanes load their models."""
         from gateway.model_text import ModelText
 
         t0 = time.monotonic()
@@ -34,19 +36,33 @@ class Backend:
             paths = resolve_model_paths(config)
         except (FileNotFoundError, ValueError) as exc:
             raise StartupFailed(str(exc)) from None
+        texts: dict = {}
+        failed: list[str] = []
+
+        def gateway_side() -> None:
+            try:
+                texts.update({name: ModelText(text_model_path(path)) for name, path in paths.items()
+                              if model_kind(path) == "text"})
+            except Exception as exc:
+                failed.append(f"cannot read model files: {exc}")
+                return
+            if while_loading is not None:
+                while_loading()
+
         try:
-            texts = {name: ModelText(text_model_path(path)) for name, path in paths.items()
-                     if model_kind(path) == "text"}
+            pool = create_pool(config, paths)  # reads each model's K/V size to size the slots
         except Exception as exc:
             raise StartupFailed(f"cannot read model files: {exc}") from None
-        pool = create_pool(config, paths)
         try:
-            pool.start()
+            pool.start(while_loading=gateway_side)
         except LaneStartupError as exc:
-            raise StartupFailed(f"lanes failed to start: {exc}") from None
+            raise StartupFailed(failed[0] if failed else f"lanes failed to start: {exc}") from None
         except BaseException:
             pool.close()
             raise
+        if failed:
+            pool.close()
+            raise StartupFailed(failed[0])
         return cls(pool, paths, texts, load_s=time.monotonic() - t0)
 
     def attach(self, state: ServerState, loop) -> None:

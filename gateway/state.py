@@ -1,5 +1,5 @@
 """What a serving process holds: config, the lane pool, per-model text handling, metrics,
-records, in-flight request ids and the drain flag. One instance per Sanic worker, on app.ctx."""
+records, in-flight request ids and the drain flags. One instance per Sanic worker, on app.ctx."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -41,6 +41,9 @@ class ServerState:
     records: RecordsFile | None = None
     in_flight: InFlightIds = field(default_factory=InFlightIds)
     control: RequestControl = field(default_factory=RequestControl)  # cancel by id / per model
+    # SIGTERM: `stopping` withdraws readiness at once (balancers stop sending work); `draining`
+    # refuses new generation requests with 503, --drain-delay-s later (gateway.app._before_stop).
+    stopping: bool = False
     draining: bool = False
     log: object = field(default_factory=get_logger)
 

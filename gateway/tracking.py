@@ -16,12 +16,12 @@ def _ms(ns: int) -> float:
 
 
 class RequestTracker:
-    def __init__(self, state, route: str, request_id: str) -> None:
+    def __init__(self, state, route: str, request_id: str, session_id: str | None = None) -> None:
         self._state = state
         self._start_ns = time.perf_counter_ns()
         self._admitted_ns: int | None = None
         self._finished = False
-        self.record = RequestRecord(request_id=request_id, route=route)
+        self.record = RequestRecord(request_id=request_id, route=route, session_id=session_id)
         self._prefill_ns = 0
         self._decode_ns = 0
         self._prompt_tokens_by_prompt: dict[int, int] = {}
@@ -122,7 +122,7 @@ class RequestTracker:
         if state.records is not None:
             state.records.write(rec)
         state.log.info(
-            "request_finished", request_id=rec.request_id, route=rec.route, model=model_label,
+            "request_finished", request_id=rec.request_id, session_id=rec.session_id, route=rec.route, model=model_label,
             stream=rec.stream, outcome=outcome, status=status, error_code=error_code,
             finish_reason=rec.finish_reason, prompt_tokens=rec.prompt_tokens,
             completion_tokens=rec.completion_tokens, ttft_ms=rec.ttft_ms, total_ms=rec.total_ms,

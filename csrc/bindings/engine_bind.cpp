@@ -53,12 +53,14 @@ void bind_batch_engine(py::module_& m) {
   py::class_<BatchEngine>(m, "BatchEngine",
                           "Continuous batching over one model (what a lane runs): many sequences, one forward "
                           "pass per step.")
-      .def(py::init([](const std::string& path, int threads, int ctx_size, int num_slots, int max_batch_tokens) {
+      .def(py::init([](const std::string& path, int threads, int ctx_size, int num_slots, int max_batch_tokens,
+                       const std::string& repack_cache_dir) {
              py::gil_scoped_release nogil;
-             return new BatchEngine(path, BatchEngineOptions{threads, ctx_size, num_slots, max_batch_tokens});
+             return new BatchEngine(path, BatchEngineOptions{threads, ctx_size, num_slots, max_batch_tokens, repack_cache_dir});
            }),
            py::arg("path"), py::arg("threads") = 0, py::arg("ctx_size") = 0, py::arg("num_slots") = 8,
-           py::arg("max_batch_tokens") = 256)
+           py::arg("max_batch_tokens") = 256, py::arg("repack_cache_dir") = "")
+      .def_property_readonly("repack_status", &BatchEngine::repack_status)
       .def_property_readonly("n_ctx", &BatchEngine::n_ctx)
       .def_property_readonly("num_slots", &BatchEngine::num_slots)
       .def_property_readonly("max_batch_tokens", &BatchEngine::max_batch_tokens)
@@ -105,11 +107,13 @@ void bind_batch_engine(py::module_& m) {
 
 void bind_engine(py::module_& m) {
   py::class_<Engine>(m, "Engine", "One model with its tokenizer; runs one generation at a time.")
-      .def(py::init([](const std::string& path, int threads, int ctx_size, int max_batch) {
+      .def(py::init([](const std::string& path, int threads, int ctx_size, int max_batch, const std::string& repack_cache_dir) {
              py::gil_scoped_release nogil;
-             return new Engine(path, threads, ctx_size, max_batch);
+             return new Engine(path, threads, ctx_size, max_batch, repack_cache_dir);
            }),
-           py::arg("path"), py::arg("threads") = 0, py::arg("ctx_size") = 0, py::arg("max_batch") = 512)
+           py::arg("path"), py::arg("threads") = 0, py::arg("ctx_size") = 0, py::arg("max_batch") = 512,
+           py::arg("repack_cache_dir") = "")
+      .def_property_readonly("repack_status", [](Engine& e) { return e.model().repack_status(); })
       .def_property_readonly("n_vocab", [](Engine& e) { return e.model().config().n_vocab; })
       .def_property_readonly("n_ctx", &Engine::n_ctx)
       .def_property_readonly("n_ctx_train", [](Engine& e) { return e.model().config().n_ctx_train; })

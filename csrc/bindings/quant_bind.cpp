@@ -72,13 +72,46 @@ void bind_quant(py::module_& parent) {
     return out;
   }, py::arg("type_id"), py::arg("data"), py::arg("n"), "Dequantize n elements of ggml type type_id.");
 
+  m.def("interleave_supported", [](int type_id, int64_t n_in, int64_t n_out) {
+    return interleave_supported(checked_type(type_id), n_in, n_out);
+  }, py::arg("type_id"), py::arg("n_in"), py::arg("n_out"));
+  m.def("interleave", [](int type_id, py::buffer weight, int64_t n_in, int64_t n_out) {
+    const GgmlType t = checked_type(type_id);
+    const py::buffer_info wi = weight.request();
+    check_shape(t, n_in, n_out, size_t(wi.size * wi.itemsize));
+    if (!interleave_supported(t, n_in, n_out)) throw std::invalid_argument("type or shape cannot be interleaved");
+    py::array_t<uint8_t> out(py::ssize_t(interleaved_bytes(t, n_in, n_out)));
+    interleave_weights(t, wi.ptr, n_in, n_out, out.mutable_data());
+    return out;
+  }, py::arg("type_id"), py::arg("weight"), py::arg("n_in"), py::arg("n_out"),
+     "The row-interleaved (16-row group) form of a weight matrix, as the model repacks it at load.");
+  m.def("dequantize_weight_row", [](int type_id, py::buffer weight, int64_t n_in, int64_t n_out, int64_t row,
+                                    bool interleaved) {
+    const GgmlType t = checked_type(type_id);
+    const py::buffer_info wi = weight.request();
+    check_shape(t, n_in, n_out, interleaved ? ~size_t(0) : size_t(wi.size * wi.itemsize));
+    if (row < 0 || row >= n_out) throw std::invalid_argument("row out of range");
+    if (interleaved && !interleave_supported(t, n_in, n_out)) throw std::invalid_argument("not interleavable");
+    if (interleaved && size_t(wi.size * wi.itemsize) < interleaved_bytes(t, n_in, n_out))
+      throw std::invalid_argument("weight buffer too small");
+    py::array_t<float> out(n_in);
+    dequantize_weight_row(t, interleaved ? WeightLayout::Interleaved16 : WeightLayout::Rows, wi.ptr, n_in, row,
+                          out.mutable_data());
+    return out;
+  }, py::arg("type_id"), py::arg("weight"), py::arg("n_in"), py::arg("n_out"), py::arg("row"),
+     py::arg("interleaved") = false);
+
   m.def("matmul", [](int type_id, py::buffer weight, int64_t n_in, int64_t n_out,
-                     py::array_t<float, py::array::c_style | py::array::forcecast> x, int threads) {
+                     py::array_t<float, py::array::c_style | py::array::forcecast> x, int threads, bool interleaved) {
     const GgmlType t = checked_type(type_id);
     const py::buffer_info wi = weight.request();
     check_shape(t, n_in, n_out, size_t(wi.size * wi.itemsize));
     if (x.ndim() != 2 || x.shape(1) != n_in) throw std::invalid_argument("x must have shape (rows, n_in)");
     const int64_t rows = x.shape(0);
+    if (interleaved && !interleave_supported(t, n_in, n_out)) throw std::invalid_argument("not interleavable");
+    if (interleaved && size_t(wi.size * wi.itemsize) < interleaved_bytes(t, n_in, n_out))
+      throw std::invalid_argument("weight buffer too small");
+    const WeightLayout layout = interleaved ? WeightLayout::Interleaved16 : WeightLayout::Rows;
     py::array_t<float> y({rows, n_out});
     float* yp = y.mutable_data();
     const float* xp = x.data();
@@ -86,21 +119,26 @@ void bind_quant(py::module_& parent) {
     {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(e.mu);
-      matmul(*e.pool, e.scratch, t, wi.ptr, n_in, n_out, xp, rows, yp, n_out);
+      matmul(*e.pool, e.scratch, t, wi.ptr, n_in, n_out, xp, rows, yp, n_out, layout);
     }
     return y;
   }, py::arg("type_id"), py::arg("weight"), py::arg("n_in"), py::arg("n_out"), py::arg("x"), py::arg("threads") = 1,
-     "y = x @ W.T for a ggml weight W with n_out rows of n_in elements; x is (rows, n_in) float32.");
+     py::arg("interleaved") = false,
+     "y = x @ W.T for a ggml weight W with n_out rows of n_in elements; x is (rows, n_in) float32; "
+     "interleaved: W is in the form interleave() returns.");
 
   m.def("bench_matmul", [](int type_id, py::buffer weights, int64_t n_in, int64_t n_out, int64_t rows, int threads,
-                           int iters) {
+                           int iters, bool interleaved) {
     // weights holds k >= 1 matrices back to back; calls cycle through them so a buffer larger
     // than the caches measures DRAM-streaming GEMV.
     const GgmlType t = checked_type(type_id);
     const py::buffer_info wi = weights.request();
     check_shape(t, n_in, n_out, size_t(wi.size * wi.itemsize));
-    const size_t mat = ggml_row_bytes(t, n_in) * size_t(n_out);
+    if (interleaved && !interleave_supported(t, n_in, n_out)) throw std::invalid_argument("not interleavable");
+    const size_t mat = interleaved ? interleaved_bytes(t, n_in, n_out) : ggml_row_bytes(t, n_in) * size_t(n_out);
     const size_t k = size_t(wi.size * wi.itemsize) / mat;
+    if (k == 0) throw std::invalid_argument("weight buffer too small");
+    const WeightLayout layout = interleaved ? WeightLayout::Interleaved16 : WeightLayout::Rows;
     std::vector<float> x(size_t(rows * n_in)), y(size_t(rows * n_out));
     for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 2654435761u) % 1000) / 500.f - 1.f;
     PoolEntry& e = pool_for(threads);
@@ -110,12 +148,13 @@ void bind_quant(py::module_& parent) {
       std::lock_guard<std::mutex> lock(e.mu);
       const auto* base = static_cast<const uint8_t*>(wi.ptr);
       for (size_t j = 0; j < k; ++j)  // warm-up: touch every matrix once
-        matmul(*e.pool, e.scratch, t, base + j * mat, n_in, n_out, x.data(), rows, y.data(), n_out);
+        matmul(*e.pool, e.scratch, t, base + j * mat, n_in, n_out, x.data(), rows, y.data(), n_out, layout);
       timespec c0, c1;
       clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < iters; ++i)
-        matmul(*e.pool, e.scratch, t, base + size_t(i) % k * mat, n_in, n_out, x.data(), rows, y.data(), n_out);
+        matmul(*e.pool, e.scratch, t, base + size_t(i) % k * mat, n_in, n_out, x.data(), rows, y.data(), n_out,
+               layout);
       secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
       clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
       cpu = (double(c1.tv_sec - c0.tv_sec) + 1e-9 * double(c1.tv_nsec - c0.tv_nsec)) / iters;
@@ -124,7 +163,7 @@ void bind_quant(py::module_& parent) {
     // is the steadier number on a shared, oversubscribed machine.
     return py::make_tuple(secs, cpu);
   }, py::arg("type_id"), py::arg("weights"), py::arg("n_in"), py::arg("n_out"), py::arg("rows"), py::arg("threads"),
-     py::arg("iters"));
+     py::arg("iters"), py::arg("interleaved") = false);
 
   m.def("active_isa", [] { return std::string(isa_name(active_isa())); });
   m.def("set_isa", [](const std::string& name) {

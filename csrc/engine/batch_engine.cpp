@@ -49,6 +49,8 @@ struct Waiting {
   GenerationRequest req;
   bool embed = false;
   MatcherPtr grammar;  // compiled req.grammar (null: unconstrained)
+  // req.grammar waits for the model's grammar compiler, still being built (compiled at admission).
+  bool grammar_deferred = false;
 };
 
 // Positions a sequence can have scored in one step: its prompt rows, position 0's null entry and
@@ -70,8 +72,12 @@ struct BatchEngine::Impl {
   GgufFile file;
   ModelRuntime model;
   std::unique_ptr<Tokenizer> tokenizer;
-  LazyGrammarCompiler grammar;  // built in the background from construction (if llguidance is loaded)
+  // Built in the background on the first constrained request (if llguidance is loaded): its
+  // tokenizer index costs 16 MB (SmolLM2) to 110 MB (Gemma 3) that a lane never asked to
+  // constrain output should not pay; meanwhile that request waits and the others run.
+  LazyGrammarCompiler grammar;
   int32_t max_batch_tokens;
+  SamplerScratch sampler_scratch;  // every slot's sampler works in it (step() samples one slot at a time)
   std::vector<Slot> slots;
   std::deque<Waiting> waiting;
   uint64_t counter = 0;
@@ -90,14 +96,15 @@ struct BatchEngine::Impl {
 
   Impl(const std::string& path, const BatchEngineOptions& o)
       : file(path),
-        model(file, o.ctx_size, o.max_batch_tokens, o.threads, o.num_slots),
+        model(file, o.ctx_size, o.max_batch_tokens, o.threads, o.num_slots, o.repack_cache_dir),
         tokenizer(Tokenizer::from_gguf(file)),
-        max_batch_tokens(model.max_batch()) {
+        max_batch_tokens(model.max_batch()),
+        sampler_scratch(model.config().n_vocab) {
     const int32_t n_vocab = model.config().n_vocab;
     if (tokenizer->n_vocab() > n_vocab) file.fail("tokenizer has more tokens than the output head");
     slots.resize(o.num_slots);
     for (Slot& s : slots) {
-      s.seq = std::make_unique<Sequence>(n_vocab);
+      s.seq = std::make_unique<Sequence>(n_vocab, &sampler_scratch);
       s.kv_tokens.reserve(model.ctx_size());
       s.embd_sum.resize(model.config().n_embd);
       s.embd_out.resize(model.config().n_embd);
@@ -111,7 +118,6 @@ struct BatchEngine::Impl {
     logits.resize(size_t(o.num_slots) * n_vocab);
     events.reserve(o.num_slots);
     hidden.resize(size_t(max_batch_tokens) * model.config().n_embd);
-    grammar.prefetch(*tokenizer);
   }
 
   bool sibling_prefilling(uint64_t request_id) const {
@@ -122,10 +128,26 @@ struct BatchEngine::Impl {
 
   // Phase 1: FIFO admission. A choice whose sibling is still prefilling waits for it, so it can
   // copy the sibling's prompt K/V instead of computing it again (n > 1 choices).
+  // A request whose grammar compiler is still being built waits without holding up the others.
   void admit() {
     for (auto it = waiting.begin(); it != waiting.end();) {
       const int dst = pick_free_slot(it->req.prompt_ids);
       if (dst < 0) return;
+      if (it->grammar_deferred) {
+        if (!grammar.ready()) {
+          ++it;
+          continue;
+        }
+        it->grammar_deferred = false;
+        try {
+          it->grammar = grammar.compile(*tokenizer, it->req.grammar);
+        } catch (const std::exception&) {  // the gateway validates grammars first: not expected
+          GenerationStats st{};
+          events.push_back(SeqEvent{it->request_id, it->choice, {}, true, FinishReason::Error, st});
+          it = waiting.erase(it);
+          continue;
+        }
+      }
       if (!it->embed && sibling_prefilling(it->request_id)) {
         ++it;
         continue;
@@ -303,6 +325,7 @@ int32_t BatchEngine::n_vocab() const { return impl_->tokenizer->n_vocab(); }
 int32_t BatchEngine::num_slots() const { return int32_t(impl_->slots.size()); }
 int32_t BatchEngine::max_batch_tokens() const { return impl_->max_batch_tokens; }
 size_t BatchEngine::kv_cache_bytes() const { return impl_->model.kv_cache_bytes(); }
+const std::string& BatchEngine::repack_status() const { return impl_->model.repack_status(); }
 int32_t BatchEngine::last_batch_tokens() const { return impl_->last_batch_tokens; }
 size_t BatchEngine::num_waiting() const { return impl_->waiting.size(); }
 
@@ -324,8 +347,13 @@ bool BatchEngine::has_work() const { return !impl_->waiting.empty() || num_activ
 
 void BatchEngine::add(uint64_t request_id, uint32_t choice, const GenerationRequest& req) {
   validate_request(req, impl_->model.config().n_vocab, impl_->model.ctx_size());
-  MatcherPtr grammar = impl_->grammar.compile(*impl_->tokenizer, req.grammar);
-  impl_->waiting.push_back(Waiting{request_id, choice, req, false, std::move(grammar)});
+  Impl& s = *impl_;
+  if (!req.grammar.empty() && (s.grammar.prefetch(*s.tokenizer), !s.grammar.ready())) {
+    s.waiting.push_back(Waiting{request_id, choice, req, false, MatcherPtr{}, true});
+    return;
+  }
+  MatcherPtr grammar = s.grammar.compile(*s.tokenizer, req.grammar);  // throws on a bad grammar: not queued
+  s.waiting.push_back(Waiting{request_id, choice, req, false, std::move(grammar)});
 }
 
 void BatchEngine::add_embedding(uint64_t request_id, uint32_t choice, const std::vector<int32_t>& prompt_ids) {
@@ -374,7 +402,11 @@ const std::vector<SeqEvent>& BatchEngine::step() {
   // 2. Batch.
   const int n = s.build_batch();
   s.last_batch_tokens = n;
-  if (n == 0) return s.events;
+  if (n == 0) {
+    // Only requests waiting for the grammar compiler: wait for it here rather than spin.
+    if (!s.waiting.empty() && s.events.empty()) s.grammar.wait(5);
+    return s.events;
+  }
   // 3. One forward pass over every sequence's tokens.
   const size_t n_vocab_z = size_t(s.model.config().n_vocab);
   if (s.logits.size() < s.out_rows.size() * n_vocab_z)  // the first prompt-logprobs request

@@ -67,6 +67,7 @@ struct BatchEngineOptions {
   int ctx_size = 0;           // per slot; ≤ 0: training context capped at 8192
   int num_slots = 8;          // sequences served at once
   int max_batch_tokens = 256; // per-step token budget (≥ num_slots)
+  std::string repack_cache_dir;  // shared repacked weights (model/repack_store.h); empty = private
 };
 
 class BatchEngine {
@@ -79,6 +80,7 @@ class BatchEngine {
   int32_t num_slots() const;
   int32_t max_batch_tokens() const;
   size_t kv_cache_bytes() const;
+  const std::string& repack_status() const;  // RepackStore::status()
 
   // Queues one choice of a request. Throws std::invalid_argument (prompt/params) before queuing.
   void add(uint64_t request_id, uint32_t choice, const GenerationRequest& req);

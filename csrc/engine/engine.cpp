@@ -37,9 +37,9 @@ struct Engine::Impl {
   bool prefilled = false;
   int32_t pos = 0;           // next KV position to write
 
-  Impl(const std::string& path, int threads, int ctx_size, int max_batch)
+  Impl(const std::string& path, int threads, int ctx_size, int max_batch, const std::string& repack_cache_dir)
       : file(path),
-        model(file, ctx_size, max_batch, threads),
+        model(file, ctx_size, max_batch, threads, 1, repack_cache_dir),
         tokenizer(Tokenizer::from_gguf(file)),
         seq(model.config().n_vocab),
         logits(model.config().n_vocab) {
@@ -71,8 +71,8 @@ struct Engine::Impl {
   }
 };
 
-Engine::Engine(const std::string& path, int threads, int ctx_size, int max_batch)
-    : impl_(std::make_unique<Impl>(path, threads, ctx_size, max_batch)) {}
+Engine::Engine(const std::string& path, int threads, int ctx_size, int max_batch, const std::string& repack_cache_dir)
+    : impl_(std::make_unique<Impl>(path, threads, ctx_size, max_batch, repack_cache_dir)) {}
 Engine::~Engine() = default;
 
 ModelRuntime& Engine::model() { return impl_->model; }

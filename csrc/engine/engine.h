@@ -69,7 +69,9 @@ class Engine {
  public:
   // Loads the model (mmap) and tokenizer; threads <= 0 → all cores; ctx_size <= 0 → the
   // model's training context capped at 8192. Throws GgufError/runtime_error.
-  Engine(const std::string& path, int threads, int ctx_size = 0, int max_batch = 512);
+  // repack_cache_dir: see ModelRuntime (empty: repacked weights in this process's memory).
+  Engine(const std::string& path, int threads, int ctx_size = 0, int max_batch = 512,
+         const std::string& repack_cache_dir = "");
   ~Engine();
 
   ModelRuntime& model();

@@ -22,7 +22,7 @@ void validate_request(const GenerationRequest& req, int32_t n_vocab, int32_t ctx
       throw std::invalid_argument("logit_bias token id " + std::to_string(id) + " is out of range");
 }
 
-Sequence::Sequence(int32_t n_vocab) : sampler_(n_vocab) {
+Sequence::Sequence(int32_t n_vocab, SamplerScratch* scratch) : sampler_(n_vocab, scratch) {
   out_.reserve(4096);
   reasoning_.reserve(4096);
   split_buf_.reserve(4096);

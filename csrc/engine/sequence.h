@@ -27,7 +27,8 @@ void validate_request(const GenerationRequest& req, int32_t n_vocab, int32_t ctx
 
 class Sequence {
  public:
-  explicit Sequence(int32_t n_vocab);  // sizes the sampler's buffers once
+  // scratch: the sampler's working buffers, shared by the sequences of one engine (nullptr: own).
+  explicit Sequence(int32_t n_vocab, SamplerScratch* scratch = nullptr);
 
   // Starts a generation whose first `cached_tokens` prompt positions already hold valid K/V.
   // `grammar`: the compiled GenerationRequest::grammar (null: unconstrained).

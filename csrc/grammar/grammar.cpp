@@ -1,3 +1,4 @@
+#include <chrono>
 #include "grammar/grammar.h"
 
 #include <cmath>
@@ -105,6 +106,14 @@ LazyGrammarCompiler::~LazyGrammarCompiler() {
 void LazyGrammarCompiler::prefetch(const Tokenizer& tok) {
   if (compiler_ || pending_.valid() || llg::Api::loaded() == nullptr) return;
   pending_ = std::async(std::launch::async, [&tok] { return std::make_unique<GrammarCompiler>(tok); });
+}
+
+bool LazyGrammarCompiler::ready() const {
+  return compiler_ || !pending_.valid() || pending_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+void LazyGrammarCompiler::wait(int timeout_ms) const {
+  if (!compiler_ && pending_.valid()) pending_.wait_for(std::chrono::milliseconds(timeout_ms));
 }
 
 MatcherPtr LazyGrammarCompiler::compile(const Tokenizer& tok, const std::string& grammar) {

@@ -17,6 +17,7 @@ struct BackendOptions {
   int ctx_size = 0;            // per slot
   int num_slots = 8;
   int max_batch_tokens = 256;
+  std::string repack_cache_dir;  // empty: repacked weights private to the lane
 };
 
 class Backend {

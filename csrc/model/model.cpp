@@ -1,7 +1,11 @@
 #include "model/model.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -37,7 +41,8 @@ Weight load_weight(const GgufFile& f, const std::string& name, int64_t n_in, int
 
 }  // namespace
 
-ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads, int n_seq)
+ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads, int n_seq,
+                           const std::string& repack_cache_dir)
     : ctx_size_(ctx_size), max_batch_(max_batch), n_seq_(n_seq) {
   load_config(file);
   if (threads < 0 || threads > 256) file.fail("threads must be between 0 (all cores) and 256");
@@ -50,6 +55,7 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   max_batch_ = int32_t(std::min<int64_t>(max_batch_, int64_t(ctx_size_) * n_seq_));
   load_weights(file);
   pool_ = std::make_unique<ThreadPool>(threads);
+  repack_weights(repack_cache_dir, file.path());
 
   const int64_t B = max_batch_, E = cfg_.n_embd, hd = cfg_.head_dim;
   const int64_t q_dim = int64_t(cfg_.n_head) * hd, kv_dim = int64_t(cfg_.n_head_kv) * hd;
@@ -166,18 +172,71 @@ void ModelRuntime::load_weights(const GgufFile& f) {
   }
 }
 
+// Matrix × matrix speed (prefill, batched decode) comes from the row-interleaved layout, and
+// decode reads it as fast; one copy is kept: the original's mapped pages are dropped from this
+// process (they stay in the page cache and fault back in if ever touched), and the repacked
+// copy is a shared cache file when a cache dir is given (model/repack_store.h).
+void ModelRuntime::repack_weights(const std::string& cache_dir, const std::string& model_path) {
+  std::vector<Weight*> ws;
+  for (LayerWeights& L : layers_)
+    for (Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) ws.push_back(w);
+  const bool tied = output_.data == tok_embd_.data;
+  ws.push_back(&tok_embd_);
+  if (!tied) ws.push_back(&output_);
+  std::vector<Weight*> todo;
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  // The layout part of the cache key: format version and every repacked tensor's type and shape.
+  std::string layout_key = "layout=il" + std::to_string(kInterleaveRows) + "v1";
+  for (Weight* w : ws) {
+    if (!interleave_preferred(w->type, w->n_in, w->n_out)) continue;
+    todo.push_back(w);
+    offsets.push_back(total);
+    total += (interleaved_bytes(w->type, w->n_in, w->n_out) + 63) & ~size_t(63);
+    layout_key += ";" + std::to_string(int(w->type)) + ":" + std::to_string(w->n_in) + "x" + std::to_string(w->n_out);
+  }
+  auto fill = [&](uint8_t* dst) {
+    for (size_t k = 0; k < todo.size(); ++k) {
+      const Weight& src = *todo[k];
+      uint8_t* out = dst + offsets[k];
+      // Groups of 16 rows are independent: repack slices of whole groups in parallel.
+      const size_t src_group = ggml_row_bytes(src.type, src.n_in) * kInterleaveRows;
+      const size_t dst_group = interleaved_bytes(src.type, src.n_in, kInterleaveRows);
+      pool_->parallel_for(src.n_out / kInterleaveRows, 1, [&](int64_t g0, int64_t g1) {
+        interleave_weights(src.type, src.data + size_t(g0) * src_group, src.n_in, (g1 - g0) * kInterleaveRows,
+                           out + size_t(g0) * dst_group);
+      });
+    }
+  };
+  repack_ = RepackStore::open(cache_dir, model_path, layout_key, total, fill);
+  if (!cache_dir.empty() && repack_.source() == RepackStore::Source::Private)  // works, but a copy per lane
+    std::fprintf(stderr, "laneserve: repack cache not used (%s)\n", repack_.status().c_str());
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  for (size_t k = 0; k < todo.size(); ++k) {
+    Weight* w = todo[k];
+    const size_t bytes = ggml_row_bytes(w->type, w->n_in) * size_t(w->n_out);
+    const uintptr_t b = (reinterpret_cast<uintptr_t>(w->data) + page - 1) & ~(page - 1);
+    const uintptr_t e = (reinterpret_cast<uintptr_t>(w->data) + bytes) & ~(page - 1);
+    if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+    w->data = repack_.data() + offsets[k];
+    w->layout = WeightLayout::Interleaved16;
+  }
+  if (tied) output_ = tok_embd_;
+}
+
 void ModelRuntime::project(const Weight& w, const float* x, int n_rows, float* y) {
-  matmul(*pool_, mm_scratch_, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out);
+  matmul(*pool_, mm_scratch_, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out, w.layout);
 }
 
 // Two or three projections of the same input: one activation quantization and one dispatch
 // when the weight types agree (decode runs ~90 fewer thread-pool calls per SmolLM2 token).
 void ModelRuntime::project3(const Weight& a, float* ya, const Weight& b, float* yb, const Weight* c, float* yc,
                             const float* x, int n_rows) {
-  if (a.type == b.type && a.n_in == b.n_in && (!c || (c->type == a.type && c->n_in == a.n_in))) {
+  if (a.type == b.type && a.n_in == b.n_in && a.layout == b.layout &&
+      (!c || (c->type == a.type && c->n_in == a.n_in && c->layout == a.layout))) {
     const MatmulOut outs[3] = {{a.data, a.n_out, ya, a.n_out}, {b.data, b.n_out, yb, b.n_out},
                                {c ? c->data : nullptr, c ? c->n_out : 0, yc, c ? c->n_out : 0}};
-    matmul_multi(*pool_, mm_scratch_, a.type, a.n_in, x, n_rows, outs, c ? 3 : 2);
+    matmul_multi(*pool_, mm_scratch_, a.type, a.n_in, x, n_rows, outs, c ? 3 : 2, a.layout);
     return;
   }
   project(a, x, n_rows, ya);
@@ -245,13 +304,12 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
   const ModelConfig& c = cfg_;
   const int64_t E = c.n_embd, hd = c.head_dim;
   const int64_t q_dim = int64_t(c.n_head) * hd, kv_dim = int64_t(c.n_head_kv) * hd;
-  const size_t row_bytes = ggml_row_bytes(tok_embd_.type, E);
   const bool gemma = c.arch == Arch::Gemma3;
 
   // 1. Embeddings.
   for (int i = 0; i < n; ++i) {
     float* x = x_.data() + i * E;
-    dequantize_row(tok_embd_.type, tok_embd_.data + size_t(tokens[i].token) * row_bytes, x, E);
+    dequantize_weight_row(tok_embd_.type, tok_embd_.layout, tok_embd_.data, E, tokens[i].token, x);
     if (c.embd_scale != 1.f) scale_f32(x, c.embd_scale, E);
   }
 
@@ -262,7 +320,9 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
     const float* sin_t = local ? rope_sin_l_.data() : rope_sin_.data();
 
     // 2. Attention block: norm → q/k/v → (bias, q/k norm) → RoPE → fp16 cache → attention → out.
-    for (int i = 0; i < n; ++i) rmsnorm(x_.data() + i * E, L.attn_norm.data(), h_.data() + i * E, E, c.rms_eps);
+    pool_->parallel_for(n, 8, [&](int64_t i0, int64_t i1) {  // rows are independent: any split
+      for (int64_t i = i0; i < i1; ++i) rmsnorm(x_.data() + i * E, L.attn_norm.data(), h_.data() + i * E, E, c.rms_eps);
+    });
     project3(L.wq, q_.data(), L.wk, k_.data(), &L.wv, v_.data(), h_.data(), n);
     for (int i = 0; i < n; ++i) {
       float* q = q_.data() + i * q_dim;
@@ -293,10 +353,16 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
     }
 
     // 3. Feed-forward block: norm → gate/up → act ⊙ → down (→ post norm) → residual.
-    for (int i = 0; i < n; ++i) rmsnorm(x_.data() + i * E, L.ffn_norm.data(), h_.data() + i * E, E, c.rms_eps);
+    pool_->parallel_for(n, 8, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) rmsnorm(x_.data() + i * E, L.ffn_norm.data(), h_.data() + i * E, E, c.rms_eps);
+    });
     project3(L.w_gate, ffn_a_.data(), L.w_up, ffn_b_.data(), nullptr, nullptr, h_.data(), n);
-    if (gemma) gelu_tanh_mul(ffn_a_.data(), ffn_b_.data(), int64_t(n) * c.n_ff);
-    else silu_mul(ffn_a_.data(), ffn_b_.data(), int64_t(n) * c.n_ff);
+    // Elementwise (tanh/exp per element: a third of Gemma's prefill on one thread), so split over
+    // the pool: each element's result is the same on any thread.
+    pool_->parallel_for(int64_t(n) * c.n_ff, 1024, [&](int64_t b, int64_t e) {
+      if (gemma) gelu_tanh_mul(ffn_a_.data() + b, ffn_b_.data() + b, e - b);
+      else silu_mul(ffn_a_.data() + b, ffn_b_.data() + b, e - b);
+    });
     project(L.w_down, ffn_a_.data(), n, tmp_.data());
     for (int i = 0; i < n; ++i) {
       float* o = tmp_.data() + i * E;

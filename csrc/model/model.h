@@ -20,6 +20,7 @@
 #include "model/attention.h"
 #include "model/batch.h"
 #include "model/kv_cache.h"
+#include "model/repack_store.h"
 #include "quant/quant.h"
 
 namespace ls {
@@ -43,10 +44,11 @@ struct ModelConfig {
   bool is_local(int il) const { return sliding_window > 0 && swa_pattern > 0 && il % swa_pattern != swa_pattern - 1; }
 };
 
-struct Weight {  // a 2-D weight in the mapping: n_out rows of n_in
+struct Weight {  // a 2-D weight: n_out rows of n_in, in the mapping or repacked (layout)
   GgmlType type = GgmlType::F32;
   const uint8_t* data = nullptr;
   int64_t n_in = 0, n_out = 0;
+  WeightLayout layout = WeightLayout::Rows;
 };
 
 struct LayerWeights {
@@ -60,7 +62,10 @@ class ModelRuntime {
   // file must outlive the runtime. Throws GgufError naming the file and problem.
   // ctx_size is per sequence (≤ 0: the training context capped at 8192); max_batch tokens
   // per forward (≤ 0: 512; capped at n_seq·ctx_size); n_seq sequence slots in the KV cache.
-  ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads, int n_seq = 1);
+  // repack_cache_dir: where repacked weights are shared between processes (model/repack_store.h);
+  // empty = repack into this process's memory.
+  ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads, int n_seq = 1,
+               const std::string& repack_cache_dir = "");
   ~ModelRuntime();
 
   const ModelConfig& config() const { return cfg_; }
@@ -68,6 +73,7 @@ class ModelRuntime {
   int32_t max_batch() const { return max_batch_; }
   int32_t n_seq() const { return n_seq_; }
   size_t kv_cache_bytes() const { return kv_.bytes(); }  // reserved, not resident
+  const std::string& repack_status() const { return repack_.status(); }  // RepackStore::status()
   ThreadPool& pool() { return *pool_; }
 
   // Runs n ≤ max_batch tokens in one pass. Token i is at position tokens[i].pos of sequence
@@ -99,6 +105,7 @@ class ModelRuntime {
  private:
   void load_config(const GgufFile& f);
   void load_weights(const GgufFile& f);
+  void repack_weights(const std::string& cache_dir, const std::string& model_path);
   void attention(int il, const BatchToken* tokens, int n);
   void check_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out) const;
   void project(const Weight& w, const float* x, int n_rows, float* y);
@@ -111,6 +118,9 @@ class ModelRuntime {
   MatmulScratch mm_scratch_;
 
   Weight tok_embd_, output_;
+  // Interleaved copies of the weights the active kernel path prefers repacked (quant.h); each
+  // replaces its original, whose mapped pages are released.
+  RepackStore repack_;
   std::vector<float> output_norm_;
   std::vector<LayerWeights> layers_;
 

@@ -71,6 +71,31 @@ std::vector<uint8_t> test_weights(GgmlType t, int64_t n_in, int64_t n_out, uint3
   return w;
 }
 
+// Interleaved kernels must match the scalar reference bit for bit (same float operations).
+bool il_self_test(const KernelTable& cand, const KernelTable& ref) {
+  MatmulScratch s1, s2;
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    if (!cand.il_rows[slot(t)]) continue;
+    const int64_t n_in = ggml_type_info(t).block_elems == 256 ? 512 : 224, n_out = 32, n_rows = 11;  // 8 + 3 rows
+    const std::vector<uint8_t> w = test_weights(t, n_in, n_out, 4242u + uint32_t(t));
+    std::vector<uint8_t> il(interleaved_bytes(t, n_in, n_out));
+    interleave_weights(t, w.data(), n_in, n_out, il.data());
+    std::vector<float> x(size_t(n_in * n_rows)), y1(size_t(n_out * n_rows)), y2(y1.size());
+    uint32_t seed = 99;
+    for (auto& v : x) v = uniform(seed);
+    const WeightLayout il16 = WeightLayout::Interleaved16;
+    matmul_with(cand, nullptr, s1, t, il.data(), n_in, n_out, x.data(), n_rows, y1.data(), n_out, il16);
+    matmul_with(ref, nullptr, s2, t, il.data(), n_in, n_out, x.data(), n_rows, y2.data(), n_out, il16);
+    if (std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)) != 0) {
+      std::fprintf(stderr, "laneserve quant self-test: interleaved %s differs from the scalar reference\n",
+                   ggml_type_info(t).name);
+      return false;
+    }
+  }
+  return true;
+}
+
 bool self_test(const KernelTable& cand, const KernelTable& ref) {
   MatmulScratch s1, s2;
   for (GgmlType t : kTestTypes) {
@@ -94,7 +119,7 @@ bool self_test(const KernelTable& cand, const KernelTable& ref) {
       }
     }
   }
-  return true;
+  return il_self_test(cand, ref);
 }
 
 struct Dispatch {
@@ -104,6 +129,7 @@ struct Dispatch {
 
   Dispatch() {
     fill_scalar(tables[0]);
+    fill_il_scalar(tables[0]);
     const CpuFeatures& f = cpu_features();
     if (f.avx2) {
       tables[1] = tables[0];
@@ -150,6 +176,13 @@ const KernelTable& active_kernels() {
 }
 
 }  // namespace quant
+
+bool interleave_preferred(GgmlType t, int64_t n_in, int64_t n_out) {
+  if (!interleave_supported(t, n_in, n_out)) return false;
+  quant::Dispatch& d = quant::dispatch();
+  const int s = quant::slot(t);
+  return d.tables[d.active.load()].il_rows[s] != d.tables[0].il_rows[s];
+}
 
 Isa active_isa() { return Isa(quant::dispatch().active.load()); }
 

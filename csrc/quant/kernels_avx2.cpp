@@ -11,15 +11,22 @@
 #pragma GCC target("avx2,fma,f16c")
 
 #include "quant/rows_driver.h"
+#include "quant/il_driver.h"
 
 namespace ls::quant {
 namespace {
 #define LS_VNNI 0
 #include "quant/kernels_ymm.h"
+#include "quant/il_ymm.h"
+#include "quant/il_kquant_ymm.h"
 #undef LS_VNNI
 }  // namespace
 
-void fill_avx2(KernelTable& t) { fill_ymm(t); }
+void fill_avx2(KernelTable& t) {
+  fill_ymm(t);
+  fill_il_ymm(t);
+  fill_kil_ymm(t);
+}
 
 }  // namespace ls::quant
 

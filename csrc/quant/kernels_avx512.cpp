@@ -18,6 +18,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "quant/rows_driver.h"
+#include "quant/il_driver.h"
 
 namespace ls::quant {
 namespace {
@@ -198,9 +199,20 @@ struct ZQ8_0 {
   }
 };
 
+#include "quant/il_zmm.h"
+#include "quant/il_kquant_zmm.h"
+
 }  // namespace
 
 void fill_avx512_vnni(KernelTable& t) {
+  t.il_rows[slot(GgmlType::Q8_0)] = &run_il_groups<ZIl<GgmlType::Q8_0>>;
+  t.il_rows[slot(GgmlType::Q4_0)] = &run_il_groups<ZIl<GgmlType::Q4_0>>;
+  t.il_rows[slot(GgmlType::Q4_1)] = &run_il_groups<ZIl<GgmlType::Q4_1>>;
+  t.il_rows[slot(GgmlType::Q5_0)] = &run_il_groups<ZIl<GgmlType::Q5_0>>;
+  t.il_rows[slot(GgmlType::Q5_1)] = &run_il_groups<ZIl<GgmlType::Q5_1>>;
+  t.il_rows[slot(GgmlType::Q4_K)] = &run_il_groups<ZKIl<GgmlType::Q4_K>>;
+  t.il_rows[slot(GgmlType::Q5_K)] = &run_il_groups<ZKIl<GgmlType::Q5_K>>;
+  t.il_rows[slot(GgmlType::Q6_K)] = &run_il_groups<ZKIl<GgmlType::Q6_K>>;
   fill_ymm(t);
   t.rows[slot(GgmlType::Q8_0)] = &run_rows<ZQ8_0>;
   t.rows[slot(GgmlType::Q4_0)] = &run_rows<ZSimple<GgmlType::Q4_0>>;

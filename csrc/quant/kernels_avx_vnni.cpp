@@ -11,16 +11,23 @@
 #pragma GCC target("avx2,fma,f16c,avxvnni")
 
 #include "quant/rows_driver.h"
+#include "quant/il_driver.h"
 
 namespace ls::quant {
 namespace {
 #define LS_VNNI 1
 inline __m256i ls_dpbusd(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
 #include "quant/kernels_ymm.h"
+#include "quant/il_ymm.h"
+#include "quant/il_kquant_ymm.h"
 #undef LS_VNNI
 }  // namespace
 
-void fill_avx_vnni(KernelTable& t) { fill_ymm(t); }
+void fill_avx_vnni(KernelTable& t) {
+  fill_ymm(t);
+  fill_il_ymm(t);
+  fill_kil_ymm(t);
+}
 
 }  // namespace ls::quant
 

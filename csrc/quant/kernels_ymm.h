@@ -321,11 +321,70 @@ struct YFloat {
   }
 };
 
+// Q8_K activation quantizer, bit-identical to act.cpp's: the signed value of the FIRST element
+// with the largest |x| sets iscale = -127/mx; q = min(127, round-half-even(iscale·x)) (cvtps
+// rounds half to even in the default MXCSR mode, as the scalar magic-number rounding does).
+inline void quantize_q8k_rows_ymm(const float* x, int64_t n_in, int64_t r0, int64_t r1, uint8_t* dst,
+                                  const ActLayout& lay) {
+  const __m256 sign = _mm256_set1_ps(-0.f);
+  for (int64_t r = r0; r < r1; ++r) {
+    uint8_t* row = dst + r * lay.row_bytes;
+    auto* d = reinterpret_cast<float*>(row + lay.sc_off);
+    auto* bsums = reinterpret_cast<int16_t*>(row + lay.bias_off);
+    for (int64_t s = 0; s < n_in / 256; ++s) {
+      const float* xs = x + r * n_in + 256 * s;
+      auto* qs = reinterpret_cast<int8_t*>(row) + 256 * s;
+      __m256 m = _mm256_setzero_ps();
+      // max(|x|, m) keeps m when |x| is NaN, as the scalar strict '>' comparison skips NaNs.
+      for (int i = 0; i < 256; i += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xs + i)), m);
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+      const float amax = _mm_cvtss_f32(m4);
+      if (amax == 0.f) {
+        d[s] = 0.f;
+        std::memset(qs, 0, 256);
+        std::memset(bsums + 16 * s, 0, 32);
+        continue;
+      }
+      int first = 0;
+      const __m256 am = _mm256_set1_ps(amax);
+      for (int i = 0; i < 256; i += 8) {
+        const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xs + i)), am, _CMP_EQ_OQ));
+        if (mask) {
+          first = i + __builtin_ctz(unsigned(mask));
+          break;
+        }
+      }
+      const float iscale = -127.f / xs[first];
+      const __m256 is = _mm256_set1_ps(iscale);
+      const __m256i lim = _mm256_set1_epi32(127);
+      for (int g = 0; g < 16; ++g) {
+        const __m256i a = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(xs + 16 * g))), lim);
+        const __m256i b = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(xs + 16 * g + 8))), lim);
+        __m256i t = _mm256_add_epi32(a, b);
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+        bsums[16 * s + g] = int16_t(_mm_cvtsi128_si32(s4));
+        const __m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xd8);  // 16 int16 in order
+        const __m128i p8 = _mm_packs_epi16(_mm256_castsi256_si128(p16), _mm256_extracti128_si256(p16, 1));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16 * g), p8);
+      }
+      d[s] = 1.f / iscale;
+    }
+  }
+}
+
 // Q8_0 / Q8_1 activation quantizer, bit-identical to the scalar one in act.cpp (max, the
 // multiply and round-half-even are exact IEEE steps); Q8_K stays scalar (K-quant layers only).
 inline void quantize_rows_ymm(GgmlType wt, const float* x, int64_t n_in, int64_t r0, int64_t r1, uint8_t* dst,
                               const ActLayout& lay) {
   const ActFormat f = act_format(wt);
+  if (f.kind == ActKind::Q8_K) {
+    quantize_q8k_rows_ymm(x, n_in, r0, r1, dst, lay);
+    return;
+  }
   if (f.kind != ActKind::Q8_0 && f.kind != ActKind::Q8_1) {
     quantize_act_rows(wt, x, n_in, r0, r1, dst, lay);
     return;

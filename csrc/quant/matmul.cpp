@@ -28,8 +28,8 @@ size_t matmul_scratch_bytes(GgmlType wt, int64_t n_in, int64_t n_rows) {
 }
 
 void matmul(ThreadPool& pool, MatmulScratch& scratch, GgmlType wt, const void* w, int64_t n_in, int64_t n_out,
-            const float* x, int64_t n_rows, float* y, int64_t y_stride) {
-  quant::matmul_with(quant::active_kernels(), &pool, scratch, wt, w, n_in, n_out, x, n_rows, y, y_stride);
+            const float* x, int64_t n_rows, float* y, int64_t y_stride, WeightLayout layout) {
+  quant::matmul_with(quant::active_kernels(), &pool, scratch, wt, w, n_in, n_out, x, n_rows, y, y_stride, layout);
 }
 
 namespace quant {
@@ -50,6 +50,7 @@ struct MatmulJob {
   ActView view;
   float* y;
   int64_t y_stride;
+  int64_t grain;  // output rows per parallel grain (a whole interleaved group)
 };
 }  // namespace
 
@@ -57,11 +58,13 @@ namespace {
 // Quantizes x once into scratch (for integer-dot weight types) and fills the job fields every
 // output shares. Returns false when there is nothing to do.
 bool prepare_job(const KernelTable& k, ThreadPool* pool, MatmulScratch& scratch, GgmlType wt, int64_t n_in,
-                 const float* x, int64_t n_rows, MatmulJob& job) {
+                 const float* x, int64_t n_rows, WeightLayout layout, MatmulJob& job) {
   const GgmlTypeInfo& info = ggml_type_info(wt);
-  RowsFn rows = ggml_type_supported(wt) ? k.rows[slot(wt)] : nullptr;
+  const bool il = layout == WeightLayout::Interleaved16;
+  RowsFn rows = ggml_type_supported(wt) ? (il ? k.il_rows[slot(wt)] : k.rows[slot(wt)]) : nullptr;
   if (!rows || n_in <= 0 || n_in % info.block_elems != 0)
-    throw std::invalid_argument(std::string("matmul: unsupported weight type or n_in for ") + info.name);
+    throw std::invalid_argument(std::string("matmul: unsupported weight type, layout or n_in for ") + info.name);
+  job.grain = il ? kInterleaveRows : 8;
   if (n_rows <= 0) return false;
   job.wt = wt;
   job.x = x;
@@ -81,12 +84,13 @@ bool prepare_job(const KernelTable& k, ThreadPool* pool, MatmulScratch& scratch,
   job.view.row_bytes = job.lay.row_bytes;
   job.view.sc_off = job.lay.sc_off;
   job.view.bias_off = job.lay.bias_off;
+  job.quantize = k.quantize;  // SIMD quantizers are bit-identical to the scalar one
   if (pool && n_rows > 1) {
     pool->parallel_for(n_rows, 1, [&job](int64_t r0, int64_t r1) {
-      quantize_act_rows(job.wt, job.x, job.n_in, r0, r1, job.act, job.lay);
+      job.quantize(job.wt, job.x, job.n_in, r0, r1, job.act, job.lay);
     });
   } else {
-    quantize_act_rows(wt, x, n_in, 0, n_rows, job.act, job.lay);
+    job.quantize(wt, x, n_in, 0, n_rows, job.act, job.lay);
   }
   return true;
 }
@@ -113,14 +117,17 @@ void run_multi_rows(const MultiJob& m, int64_t o0, int64_t o1) {
 }  // namespace
 
 void matmul_with(const KernelTable& k, ThreadPool* pool, MatmulScratch& scratch, GgmlType wt, const void* w,
-                 int64_t n_in, int64_t n_out, const float* x, int64_t n_rows, float* y, int64_t y_stride) {
+                 int64_t n_in, int64_t n_out, const float* x, int64_t n_rows, float* y, int64_t y_stride,
+                 WeightLayout layout) {
   MatmulJob job{};
-  if (!prepare_job(k, pool, scratch, wt, n_in, x, n_rows, job) || n_out <= 0) return;
+  if (layout == WeightLayout::Interleaved16 && !interleave_supported(wt, n_in, n_out))
+    throw std::invalid_argument("matmul: interleaved weights need n_out a multiple of 16");
+  if (!prepare_job(k, pool, scratch, wt, n_in, x, n_rows, layout, job) || n_out <= 0) return;
   job.w = static_cast<const uint8_t*>(w);
   job.y = y;
   job.y_stride = y_stride;
   if (pool) {
-    pool->parallel_for(n_out, 8, [&job](int64_t o0, int64_t o1) {
+    pool->parallel_for(n_out, job.grain, [&job](int64_t o0, int64_t o1) {
       job.rows(job.w, job.w_stride, o0, o1, job.view, job.y, job.y_stride);
     });
   } else {
@@ -131,13 +138,17 @@ void matmul_with(const KernelTable& k, ThreadPool* pool, MatmulScratch& scratch,
 }  // namespace quant
 
 void matmul_multi(ThreadPool& pool, MatmulScratch& scratch, GgmlType wt, int64_t n_in, const float* x,
-                  int64_t n_rows, const MatmulOut* outs, int n_outs) {
+                  int64_t n_rows, const MatmulOut* outs, int n_outs, WeightLayout layout) {
   quant::MatmulJob job{};
-  if (!quant::prepare_job(quant::active_kernels(), &pool, scratch, wt, n_in, x, n_rows, job)) return;
+  for (int k = 0; k < n_outs && layout == WeightLayout::Interleaved16; ++k)
+    if (!interleave_supported(wt, n_in, outs[k].n_out))
+      throw std::invalid_argument("matmul_multi: interleaved weights need n_out a multiple of 16");
+  if (!quant::prepare_job(quant::active_kernels(), &pool, scratch, wt, n_in, x, n_rows, layout, job)) return;
   int64_t total = 0;
   for (int k = 0; k < n_outs; ++k) total += outs[k].n_out;
   const quant::MultiJob multi{&job, outs, n_outs};
-  pool.parallel_for(total, 8, [&multi](int64_t o0, int64_t o1) { quant::run_multi_rows(multi, o0, o1); });
+  // Every out is a whole number of grains, so grain-aligned chunks never split a group.
+  pool.parallel_for(total, job.grain, [&multi](int64_t o0, int64_t o1) { quant::run_multi_rows(multi, o0, o1); });
 }
 
 }  // namespace ls

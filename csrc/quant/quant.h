@@ -53,10 +53,37 @@ struct MatmulScratch {
 // Bytes of scratch a matmul with these shapes needs.
 size_t matmul_scratch_bytes(GgmlType wt, int64_t n_in, int64_t n_rows);
 
+// ---- Row-interleaved weights (the matrix × matrix layout) ----
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K matrices with n_out a multiple of 16 can be repacked once at
+// load into groups of 16 output rows: for each group and each 32-element block, one record
+// holds that block of all 16 rows (scales first, then the codes 4 bytes per row side by side),
+// so one broadcast of 4 activation bytes feeds 16 rows in a single vpdpbusd. Same total bytes
+// as the original; the repacked copy replaces the original in use.
+// Numerics (every ISA path, bit-identical to each other and for any batch or thread split):
+// per output (row o, activation row r), over blocks b in order,
+//   acc = fma(float(int_dot_b), f32(d_w,b) · d_a,b, acc);  Q4_1/Q5_1 then acc = fma(m_w,b, s_a,b, acc).
+// K-quants per super-block: the exact int32 Σ scale·dot (Q6_K: with its −32 folded in via the
+// activation block sums), acc = fma(float(sumi), d_w·d_a, acc); Q4_K then
+// acc = fma(−float(Σ min·bsum), dmin_w·d_a, acc).
+enum class WeightLayout : uint8_t { Rows = 0, Interleaved16 = 1 };
+constexpr int kInterleaveRows = 16;
+bool interleave_supported(GgmlType t, int64_t n_in, int64_t n_out);
+// Supported, and the active path has SIMD kernels for it (the scalar path keeps the original
+// layout, whose scalar kernels are faster than the interleaved reference).
+bool interleave_preferred(GgmlType t, int64_t n_in, int64_t n_out);
+// Bytes of the interleaved form (the original size; Q4_K +2.8% for unpacked 6-bit scales).
+size_t interleaved_bytes(GgmlType t, int64_t n_in, int64_t n_out);
+// Writes the interleaved form of the n_out × n_in matrix src (ggml_row_bytes(t, n_in)·n_out
+// bytes) to dst (interleaved_bytes()). Requires interleave_supported().
+void interleave_weights(GgmlType t, const void* src, int64_t n_in, int64_t n_out, void* dst);
+// Row `row` of a weight matrix in either layout, dequantized to n_in floats (embedding lookup).
+void dequantize_weight_row(GgmlType t, WeightLayout layout, const void* w, int64_t n_in, int64_t row, float* dst);
+
 // y (row stride y_stride floats) = x (n_rows × n_in, row stride n_in) · Wᵀ.
 // Splits output rows over the pool; results are independent of the thread count.
 void matmul(ThreadPool& pool, MatmulScratch& scratch, GgmlType wt, const void* w, int64_t n_in,
-            int64_t n_out, const float* x, int64_t n_rows, float* y, int64_t y_stride);
+            int64_t n_out, const float* x, int64_t n_rows, float* y, int64_t y_stride,
+            WeightLayout layout = WeightLayout::Rows);
 
 // One weight of a matmul_multi: n_out rows (same type and n_in as its siblings) → y.
 struct MatmulOut {
@@ -68,7 +95,8 @@ struct MatmulOut {
 // Several weights applied to the same x (e.g. attention q/k/v, ffn gate/up): the activation is
 // quantized once and all output rows are split over the pool in one dispatch. Results are
 // bit-identical to separate matmul() calls.
+// All outs share wt, n_in and layout.
 void matmul_multi(ThreadPool& pool, MatmulScratch& scratch, GgmlType wt, int64_t n_in, const float* x,
-                  int64_t n_rows, const MatmulOut* outs, int n_outs);
+                  int64_t n_rows, const MatmulOut* outs, int n_outs, WeightLayout layout = WeightLayout::Rows);
 
 }  // namespace ls

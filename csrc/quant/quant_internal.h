@@ -105,9 +105,69 @@ using RowsFn = void (*)(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o
 using QuantFn = void (*)(GgmlType wt, const float* x, int64_t n_in, int64_t r0, int64_t r1, uint8_t* dst,
                          const ActLayout& lay);
 
+// ---- row-interleaved records (quant.h: WeightLayout::Interleaved16) ----
+// One record = one 32-element block of 16 rows, in this order:
+//   [0, 32)    fp16 d of rows 0..15
+//   [m_off)    fp16 m of rows 0..15 (Q4_1, Q5_1)
+//   [h_off)    Q5_0/Q5_1: 8 × u64 masks; mask j bit 4i+t = fifth bit of element 4j+t of row i
+//   [qs_off)   codes, 64 bytes per j: bytes 4i..4i+3 = row i's 4 code bytes of step j.
+//              Q4/Q5 (4 steps): row bytes qs[4j..4j+3]; low nibbles are elements 4j..4j+3,
+//              high nibbles elements 16+4j..16+4j+3 (step 4+j). Q8_0 (8 steps): int8 q[4j..4j+3].
+// So "step j" (j = 0..7) always pairs with activation elements 4j..4j+3 of the block.
+struct IlFormat {
+  int rec_bytes = 0, m_off = 0, h_off = 0, qs_off = 0;
+  bool min = false, q5 = false, q8 = false;
+};
+constexpr IlFormat il_format(GgmlType t) {
+  IlFormat f;
+  f.min = t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
+  f.q5 = t == GgmlType::Q5_0 || t == GgmlType::Q5_1;
+  f.q8 = t == GgmlType::Q8_0;
+  f.m_off = 32;
+  f.h_off = f.min ? 64 : 32;
+  f.qs_off = f.h_off + (f.q5 ? 64 : 0);
+  f.rec_bytes = f.qs_off + (f.q8 ? 512 : 256);
+  return f;
+}
+// K-quant records: one 256-element super-block of 16 rows ("step" = 4 consecutive elements).
+//   Q4_K: [0,32) fp16 d; [32,64) fp16 dmin; [64,192) 6-bit scales as bytes [sub j][row];
+//         [192,320) mins as byte pairs [j/2][row]{m_2j', m_2j'+1}; [320,2368) codes [chunk g]
+//         [step t 0..7][row] 4 bytes = the row's qs[32g+4t..+3] (low nibbles: elements 64g+4t..,
+//         high: 64g+32+4t..).
+//   Q6_K: [0,32) fp16 d; [32,288) int8 scales as pairs [s/2][row]{sc_2p, sc_2p+1}; [288,2336) ql
+//         [half][step 0..15][row] 4 bytes = ql[64h+4t..]; [2336,3360) qh [half][step 0..7][row].
+//         Element step E (0..31) of half h: low 4 bits from ql step E (E < 16, low nibble) or
+//         E-16 (high nibble), high 2 bits = (qh step E&7 >> 2·(E>>3)) & 3.
+struct KIlFormat {
+  int rec_bytes, sc_off, m_off, qs_off, qh_off;
+};
+constexpr KIlFormat kil_format(GgmlType t) {
+  // Q5_K = Q4_K's record + its high bits: 8 lines of 16 rows × 4 qh bytes (line t: qh[4t..4t+3]).
+  return t == GgmlType::Q4_K   ? KIlFormat{2368, 64, 192, 320, 0}
+         : t == GgmlType::Q5_K ? KIlFormat{2880, 64, 192, 320, 2368}
+                               : KIlFormat{3360, 32, 0, 288, 2336};
+}
+// Bytes of one 16-row group record (simple types: per 32-block; K-quants: per super-block).
+inline int il_record_bytes(GgmlType t) {
+  return (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K) ? kil_format(t).rec_bytes
+                                                                            : il_format(t).rec_bytes;
+}
+
+// Activation bytes 4j..4j+3 of block b (any act order keeps 4-element groups contiguous).
+inline int64_t act_step_index(ActOrder o, int64_t b, int j) { return act_index(o, b, 4 * j); }
+// The int32 initial accumulator (-bias_k·Σq) of block b stored in an activation row's bias area.
+inline int32_t act_bias_of(const ActView& a, int64_t r, ActOrder o, int64_t b) {
+  const int lane = (b & 1) ? (o == ActOrder::Natural ? 8 : 4) : 0;
+  int32_t v;
+  std::memcpy(&v, a.bias(r) + ((b >> 1) * 16 + lane) * 4, 4);
+  return v;
+}
+
 constexpr int kNumTypeSlots = 31;  // indexed by GgmlType id
 struct KernelTable {
   RowsFn rows[kNumTypeSlots] = {};
+  // Kernels over Interleaved16 weights: o0, o1 multiples of 16; w_stride = original row bytes.
+  RowsFn il_rows[kNumTypeSlots] = {};
   QuantFn quantize = &quantize_act_rows;
 };
 inline int slot(GgmlType t) { return int(t) < kNumTypeSlots ? int(t) : 0; }
@@ -122,6 +182,9 @@ void fill_avx512_vnni(KernelTable& t);
 const KernelTable& active_kernels();
 // Runs one matmul through an explicit table (self-test; matmul() uses the active one).
 void matmul_with(const KernelTable& k, ThreadPool* pool, MatmulScratch& scratch, GgmlType wt, const void* w,
-                 int64_t n_in, int64_t n_out, const float* x, int64_t n_rows, float* y, int64_t y_stride);
+                 int64_t n_in, int64_t n_out, const float* x, int64_t n_rows, float* y, int64_t y_stride,
+                 WeightLayout layout = WeightLayout::Rows);
+// Scalar reference kernels for the interleaved layout (interleave.cpp).
+void fill_il_scalar(KernelTable& t);
 
 }  // namespace ls::quant

@@ -28,19 +28,27 @@ int32_t argmax(const float* x, int32_t n) {
 
 }  // namespace
 
-Sampler::Sampler(int32_t n_vocab) : n_vocab_(n_vocab) {
+SamplerScratch::SamplerScratch(int32_t n_vocab) {
   if (n_vocab <= 0) throw std::invalid_argument("Sampler: n_vocab must be positive");
   const size_t n = static_cast<size_t>(n_vocab);
-  cand_.resize(n);
-  w_.resize(n);
-  ids_.resize(n);
-  vals_.resize(n);
-  bin_.resize(n);
-  hcount_.resize(kBins);
-  hmass_.resize(kBins);
-  gen_count_.assign(n, 0);
-  gen_distinct_.reserve(n);
-  stamp_.assign(n, 0);
+  cand.resize(n);
+  w.resize(n);
+  ids.resize(n);
+  vals.resize(n);
+  bin.resize(n);
+  hcount.resize(kBins);
+  hmass.resize(kBins);
+  stamp.assign(n, 0);
+}
+
+Sampler::Sampler(int32_t n_vocab, SamplerScratch* scratch) : n_vocab_(n_vocab), s_(scratch) {
+  if (n_vocab <= 0) throw std::invalid_argument("Sampler: n_vocab must be positive");
+  if (!s_) {
+    own_ = std::make_unique<SamplerScratch>(n_vocab);
+    s_ = own_.get();
+  } else if (s_->cand.size() != static_cast<size_t>(n_vocab)) {
+    throw std::invalid_argument("Sampler: scratch sized for another vocabulary");
+  }
   history_.reserve(4096);
 }
 
@@ -71,6 +79,11 @@ void Sampler::reset(const SamplingParams& params, const std::vector<int32_t>& pr
   eog_ = eog_ids;
   for (int32_t id : gen_distinct_) gen_count_[id] = 0;  // O(distinct), not O(n_vocab)
   gen_distinct_.clear();
+  count_generated_ = params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f;
+  if (count_generated_ && gen_count_.empty()) {
+    gen_count_.assign(static_cast<size_t>(n_vocab_), 0);
+    gen_distinct_.reserve(static_cast<size_t>(n_vocab_));
+  }
   // The repetition window only ever looks at the last repeat_last_n tokens (< 0: all of them).
   history_.clear();
   size_t keep = prompt_ids.size();
@@ -88,7 +101,7 @@ void Sampler::reset(const SamplingParams& params, const std::vector<int32_t>& pr
 
 void Sampler::accept(int32_t token) {
   if (token < 0 || token >= n_vocab_) throw std::out_of_range("Sampler::accept: token out of range");
-  if (gen_count_[token]++ == 0) gen_distinct_.push_back(token);
+  if (count_generated_ && gen_count_[token]++ == 0) gen_distinct_.push_back(token);
   // Bound the history so a long generation with a small window does not grow it forever:
   // when it doubles past the window, drop the old half (amortized O(1), no allocation).
   history_.push_back(token);
@@ -107,15 +120,15 @@ void Sampler::apply_bias_masks_penalties(float* logits, int32_t n_generated) {
   if (p_.repetition_penalty != 1.0f && p_.repeat_last_n != 0 && !history_.empty()) {
     size_t n = history_.size();
     if (p_.repeat_last_n > 0) n = std::min(n, static_cast<size_t>(p_.repeat_last_n));
-    if (++stamp_epoch_ == 0) {  // wrapped: clear the stamps once every 2^32 samples
-      std::fill(stamp_.begin(), stamp_.end(), 0u);
-      stamp_epoch_ = 1;
+    if (++s_->stamp_epoch == 0) {  // wrapped: clear the stamps once every 2^32 samples
+      std::fill(s_->stamp.begin(), s_->stamp.end(), 0u);
+      s_->stamp_epoch = 1;
     }
     const float rp = p_.repetition_penalty;
     for (size_t i = history_.size() - n; i < history_.size(); ++i) {
       const int32_t id = history_[i];
-      if (stamp_[id] == stamp_epoch_) continue;
-      stamp_[id] = stamp_epoch_;
+      if (s_->stamp[id] == s_->stamp_epoch) continue;
+      s_->stamp[id] = s_->stamp_epoch;
       float& l = logits[id];
       l = l <= 0.0f ? l * rp : l / rp;
     }
@@ -128,8 +141,8 @@ void Sampler::apply_bias_masks_penalties(float* logits, int32_t n_generated) {
 }
 
 size_t Sampler::gather(const float* logits, float threshold) {
-  const size_t n = k::gather(logits, static_cast<size_t>(n_vocab_), threshold, ids_.data(), vals_.data());
-  for (size_t i = 0; i < n; ++i) cand_[i] = Cand{vals_[i], ids_[i]};
+  const size_t n = k::gather(logits, static_cast<size_t>(n_vocab_), threshold, s_->ids.data(), s_->vals.data());
+  for (size_t i = 0; i < n; ++i) s_->cand[i] = Cand{s_->vals[i], s_->ids[i]};
   return n;
 }
 
@@ -143,12 +156,12 @@ size_t Sampler::top_p_prefix(size_t begin, size_t end, float max_logit, double c
   size_t chunk = 64;
   while (sorted < end) {
     const size_t stop = std::min(end, sorted + chunk);
-    if (stop < end) std::nth_element(cand_.begin() + sorted, cand_.begin() + stop, cand_.begin() + end, cmp);
-    std::sort(cand_.begin() + sorted, cand_.begin() + stop, cmp);
-    for (size_t i = sorted; i < stop; ++i) w_[i] = cand_[i].logit;
-    k::exp_sum(w_.data() + sorted, stop - sorted, max_logit, 1.0f, w_.data() + sorted);
+    if (stop < end) std::nth_element(s_->cand.begin() + sorted, s_->cand.begin() + stop, s_->cand.begin() + end, cmp);
+    std::sort(s_->cand.begin() + sorted, s_->cand.begin() + stop, cmp);
+    for (size_t i = sorted; i < stop; ++i) s_->w[i] = s_->cand[i].logit;
+    k::exp_sum(s_->w.data() + sorted, stop - sorted, max_logit, 1.0f, s_->w.data() + sorted);
     for (size_t i = sorted; i < stop; ++i) {
-      cum += w_[i];
+      cum += s_->w[i];
       if (cum >= target_mass) return i + 1;  // llama.cpp: keep the token that crosses p
     }
     sorted = stop;
@@ -161,52 +174,52 @@ size_t Sampler::histogram_select(const float* logits, float m, size_t top_k, dou
   // For flat distributions the top_k / top_p set can be most of the vocabulary; sorting it
   // costs tens of ms at 262k. Instead bucket the logits by distance below the max (fine bins
   // over kRange, one overflow bin for the rest and for -inf/NaN), find the bucket where the
-  // count (top_k) or the temperature-1 mass (top_p, weights already in w_ by id) crosses the
+  // count (top_k) or the temperature-1 mass (top_p, weights already in s_->w by id) crosses the
   // need, take every bucket above it whole and resolve only that boundary bucket exactly.
   // The same float expression assigns every bin, so membership is consistent between passes.
   const size_t n_v = static_cast<size_t>(n_vocab_);
   const float inv_w = static_cast<float>(kBins - 1) / kRange;
-  std::fill(hcount_.begin(), hcount_.end(), 0u);
-  std::fill(hmass_.begin(), hmass_.end(), 0.0);
+  std::fill(s_->hcount.begin(), s_->hcount.end(), 0u);
+  std::fill(s_->hmass.begin(), s_->hmass.end(), 0.0);
   const bool by_mass = top_k == 0;
   for (size_t i = 0; i < n_v; ++i) {
     const float d = (m - logits[i]) * inv_w;
     const uint16_t b = d < static_cast<float>(kBins - 1) ? static_cast<uint16_t>(d) : kBins - 1;
-    bin_[i] = b;
-    ++hcount_[b];
-    if (by_mass) hmass_[b] += w_[i];
+    s_->bin[i] = b;
+    ++s_->hcount[b];
+    if (by_mass) s_->hmass[b] += s_->w[i];
   }
   size_t bnd = kBins - 1;
   double cum = 0.0;
   size_t cum_n = 0;
   for (size_t b = 0; b < kBins; ++b) {
-    if (by_mass ? cum + hmass_[b] >= target_mass : cum_n + hcount_[b] >= top_k) {
+    if (by_mass ? cum + s_->hmass[b] >= target_mass : cum_n + s_->hcount[b] >= top_k) {
       bnd = b;
       break;
     }
-    cum += hmass_[b];
-    cum_n += hcount_[b];
+    cum += s_->hmass[b];
+    cum_n += s_->hcount[b];
   }
-  // Buckets above the boundary go to cand_ (vocab order); the boundary bucket's finite
-  // entries are staged in ids_ and appended after them.
+  // Buckets above the boundary go to s_->cand (vocab order); the boundary bucket's finite
+  // entries are staged in s_->ids and appended after them.
   // Branch-free: with flat logits in/out is a coin flip and mispredictions dominated.
   size_t n_in = 0, n_b = 0;
-  Cand* c = cand_.data();
-  int32_t* staged = ids_.data();
+  Cand* c = s_->cand.data();
+  int32_t* staged = s_->ids.data();
   for (size_t i = 0; i < n_v; ++i) {
-    const uint16_t b = bin_[i];
+    const uint16_t b = s_->bin[i];
     const float l = logits[i];
     c[n_in] = Cand{l, static_cast<int32_t>(i)};
     n_in += b < bnd ? 1 : 0;
     staged[n_b] = static_cast<int32_t>(i);
     n_b += (b == bnd) & (l > kNegInf) ? 1 : 0;
   }
-  for (size_t j = 0; j < n_b; ++j) cand_[n_in + j] = Cand{logits[ids_[j]], ids_[j]};
+  for (size_t j = 0; j < n_b; ++j) s_->cand[n_in + j] = Cand{logits[s_->ids[j]], s_->ids[j]};
   if (by_mass) return top_p_prefix(n_in, n_in + n_b, m, cum, target_mass);
   const size_t need = top_k - n_in;  // > 0: the boundary bucket is where the count crossed k
   if (n_b > need) {
     auto cmp = [](const Cand& a, const Cand& b) { return better(a, b); };
-    std::nth_element(cand_.begin() + n_in, cand_.begin() + n_in + need, cand_.begin() + n_in + n_b, cmp);
+    std::nth_element(s_->cand.begin() + n_in, s_->cand.begin() + n_in + need, s_->cand.begin() + n_in + n_b, cmp);
     return n_in + need;
   }
   return n_in + n_b;
@@ -234,22 +247,22 @@ size_t Sampler::select_candidates(const float* logits, float max_logit) {
       if (c < kk) continue;
       if (c > limit) break;
       n = gather(logits, m - width);
-      std::nth_element(cand_.begin(), cand_.begin() + kk, cand_.begin() + n, cmp);
+      std::nth_element(s_->cand.begin(), s_->cand.begin() + kk, s_->cand.begin() + n, cmp);
       n = kk;
       done = true;
       break;
     }
     if (!done) n = histogram_select(logits, m, kk, 0.0);
     if (use_p) {
-      for (size_t i = 0; i < n; ++i) w_[i] = cand_[i].logit;
-      const double z = k::exp_sum(w_.data(), n, m, 1.0f, w_.data());
+      for (size_t i = 0; i < n; ++i) s_->w[i] = s_->cand[i].logit;
+      const double z = k::exp_sum(s_->w.data(), n, m, 1.0f, s_->w.data());
       n = top_p_prefix(0, n, m, 0.0, static_cast<double>(p_.top_p) * z);
     }
   } else if (use_p) {
     // top_p needs the whole distribution's mass Z (one vectorized exp pass), but only the
     // head has to be sorted: gather the tokens within a window below the max if it holds
     // top_p * Z (or reaches the min_p floor, which cuts harder anyway); else the histogram.
-    const double z = k::exp_sum(logits, n_v, m, 1.0f, w_.data());
+    const double z = k::exp_sum(logits, n_v, m, 1.0f, s_->w.data());
     const double target = static_cast<double>(p_.top_p) * z;
     bool done = false;
     for (float width : {8.0f, 32.0f}) {
@@ -257,7 +270,7 @@ size_t Sampler::select_candidates(const float* logits, float max_logit) {
       if (k::count_ge(logits, n_v, t) > kSmallSet) break;
       n = gather(logits, t);
       double mass = 0.0;
-      for (size_t i = 0; i < n; ++i) mass += w_[static_cast<size_t>(cand_[i].id)];
+      for (size_t i = 0; i < n; ++i) mass += s_->w[static_cast<size_t>(s_->cand[i].id)];
       if (mass >= target || t == min_p_floor) {
         n = top_p_prefix(0, n, m, 0.0, target);
         done = true;
@@ -272,9 +285,9 @@ size_t Sampler::select_candidates(const float* logits, float max_logit) {
   }
 
   if (min_p_floor > kNegInf) {  // min_p: keep logit >= max + log(min_p), i.e. p >= min_p * p_max
-    n = static_cast<size_t>(std::remove_if(cand_.begin(), cand_.begin() + n,
+    n = static_cast<size_t>(std::remove_if(s_->cand.begin(), s_->cand.begin() + n,
                                            [&](const Cand& c) { return !(c.logit >= min_p_floor); }) -
-                            cand_.begin());
+                            s_->cand.begin());
   }
   return n;
 }
@@ -290,13 +303,13 @@ int32_t Sampler::sample(float* logits, int32_t n_generated) {
 
   const size_t n = select_candidates(logits, m);
   if (n == 0) {  // no filters: weights over the whole vocabulary, ids are positions
-    const double z = k::exp_sum(logits, static_cast<size_t>(n_vocab_), m, inv_t, w_.data());
-    return static_cast<int32_t>(k::find_cumulative(w_.data(), static_cast<size_t>(n_vocab_), u * z));
+    const double z = k::exp_sum(logits, static_cast<size_t>(n_vocab_), m, inv_t, s_->w.data());
+    return static_cast<int32_t>(k::find_cumulative(s_->w.data(), static_cast<size_t>(n_vocab_), u * z));
   }
-  if (n == 1) return cand_[0].id;
-  for (size_t i = 0; i < n; ++i) w_[i] = cand_[i].logit;
-  const double z = k::exp_sum(w_.data(), n, m, inv_t, w_.data());
-  return cand_[k::find_cumulative(w_.data(), n, u * z)].id;
+  if (n == 1) return s_->cand[0].id;
+  for (size_t i = 0; i < n; ++i) s_->w[i] = s_->cand[i].logit;
+  const double z = k::exp_sum(s_->w.data(), n, m, inv_t, s_->w.data());
+  return s_->cand[k::find_cumulative(s_->w.data(), n, u * z)].id;
 }
 
 }  // namespace ls

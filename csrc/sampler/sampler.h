@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,9 +13,33 @@
 
 namespace ls {
 
+struct SamplerCand {
+  float logit;
+  int32_t id;
+};
+
+// Working buffers of one Sampler::sample() call, [n_vocab] each: nothing in them outlives the
+// call, so the sequences of an engine, which sample one after another, share one set and a
+// sequence slot costs no vocabulary-sized memory of its own (8 MB per slot at Gemma's 262k).
+struct SamplerScratch {
+  explicit SamplerScratch(int32_t n_vocab);
+  static constexpr size_t kBins = 2048;  // histogram buckets (the last one = overflow)
+  std::vector<SamplerCand> cand;  // candidate buffer
+  std::vector<float> w;           // weights aligned with cand
+  std::vector<int32_t> ids;       // gather output (ids)
+  std::vector<float> vals;        // gather output (logits)
+  std::vector<uint16_t> bin;      // histogram bucket per id
+  std::vector<uint32_t> hcount;   // [kBins]
+  std::vector<double> hmass;      // [kBins]
+  std::vector<uint32_t> stamp;    // de-duplicates the repetition window; == stamp_epoch: seen
+  uint32_t stamp_epoch = 0;
+};
+
 class Sampler {
  public:
-  explicit Sampler(int32_t n_vocab);
+  // scratch: shared working buffers (must outlive the sampler and have the same n_vocab);
+  // nullptr: the sampler owns a set.
+  explicit Sampler(int32_t n_vocab, SamplerScratch* scratch = nullptr);
   // New generation: params, the prompt (for repetition penalty history) and the EOG ids.
   // Throws std::invalid_argument for out-of-range params or ids.
   void reset(const SamplingParams& params, const std::vector<int32_t>& prompt_ids,
@@ -32,10 +57,7 @@ class Sampler {
   int32_t n_vocab() const { return n_vocab_; }
 
  private:
-  struct Cand {
-    float logit;
-    int32_t id;
-  };
+  using Cand = SamplerCand;
   void apply_bias_masks_penalties(float* logits, int32_t n_generated);
   // Fills cand_[0, n) with the survivors of top_k → top_p → min_p; returns n (>= 1).
   size_t select_candidates(const float* logits, float max_logit);
@@ -47,25 +69,21 @@ class Sampler {
   // distributions whose kept set is too large to sort.
   size_t histogram_select(const float* logits, float max_logit, size_t top_k, double target_mass);
 
-  static constexpr size_t kBins = 2048;   // histogram buckets (the last one = overflow)
+  static constexpr size_t kBins = SamplerScratch::kBins;
   static constexpr float kRange = 32.0f;  // logit span below the max covered by the buckets
   static constexpr size_t kSmallSet = 8192;  // candidate sets up to this size are just sorted
 
   int32_t n_vocab_;
   SamplingParams p_;
   std::vector<int32_t> eog_;
-  std::vector<Cand> cand_;        // [n_vocab] candidate buffer (reused every sample)
-  std::vector<float> w_;          // [n_vocab] weights aligned with cand_
-  std::vector<int32_t> ids_;      // [n_vocab] gather output (ids)
-  std::vector<float> vals_;       // [n_vocab] gather output (logits)
-  std::vector<uint16_t> bin_;     // [n_vocab] histogram bucket per id
-  std::vector<uint32_t> hcount_;  // [kBins]
-  std::vector<double> hmass_;     // [kBins]
+  std::unique_ptr<SamplerScratch> own_;  // when no shared scratch was given
+  SamplerScratch* s_;
   std::vector<int32_t> history_;  // prompt + accepted tokens (repetition window source)
-  std::vector<int32_t> gen_count_;     // [n_vocab] occurrences among generated tokens
-  std::vector<int32_t> gen_distinct_;  // ids with gen_count_ > 0 (capacity n_vocab)
-  std::vector<uint32_t> stamp_;        // [n_vocab] de-duplicates the repetition window
-  uint32_t stamp_epoch_ = 0;
+  // Occurrences among generated tokens, kept only for generations with presence/frequency
+  // penalties ([n_vocab], sized on the first such generation; capacity kept).
+  bool count_generated_ = false;
+  std::vector<int32_t> gen_count_;
+  std::vector<int32_t> gen_distinct_;  // ids with gen_count_ > 0
   Xoshiro256ss rng_;
 };
 

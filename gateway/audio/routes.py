@@ -149,7 +149,7 @@ def _unescape(escaped: bytes) -> str:
 async def _serve(request, route: str, translate: bool):
     state = request.app.ctx.state
     request_id = request.ctx.request_id
-    tracker = RequestTracker(state, route, request_id)
+    tracker = RequestTracker(state, route, request_id, request.ctx.session_id)
     claimed = registered = False
     segment = None
     generation = None

@@ -38,7 +38,7 @@ class Conn:
         self.reader = self.writer = None
 
 
-async def _body_parts(reader: asyncio.StreamReader, headers: dict):
+async def body_parts(reader: asyncio.StreamReader, headers: dict):
     """The response body as it arrives (chunked, Content-Length or until close)."""
     if headers.get("transfer-encoding", "").lower() == "chunked":
         while True:
@@ -103,7 +103,7 @@ async def stream_request(conn: Conn, path: str, body: dict, headers_extra: str =
     keep = headers.get("connection", "").lower() != "close" and (
         "content-length" in headers or headers.get("transfer-encoding", "").lower() == "chunked")
     if status != 200:
-        async for _ in _body_parts(reader, headers):
+        async for _ in body_parts(reader, headers):
             pass
         if not keep:
             conn.close()
@@ -116,7 +116,7 @@ async def stream_request(conn: Conn, path: str, body: dict, headers_extra: str =
     buf = b""
     loads = json.loads
     perf = time.perf_counter
-    async for data in _body_parts(reader, headers):
+    async for data in body_parts(reader, headers):
         now = perf()  # one stamp per network read, shared by the events it carries
         buf += data
         if b"\r" in buf:

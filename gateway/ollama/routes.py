@@ -26,6 +26,7 @@ from gateway.ollama.logprobs import OllamaScores
 from gateway.ollama.tools import OllamaToolStream, final_message
 from gateway.ollama.requests import (CHAT_FIELDS, GENERATE_FIELDS, OllamaError, OllamaRequest, parse_chat,
                                      parse_generate, unknown_fields)
+from gateway.queued_stream import QueuedStream
 from gateway.reasoning import check_thinking, render_for_thinking
 from gateway.relay import SseSender, WriteStalled
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
@@ -103,7 +104,8 @@ def _stats(tracker) -> dict:
 async def _run(request, chat: bool):
     state = request.app.ctx.state
     request_id = request.ctx.request_id
-    tracker = RequestTracker(state, "ollama_chat" if chat else "ollama_generate", request_id)
+    tracker = RequestTracker(state, "ollama_chat" if chat else "ollama_generate", request_id,
+                             request.ctx.session_id)
     claimed = registered = False
     generation = None
     try:
@@ -158,24 +160,33 @@ async def _run(request, chat: bool):
             generation = Generation(state.pool, state.admission, served.name, [submission])
             state.control.register(request_id, served.name, generation.abort)
             registered = True
+            headers = {REQUEST_ID_HEADER: request_id}
+            queued = QueuedStream(request, headers, NDJSON, state.config.keepalive_interval_s,
+                                  state.config.write_stall_timeout_s, keepalive=frames.keepalive()) \
+                if parsed.stream else None
+            error = None
             try:
-                await generation.start()
+                await (generation.start() if queued is None else queued.admit(generation))
             except GenerationCancelled:
-                generation = None  # cancelled while queued: it never reached a lane
-                raise OllamaError(CANCELLED_STATUS, CANCELLED_MESSAGE, code=CANCELLED_CODE) from None
+                error = OllamaError(CANCELLED_STATUS, CANCELLED_MESSAGE, code=CANCELLED_CODE)
             except (QueueFull, QueueTimeout) as exc:
-                generation = None
-                raise OllamaError(503, "the model's lanes are loading or restarting; retry shortly"
-                                  if isinstance(exc, NoServingLane) else
-                                  "server busy, please try again: every slot is taken and the queue is full",
-                                  headers={"Retry-After": str(state.config.retry_after_s)}) from None
+                error = OllamaError(503, "the model's lanes are loading or restarting; retry shortly"
+                                    if isinstance(exc, NoServingLane) else
+                                    "server busy, please try again: every slot is taken and the queue is full",
+                                    headers={"Retry-After": str(state.config.retry_after_s)})
+            if error is not None:
+                generation = None  # it never reached a lane
+                if queued is None or queued.sender is None:
+                    raise error
+                await queued.end_with(error_line(error.message))  # the response was opened while queued
+                tracker.finish(outcome_for(error.status, error.code), 200, error.code)
+                return None
             tracker.admitted()
             state.metrics.active.labels(served.name).inc()
             try:
-                headers = {REQUEST_ID_HEADER: request_id}
                 if parsed.stream:
                     await _relay_stream(request, state, generation, frames, tracker, ids, chat, headers, scores,
-                                        None if tools is None else OllamaToolStream(frames, tools.fmt))
+                                        None if tools is None else OllamaToolStream(frames, tools.fmt), queued.sender)
                     generation = None
                     return None
                 obj = await _collect(state, generation, frames, tracker, ids, chat, scores, tools)
@@ -205,13 +216,15 @@ def _failure_message(exc: Exception) -> str:
 
 
 async def _relay_stream(request, state, generation, frames, tracker, ids, chat, headers, scores=None,
-                        rewrite=None) -> None:
+                        rewrite=None, sender: SseSender | None = None) -> None:
     """`scores` (gateway.ollama.logprobs.OllamaScores) or `rewrite` (gateway.ollama.tools.OllamaToolStream):
-    lines rendered by Python."""
-    response = await request.respond(headers=headers, content_type=NDJSON)
-    sender = SseSender(response, request.transport, state.config.keepalive_interval_s,
-                       state.config.write_stall_timeout_s, keepalive=frames.keepalive())
-    sender.start_keepalive()
+    lines rendered by Python. `sender`: the response was already opened while the request was
+    queued (gateway.queued_stream)."""
+    if sender is None:
+        response = await request.respond(headers=headers, content_type=NDJSON)
+        sender = SseSender(response, request.transport, state.config.keepalive_interval_s,
+                           state.config.write_stall_timeout_s, keepalive=frames.keepalive())
+        sender.start_keepalive()
     if rewrite is None:
         sender.open_direct()
     try:
@@ -248,7 +261,7 @@ async def _relay_stream(request, state, generation, frames, tracker, ids, chat, 
             await sender.send(error_line(_failure_message(exc)))
             tracker.finish(outcome_for(200, code), 200, code)
             return
-        await response.eof()
+        await sender.eof()
         tracker.finish("success", 200)
     except WriteStalled:
         tracker.finish("timeout", 200, "write_stalled")

@@ -13,15 +13,16 @@ checked after every test against every server the test used (see `Watched.check`
 from __future__ import annotations
 
 import importlib.util
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # --import-mode=importlib: make harness importable
-from harness import proc_counts, ready_body, settled, shm_names, zombies_of  # noqa: E402
+from harness import PROBE, proc_counts, ready_body, settled, shm_names, zombies_of  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("gateway_test_servers",
                                                Path(__file__).resolve().parents[1] / "gateway" / "conftest.py")
@@ -54,7 +55,7 @@ class Watched:
 
     def check(self) -> None:
         assert self.srv.proc.poll() is None, f"server died:\n{self.log_text()[-3000:]}"
-        assert httpx.get(self.base_url + "/health/live", timeout=5.0).status_code == 200
+        assert PROBE.get(self.base_url + "/health/live").status_code == 200
         deadline = time.monotonic() + SETTLE_S
         while True:
             body = ready_body(self.base_url)
@@ -69,7 +70,7 @@ class Watched:
         assert fds <= self.fds + FD_SLACK, f"fds {self.fds} at start, {fds} now"
         assert threads <= self.threads + THREAD_SLACK, f"threads {self.threads} at start, {threads} now"
         assert not zombies_of(self.pid), "zombie children"
-        follow_up = httpx.post(self.base_url + "/v1/completions", timeout=30.0, headers=self.headers,
+        follow_up = PROBE.post(self.base_url + "/v1/completions", timeout=30.0, headers=self.headers,
                                json={"model": self.model, "prompt": "Hello", "max_tokens": 1})
         assert follow_up.status_code == 200, follow_up.text
         assert "unhandled_exception" not in self.log_text(), self.log_text()[-3000:]
@@ -107,43 +108,83 @@ def global_invariants(request):
             w.check()
 
 
-def _start(tmp_path_factory, name: str, *args: str, real_model: bool = True, env: dict | None = None):
+def _start(tmp_path_factory, name: str, *args: str, real_model: bool = True, env: dict | None = None,
+           wait: bool = True):
     reason = serving_stack_missing(real_model=real_model)
     if reason:
         pytest.skip(reason)
     srv = start_server(tmp_path_factory.mktemp(name), *args, env=env)
-    srv.wait_ready()
+    if wait:
+        srv.wait_ready()
     return srv
+
+
+BATTERY_ARGS = ("--replicas", "2", "--ctx-size", "256", "--keepalive-interval-s", "1", "--heartbeat-timeout-s", "30")
+_battery_launch: dict = {}  # "srv": the SmolLM2 server launched once collection shows a test needs it
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """When this directory runs on its own and a collected test needs the battery's SmolLM2
+    server, launch it now: its ~2 s start-up then overlaps the tests that run before its first
+    user (the `battery` fixture waits for it). In a whole-suite run it starts when first used,
+    rather than idling through the other directories."""
+    here = Path(__file__).resolve().parent
+    if not items or not all(Path(str(item.path)).resolve().is_relative_to(here) for item in items):
+        return
+    if any("battery" in getattr(item, "fixturenames", ()) for item in items) and not serving_stack_missing():
+        # config._tmp_path_factory is what pytest's own tmp_path_factory fixture returns
+        _battery_launch["srv"] = start_server(Path(config._tmp_path_factory.mktemp("battery")), *BATTERY_ARGS)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    srv = _battery_launch.pop("srv", None)
+    if srv is not None:
+        srv.kill()  # launched but never used (the fixture stops it otherwise)
 
 
 @pytest.fixture(scope="session")
 def battery(tmp_path_factory):
     """SmolLM2, two lanes of one thread each, 256-token context, 1 s keep-alive comments."""
-    srv = _start(tmp_path_factory, "battery", "--replicas", "2", "--ctx-size", "256", "--keepalive-interval-s", "1",
-                 "--heartbeat-timeout-s", "30")
+    srv = _battery_launch.get("srv")
+    if srv is None:
+        srv = _start(tmp_path_factory, "battery", *BATTERY_ARGS)
+    else:
+        srv.wait_ready()
     w = watch(srv)
     yield w
     unwatch(w)
+    _battery_launch.pop("srv", None)
     assert srv.terminate() == 0, srv.log_text()[-3000:]
 
 
 @pytest.fixture(scope="module")
 def synthetic_factory(tmp_path_factory):
-    """Start synthetic-backend servers (no weights; SmolLM2's tokenizer), stopped at module end."""
+    """Start synthetic-backend servers (no weights; SmolLM2's tokenizer), stopped at module end.
+    `wait=False` (unwatched servers only) returns once launched: the caller waits for several
+    at once (`wait_ready`), so their start-ups overlap."""
     started = []
 
     def start(*args: str, model: str = "m", watched: bool = True, env: dict | None = None,
-              headers: dict | None = None, **spec):
+              headers: dict | None = None, wait: bool = True, **spec):
+        assert wait or not watched, "a watched server's counts are taken once it is ready"
         source = SYNTHETIC.format(step_us=spec.pop("step_us", 5000), slots=spec.pop("slots", 2))
         source += "".join(f",{k}={v}" for k, v in spec.items())
-        srv = _start(tmp_path_factory, "synthetic", "--model", f"{model}={source}", *args, real_model=False, env=env)
+        srv = _start(tmp_path_factory, "synthetic", "--model", f"{model}={source}", *args, real_model=False, env=env,
+                     wait=wait)
         w = watch(srv, model, headers) if watched else None
         started.append((srv, w))
         return w or srv
 
     yield start
+    alive = []
     for srv, w in started:
         if w is not None:
             unwatch(w)
         if srv.proc.poll() is None:
-            srv.terminate()
+            srv.proc.send_signal(signal.SIGTERM)  # all at once: their drains overlap
+            alive.append(srv)
+    for srv in alive:
+        try:
+            srv.proc.wait(servers.STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            srv.kill()

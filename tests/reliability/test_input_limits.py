@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from harness import proc_counts
+from harness import PROBE, proc_counts
 
 MAX_REFUSAL_S = 1.0  # battery target 50 ms; a shared 2-core box under load needs the margin
 HOSTILE = {
@@ -32,7 +32,7 @@ HOSTILE = {
 
 def _lane_work(base_url: str) -> tuple[float, float]:
     """(prompt tokens processed, admissions) summed over models: moves only when a lane is used."""
-    text = httpx.get(base_url + "/metrics").text
+    text = PROBE.get(base_url + "/metrics").text
     def total(name: str) -> float:
         family = name.removesuffix("_total").removesuffix("_count")
         # A renamed metric must not let this pass vacuously.
@@ -108,7 +108,7 @@ def test_semantic_validation_before_any_lane_work(battery, name):
     body, status = SEMANTIC[name]
     before = _lane_work(battery.base_url)
     t0 = time.perf_counter()
-    r = httpx.post(battery.base_url + "/v1/chat/completions" if "messages" in body else
+    r = PROBE.post(battery.base_url + "/v1/chat/completions" if "messages" in body else
                    battery.base_url + "/v1/completions", json=body, timeout=10)
     elapsed = time.perf_counter() - t0
     error = _assert_envelope(r, (status,))

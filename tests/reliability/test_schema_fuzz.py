@@ -3,10 +3,6 @@ property tests of the request parsers and the SSE framing. The long form (≥ 10
 operation, every phase) is benchmarks/schemathesis_run.py."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import httpx
 import orjson
 from hypothesis import HealthCheck, given, settings
@@ -16,12 +12,9 @@ from gateway.errors import APIError
 from gateway.framing import StreamFrames
 from gateway.ollama.requests import parse_chat as ollama_chat, parse_generate as ollama_generate
 from gateway.openai_requests import parse_chat, parse_completion
+from harness import benchmark_module
 
-_runner_spec = importlib.util.spec_from_file_location(
-    "schemathesis_run", Path(__file__).resolve().parents[2] / "benchmarks" / "schemathesis_run.py")
-runner = importlib.util.module_from_spec(_runner_spec)
-sys.modules[_runner_spec.name] = runner
-_runner_spec.loader.exec_module(runner)
+runner = benchmark_module("schemathesis_run")
 
 CI_EXAMPLES = 10
 SEED = 42

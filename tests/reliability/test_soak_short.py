@@ -1,31 +1,20 @@
 """R24 soak, short form: benchmarks/soak.py's load (OpenAI and Ollama, streamed and not, 5%
-client cancels, a lane SIGKILL) for ~5 s on synthetic lanes. The long form is
+client cancels, a lane SIGKILL) for ~4 s on synthetic lanes. The long form is
 `python benchmarks/soak.py 30` on SmolLM2."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
-from pathlib import Path
 
-
-def _soak_module():
-    bench = Path(__file__).resolve().parents[2] / "benchmarks"
-    sys.path.insert(0, str(bench))
-    spec = importlib.util.spec_from_file_location("soak", bench / "soak.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from harness import benchmark_module
 
 
 def test_short_soak_has_no_errors_beyond_induced_and_leaks_nothing(synthetic_factory):
     """R24 (short): no errors beyond those induced by the lane kill, the lane kill recovered, and
     the gateway's fds, threads and /dev/shm names back to their idle counts."""
-    soak = _soak_module()
+    soak = benchmark_module("soak")
     srv = synthetic_factory("--replicas", "2", step_us=5000, slots=4)
-    result = asyncio.run(soak.soak(srv.base_url, srv.pid, minutes=0.08, kill_every_s=2.0, concurrency=4,
-                                   model="m", probe_s=1.0, settle_s=1.0))
+    result = asyncio.run(soak.soak(srv.base_url, srv.pid, minutes=0.06, kill_every_s=2.0, concurrency=4,
+                                   model="m", probe_s=0.5, settle_s=0.5))
     assert result["errors"] == 0, result
     assert result["total"] > 20 and result["kills"] >= 1 and result["restarts"] >= result["kills"], result
     assert result["shm"][1] == result["shm"][0], result

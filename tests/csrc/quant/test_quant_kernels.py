@@ -34,14 +34,6 @@ def shape_for(qtype):
     return 224, 37  # 7 blocks: exercises the unpaired tail block
 
 
-@pytest.fixture(params=ISAS)
-def isa(request):
-    before = Q.active_isa()
-    assert Q.set_isa(request.param)
-    yield request.param
-    Q.set_isa(before)
-
-
 def test_paths_reported():
     assert "scalar" in ISAS
     assert Q.active_isa() in ISAS

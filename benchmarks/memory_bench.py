@@ -1,0 +1,121 @@
+"""Memory per replica and launch-to-ready time, with the shared repack cache and without it.
+
+For each model and each cache mode (`--repack-cache-dir DIR` in a fresh directory, and `off`),
+starts `laneserve serve` with 1 and then 2 replicas, times launch → /health/ready answering 200
+with every lane ready, sends one short chat request to every lane (so each has run a forward
+pass), and reads each lane's PSS from /proc/PID/smaps_rollup. The first launch with a fresh cache
+directory builds the cache; the launches after it map it (both times are printed).
+
+    python benchmarks/memory_bench.py [--models smollm2,gemma3] [--parallel 8] [--ctx-size 4096]
+
+Target (issue: a second replica costs no second copy of the weights): the second replica adds at
+most its K/V cache + 20 MB of PSS. Prints detail lines to stderr and ONE summary line to stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import httpx
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+from gateway.bench.server import free_port  # noqa: E402
+
+MB = 1024 * 1024
+
+
+def pss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no Pss for {pid}")
+
+
+def launch(workdir: str, model: str, replicas: int, cache: str, args) -> dict:
+    """Starts a server, waits for every lane (20 ms polls: finer than gateway.bench.server's launcher,
+    whose 0.2 s polls would blur a ~1 s launch), measures, stops it."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+           "--model", model, "--replicas", str(replicas), "--threads", "1", "--parallel", str(args.parallel),
+           "--ctx-size", str(args.ctx_size), "--repack-cache-dir", cache]
+    log = open(os.path.join(workdir, f"server-{port}.log"), "wb")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": REPO_ROOT})
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited with {proc.returncode}")
+            try:
+                r = httpx.get(url + "/health/ready", timeout=2.0)
+                lanes = [lane for m in r.json()["models"].values() for lane in m["lanes"]]
+                if r.status_code == 200 and len(lanes) == replicas and all(
+                        lane["state"] == "ready" and lane["pid"] for lane in lanes):
+                    break
+            except (httpx.HTTPError, ValueError, KeyError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("not ready within 180 s")
+            time.sleep(0.02)
+        ready_s = time.perf_counter() - t0
+        body = {"model": model, "max_tokens": 4, "temperature": 0,
+                "messages": [{"role": "user", "content": "Hello"}]}
+        with httpx.Client(timeout=120.0) as c:  # one at a time per slot, enough to reach every lane
+            for _ in range(2 * replicas):
+                c.post(url + "/v1/chat/completions", json=body).raise_for_status()
+        pss = [pss_bytes(lane["pid"]) for lane in lanes]
+        kv = [lane["kv_cache_bytes"] for lane in lanes]
+        return {"ready_s": ready_s, "pss": pss, "kv": kv}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="smollm2,gemma3")
+    ap.add_argument("--parallel", type=int, default=8)
+    ap.add_argument("--ctx-size", type=int, default=4096)
+    args = ap.parse_args()
+    summary = []
+    workdir = tempfile.mkdtemp(prefix="memory-bench-")
+    try:
+        for model in args.models.split(","):
+            cache = os.path.join(workdir, f"cache-{model}")
+            build = launch(workdir, model, 1, cache, args)  # fresh directory: builds the cache
+            print(f"{model} cache build: launch to ready {build['ready_s']:.2f} s", file=sys.stderr)
+            row = {}
+            for mode, where in (("shared", cache), ("off", "off")):
+                one = launch(workdir, model, 1, where, args)
+                two = launch(workdir, model, 2, where, args)
+                added = sum(two["pss"]) - sum(one["pss"])
+                kv_mb = two["kv"][1] / MB
+                print(f"{model} {mode}: 1 replica PSS {one['pss'][0] / MB:.1f} MB, ready {one['ready_s']:.2f} s; "
+                      f"2 replicas PSS {' + '.join(f'{p / MB:.1f}' for p in two['pss'])} MB, ready "
+                      f"{two['ready_s']:.2f} s; second replica adds {added / MB:.1f} MB "
+                      f"(its K/V cache reserves {kv_mb:.0f} MB, resident only as used)", file=sys.stderr)
+                row[mode] = (one, added)
+            summary.append(f"{model}: 2nd replica +{row['shared'][1] / MB:.1f} MB PSS shared vs "
+                           f"+{row['off'][1] / MB:.1f} MB off; ready {row['shared'][0]['ready_s']:.2f} s "
+                           f"(cache build {build['ready_s']:.2f} s, off {row['off'][0]['ready_s']:.2f} s)")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print("memory_bench: " + "; ".join(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
