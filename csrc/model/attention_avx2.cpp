@@ -1,5 +1,8 @@
 // AVX2 + FMA + F16C attention kernels over the fp16 KV cache (see attention.h for the
 // contract). Standard headers first, then the target pragma (no COMDAT leak).
+//
+// The g query heads of one call share each K/V row: a row is loaded and widened to fp32 once
+// and used by all of them (GQA/MQA: SmolLM2 has 3 query heads per kv head, Gemma 3 four).
 #include <immintrin.h>
 
 #include <cmath>
@@ -8,6 +11,7 @@
 #include "common/cpu_features.h"
 #include "common/fp16.h"
 #include "model/attention.h"
+#include "model/attention_exp.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
@@ -26,7 +30,14 @@ inline float reduce8(__m256 acc) {
   return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(hh), _mm256_extractf128_ps(hh, 1)));
 }
 
-// One position: 8 lane accumulators over the full 8-chunks, reduce8, then the scalar tail.
+// reduce8 of four accumulators at once: hadd(a,b) = [a:01, a:23, b:01, b:23 | a:45, a:67, b:45,
+// b:67]; hadd of two of those = [a:0123, b:0123, c:0123, d:0123 | a:4567, ...]; lo + hi.
+inline __m128 reduce8x4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+// One (head, position): 8 lane accumulators over the full 8-chunks, reduce8, then the tail.
 inline float score1(const float* q, const uint16_t* kr, int hd, float scale) {
   __m256 acc = _mm256_setzero_ps();
   int i = 0;
@@ -36,67 +47,188 @@ inline float score1(const float* q, const uint16_t* kr, int hd, float scale) {
   return s * scale;
 }
 
-void scores_avx2(const float* q, const uint16_t* k, int64_t stride, int n_pos, int hd, float scale, float* scores) {
+// G heads × P positions per step (G·P = 4 or 8 accumulators: independent FMA chains hide the
+// FMA latency). Each (head, position) gets exactly score1's arithmetic (hd % 8 == 0).
+template <int G, int P>
+int scores_block(const float* q, const uint16_t* k, int64_t stride, int n_pos, int hd, float scale, float* s,
+                 int64_t s_stride) {
+  static_assert((G * P) % 4 == 0, "reduce8x4 takes accumulators four at a time");
+  const __m128 vscale = _mm_set1_ps(scale);
+  int p = 0;
+  for (; p + P <= n_pos; p += P) {
+    __m256 acc[G * P];
+    for (int a = 0; a < G * P; ++a) acc[a] = _mm256_setzero_ps();
+    const uint16_t* kp = k + p * stride;
+    // The rows are kv_dim apart (several kv heads interleaved): fetch rows 16 positions ahead
+    // so the strided loads below do not wait on L2/DRAM one line at a time.
+    for (int j = 16; j < 16 + P && p + j < n_pos; ++j)
+      for (int i = 0; i < hd; i += 32) _mm_prefetch(reinterpret_cast<const char*>(kp + j * stride + i), _MM_HINT_T0);
+    for (int i = 0; i < hd; i += 8) {
+      __m256 kv[P];
+      for (int j = 0; j < P; ++j) kv[j] = load8_f16(kp + j * stride + i);
+      for (int h = 0; h < G; ++h) {
+        const __m256 qv = _mm256_loadu_ps(q + h * hd + i);
+        for (int j = 0; j < P; ++j) acc[h * P + j] = _mm256_fmadd_ps(qv, kv[j], acc[h * P + j]);
+      }
+    }
+    float r[G * P];
+    for (int a = 0; a < G * P; a += 4)
+      _mm_storeu_ps(r + a, _mm_mul_ps(reduce8x4(acc[a], acc[a + 1], acc[a + 2], acc[a + 3]), vscale));
+    for (int h = 0; h < G; ++h)
+      for (int j = 0; j < P; ++j) s[h * s_stride + p + j] = r[h * P + j];
+  }
+  return p;
+}
+
+void scores_avx2(const float* q, int g, const uint16_t* k, int64_t stride, int n_pos, int hd, float scale, float* s,
+                 int64_t s_stride) {
   int p = 0;
   if (hd % 8 == 0) {
-    // Four positions at a time: four independent FMA chains hide the FMA latency. Each
-    // position's arithmetic is exactly score1's (same lanes, same reduction order).
-    const __m128 vscale = _mm_set1_ps(scale);
-    for (; p + 4 <= n_pos; p += 4) {
-      const uint16_t* k0 = k + p * stride;
-      const uint16_t *k1 = k0 + stride, *k2 = k1 + stride, *k3 = k2 + stride;
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int i = 0; i < hd; i += 8) {
-        const __m256 qv = _mm256_loadu_ps(q + i);
-        a0 = _mm256_fmadd_ps(qv, load8_f16(k0 + i), a0);
-        a1 = _mm256_fmadd_ps(qv, load8_f16(k1 + i), a1);
-        a2 = _mm256_fmadd_ps(qv, load8_f16(k2 + i), a2);
-        a3 = _mm256_fmadd_ps(qv, load8_f16(k3 + i), a3);
-      }
-      // hadd(a0,a1) = [a0:01, a0:23, a1:01, a1:23 | a0:45, a0:67, a1:45, a1:67], likewise a2,a3;
-      // hadd of those = [p0:0123, p1:0123, p2:0123, p3:0123 | p0:4567, ...]; lo + hi per position.
-      const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-      const __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-      _mm_storeu_ps(scores + p, _mm_mul_ps(s, vscale));
+    switch (g) {
+      case 1: p = scores_block<1, 4>(q, k, stride, n_pos, hd, scale, s, s_stride); break;
+      case 2: p = scores_block<2, 2>(q, k, stride, n_pos, hd, scale, s, s_stride); break;
+      case 3: p = scores_block<3, 4>(q, k, stride, n_pos, hd, scale, s, s_stride); break;
+      default: p = scores_block<4, 2>(q, k, stride, n_pos, hd, scale, s, s_stride); break;
     }
   }
-  for (; p < n_pos; ++p) scores[p] = score1(q, k + p * stride, hd, scale);
+  for (int h = 0; h < g; ++h)
+    for (int pp = p; pp < n_pos; ++pp) s[h * s_stride + pp] = score1(q + h * hd, k + pp * stride, hd, scale);
 }
 
-void normalize_avx2(float* w, int n_pos, float inv) {
-  const __m256 vinv = _mm256_set1_ps(inv);
+// Four exps in double precision, operation for operation glibc's expf (attention_exp.h).
+inline __m128 exp4_core(__m128 x, const int64_t* tab) {
+  using namespace expf_glibc;
+  const __m256d xd = _mm256_cvtps_pd(x);
+  const __m256d inv = _mm256_set1_pd(kInvLn2x32), shift = _mm256_set1_pd(kShift);
+  const __m256d kd_shifted = _mm256_fmadd_pd(inv, xd, shift);
+  const __m256i ki = _mm256_castpd_si256(kd_shifted);
+  const __m256d r = _mm256_fmsub_pd(inv, xd, _mm256_sub_pd(kd_shifted, shift));
+  const __m256i t = _mm256_add_epi64(
+      _mm256_i64gather_epi64(reinterpret_cast<const long long*>(tab), _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8),
+      _mm256_slli_epi64(ki, 47));
+  const __m256d z = _mm256_fmadd_pd(r, _mm256_set1_pd(kC0), _mm256_set1_pd(kC1));
+  const __m256d r2 = _mm256_mul_pd(r, r);
+  __m256d y = _mm256_fmadd_pd(r, _mm256_set1_pd(kC2), _mm256_set1_pd(1.0));
+  y = _mm256_fmadd_pd(z, r2, y);
+  return _mm256_cvtpd_ps(_mm256_mul_pd(y, _mm256_castsi256_pd(t)));
+}
+
+// glibc's results for |x| ≥ 88 outside the ordinary path (attention_exp.h).
+inline __m256 exp8_special(__m256 x, __m256 y) {
+  using namespace expf_glibc;
+  const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(kUnderflow), _CMP_LT_OQ);
+  const __m256 may = _mm256_andnot_ps(under, _mm256_cmp_ps(x, _mm256_set1_ps(kMayUnderflow), _CMP_LT_OQ));
+  y = _mm256_blendv_ps(y, _mm256_setzero_ps(), under);
+  y = _mm256_blendv_ps(y, _mm256_castsi256_ps(_mm256_set1_epi32(1)), may);  // smallest subnormal
+  y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, _mm256_set1_ps(kOverflow), _CMP_GT_OQ));
+  return _mm256_blendv_ps(y, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+inline __m256 exp8(__m256 x, const int64_t* tab) {
+  const __m256 y = _mm256_set_m128(exp4_core(_mm256_extractf128_ps(x, 1), tab), exp4_core(_mm256_castps256_ps128(x), tab));
+  return exp8_special(x, y);
+}
+
+// l[h] = Σ_p w[h][p] in increasing p; the G chains advance together (independent adds overlap).
+template <int G>
+void row_sums(const float* w, int64_t w_stride, int n, float* l) {
+  float acc[G];
+  for (int h = 0; h < G; ++h) acc[h] = 0.f;
+  for (int p = 0; p < n; ++p)
+    for (int h = 0; h < G; ++h) acc[h] += w[h * w_stride + p];
+  for (int h = 0; h < G; ++h) l[h] = acc[h];
+}
+
+void exp_sum_avx2(float* w, int g, int64_t w_stride, int n, const float* m, float* l) {
+  const int64_t* tab = expf_glibc::table();
+  for (int h = 0; h < g; ++h) {
+    float* row = w + h * w_stride;
+    const __m256 vm = _mm256_set1_ps(m[h]);
+    int p = 0;
+    for (; p + 8 <= n; p += 8) _mm256_storeu_ps(row + p, exp8(_mm256_sub_ps(_mm256_loadu_ps(row + p), vm), tab));
+    for (; p < n; ++p) row[p] = std::exp(row[p] - m[h]);
+  }
+  switch (g) {
+    case 1: row_sums<1>(w, w_stride, n, l); break;
+    case 2: row_sums<2>(w, w_stride, n, l); break;
+    case 3: row_sums<3>(w, w_stride, n, l); break;
+    default: row_sums<4>(w, w_stride, n, l); break;
+  }
+}
+
+float max_avx2(const float* w, int n) {
   int p = 0;
-  for (; p + 8 <= n_pos; p += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(w + p), vinv), _MM_FROUND_TO_NEAREST_INT);
+  float m = w[0];
+  if (n >= 8) {
+    __m256 vm = _mm256_loadu_ps(w);
+    for (p = 8; p + 8 <= n; p += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(w + p));
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_max_ss(x, _mm_shuffle_ps(x, x, 1));
+    m = _mm_cvtss_f32(x);
+  }
+  for (; p < n; ++p) m = m > w[p] ? m : w[p];
+  return m;
+}
+
+void normalize_avx2(float* w, int n, float f) {
+  const __m256 vf = _mm256_set1_ps(f);
+  int p = 0;
+  for (; p + 8 <= n; p += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(w + p), vf), _MM_FROUND_TO_NEAREST_INT);
     _mm256_storeu_ps(w + p, _mm256_cvtph_ps(h));
   }
-  for (; p < n_pos; ++p) w[p] = fp16_round(w[p] * inv);
+  for (; p < n; ++p) w[p] = fp16_round(w[p] * f);
 }
 
-void weighted_sum_avx2(const float* w, const uint16_t* v, int64_t stride, int n_pos, int hd, float* out) {
-  // Each out[j] = fma chain over p in increasing order, starting from 0; the output is held in
-  // registers for 64 dims at a time (8 accumulators) while all positions stream past.
+// G heads × D vectors of 8 dims per pass over the positions (G·D accumulators, each one fma
+// chain over p from 0). Returns the first dim not covered (a multiple of 8·D).
+template <int G, int D>
+int weighted_block(const float* w, int64_t w_stride, const uint16_t* v, int64_t stride, int n_pos, int hd, float* out,
+                   int64_t o_stride) {
   int j = 0;
-  for (; j + 64 <= hd; j += 64) {
-    __m256 a[8];
-    for (int r = 0; r < 8; ++r) a[r] = _mm256_setzero_ps();
+  for (; j + 8 * D <= hd; j += 8 * D) {
+    __m256 acc[G * D];
+    for (int a = 0; a < G * D; ++a) acc[a] = _mm256_setzero_ps();
     const uint16_t* vr = v + j;
     for (int p = 0; p < n_pos; ++p, vr += stride) {
-      const __m256 wp = _mm256_broadcast_ss(w + p);
-      for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(wp, load8_f16(vr + 8 * r), a[r]);
+      // The first pass fetches whole rows 8 positions ahead (later passes then read L2).
+      if (j == 0 && p + 8 < n_pos)
+        for (int d = 0; d < hd; d += 32) _mm_prefetch(reinterpret_cast<const char*>(vr + 8 * stride + d), _MM_HINT_T0);
+      __m256 vv[D];
+      for (int d = 0; d < D; ++d) vv[d] = load8_f16(vr + 8 * d);
+      for (int h = 0; h < G; ++h) {
+        const __m256 wp = _mm256_broadcast_ss(w + h * w_stride + p);
+        for (int d = 0; d < D; ++d) acc[h * D + d] = _mm256_fmadd_ps(wp, vv[d], acc[h * D + d]);
+      }
     }
-    for (int r = 0; r < 8; ++r) _mm256_storeu_ps(out + j + 8 * r, a[r]);
+    for (int h = 0; h < G; ++h)
+      for (int d = 0; d < D; ++d) _mm256_storeu_ps(out + h * o_stride + j + 8 * d, acc[h * D + d]);
   }
-  for (; j + 8 <= hd; j += 8) {
-    __m256 a = _mm256_setzero_ps();
-    const uint16_t* vr = v + j;
-    for (int p = 0; p < n_pos; ++p, vr += stride) a = _mm256_fmadd_ps(_mm256_broadcast_ss(w + p), load8_f16(vr), a);
-    _mm256_storeu_ps(out + j, a);
-  }
-  for (; j < hd; ++j) {
-    float a = 0.f;
-    for (int p = 0; p < n_pos; ++p) a = std::fma(w[p], fp16_to_f32(v[p * stride + j]), a);
-    out[j] = a;
+  return j;
+}
+
+template <int G>
+void weighted_group(const float* w, int64_t w_stride, const uint16_t* v, int64_t stride, int n_pos, int hd, float* out,
+                    int64_t o_stride) {
+  constexpr int D = G == 1 ? 8 : G == 2 ? 4 : 2;
+  int j = weighted_block<G, D>(w, w_stride, v, stride, n_pos, hd, out, o_stride);
+  j += weighted_block<G, 1>(w, w_stride, v + j, stride, n_pos, hd - j, out + j, o_stride);
+  for (; j < hd; ++j)
+    for (int h = 0; h < G; ++h) {
+      float a = 0.f;
+      for (int p = 0; p < n_pos; ++p) a = std::fma(w[h * w_stride + p], fp16_to_f32(v[p * stride + j]), a);
+      out[h * o_stride + j] = a;
+    }
+}
+
+void weighted_sum_avx2(const float* w, int g, int64_t w_stride, const uint16_t* v, int64_t stride, int n_pos, int hd,
+                       float* out, int64_t o_stride) {
+  switch (g) {
+    case 1: weighted_group<1>(w, w_stride, v, stride, n_pos, hd, out, o_stride); break;
+    case 2: weighted_group<2>(w, w_stride, v, stride, n_pos, hd, out, o_stride); break;
+    case 3: weighted_group<3>(w, w_stride, v, stride, n_pos, hd, out, o_stride); break;
+    default: weighted_group<4>(w, w_stride, v, stride, n_pos, hd, out, o_stride); break;
   }
 }
 
@@ -107,7 +239,8 @@ void store_avx2(const float* src, uint16_t* dst, int64_t n) {
   for (; j < n; ++j) dst[j] = f32_to_fp16(src[j]);
 }
 
-const AttentionKernels kAvx2 = {scores_avx2, normalize_avx2, weighted_sum_avx2, store_avx2, "avx2"};
+const AttentionKernels kAvx2 = {scores_avx2,       max_avx2,   exp_sum_avx2, normalize_avx2,
+                                weighted_sum_avx2, store_avx2, "avx2"};
 
 }  // namespace
 }  // namespace ls

@@ -70,6 +70,7 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   tmp_.assign(B * std::max<int64_t>(E, q_dim), 0.f);
   kv_ = KvCache(cfg_.n_layer, n_seq_, ctx_size_, kv_dim);
   attn_kern_ = &attention_kernels();
+  attn_scratch_ = AttentionScratch(pool_->num_threads(), cfg_.n_head, cfg_.head_dim, ctx_size_);
   fwd_tokens_.assign(B, BatchToken{0, 0, 0});
   fwd_rows_.assign(B, 0);
 
@@ -244,7 +245,7 @@ void ModelRuntime::project3(const Weight& a, float* ya, const Weight& b, float* 
 }
 
 // Causal (and, on local layers, sliding-window) attention for the n batch tokens, whose K/V
-// are already in the cache (model/attention.h: tasks are (token, head) pairs).
+// are already in the cache (model/attention.h: chunks of positions and query heads over threads).
 void ModelRuntime::attention(int il, const BatchToken* tokens, int n) {
   const ModelConfig& c = cfg_;
   AttentionJob job;
@@ -263,7 +264,7 @@ void ModelRuntime::attention(int il, const BatchToken* tokens, int n) {
   job.ctx_size = ctx_size_;
   job.scale = c.arch == Arch::Gemma3 ? 1.0f : c.attn_scale;  // gemma pre-scales q
   job.kern = attn_kern_;
-  run_attention(*pool_, job, n);
+  run_attention(*pool_, job, n, attn_scratch_);
 }
 
 void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_logits) {

@@ -125,7 +125,8 @@ class ModelRuntime {
   std::vector<LayerWeights> layers_;
 
   KvCache kv_;                          // [n_layer][K,V][n_seq][ctx_size][kv_dim] fp16
-  const AttentionKernels* attn_kern_;   // chosen at construction (AVX2+F16C or portable)
+  const AttentionKernels* attn_kern_;   // chosen at construction (AVX-512, AVX2+F16C or portable)
+  AttentionScratch attn_scratch_;       // softmax rows and chunk partials, sized for ctx_size
   // Activations, [max_batch][...]
   std::vector<float> x_, h_, q_, k_, v_, attn_, ffn_a_, ffn_b_, tmp_;
   std::vector<float> rope_cos_, rope_sin_;        // [ctx_size][n_rot/2] for the global base

@@ -2,6 +2,7 @@
 // test_batch_forward.py with g++ against the csrc sources (no Python binding needed).
 //
 //   batch_forward_check equivalence MODEL.gguf [portable]   (a) (b) (c) + kernel checks
+//   batch_forward_check long MODEL.gguf                      bit-identity at 1100+ positions
 //   batch_forward_check lazy MODEL.gguf CTX N_SEQ            reserved vs resident KV bytes
 //   batch_forward_check bench MODEL.gguf CTX THREADS         decode tok/s at a long context
 // Prints one line per check ("ok NAME" / "FAIL NAME: why"); exit status 1 if any failed.
@@ -245,6 +246,62 @@ int equivalence(const char* path, bool portable) {
   return g_failures ? 1 : 0;
 }
 
+// Long context (several 512-position softmax chunks): a sequence prefilled to 1100 positions
+// decodes 6 tokens with bit-identical logits whatever the thread count (1, 2, 3), the prefill
+// chunking, and whatever shares its decode batches (1 to 5 tokens: both attention modes).
+int long_context(const char* path) {
+  GgufFile f(path);
+  const int n_ctx = 1280, n_prefix = 1100, n_dec = 6;
+  int V;
+  { ModelRuntime probe(f, 64, 8, 1, 1); V = probe.config().n_vocab; }
+  const auto A = make_ids(n_prefix + n_dec, 7, V), B = make_ids(40, 8, V), C = make_ids(30, 9, V);
+  auto prefill = [&](ModelRuntime& m, const std::vector<int32_t>& ids, int n, int seq, int chunk) {
+    for (int off = 0; off < n; off += chunk) {
+      std::vector<BatchToken> batch;
+      for (int p = off; p < std::min(n, off + chunk); ++p) batch.push_back({ids[p], p, seq});
+      m.forward_batch(batch.data(), int(batch.size()), nullptr, 0, nullptr);
+    }
+  };
+  auto alone = [&](int threads, int chunk) {
+    ModelRuntime m(f, n_ctx, 512, threads, 1);
+    prefill(m, A, n_prefix, 0, chunk);
+    Rows rows(n_dec, std::vector<float>(V));
+    for (int t = 0; t < n_dec; ++t) m.forward(&A[n_prefix + t], 1, n_prefix + t, rows[t].data(), false);
+    return rows;
+  };
+  const Rows ref = alone(1, 512);
+  std::string why;
+  for (int threads : {2, 3}) {
+    const bool ok = same_rows(alone(threads, threads == 2 ? 300 : 137), ref, 0, n_dec, why);
+    report(ok, "long_decode_alone_threads" + std::to_string(threads), why);
+  }
+  for (int threads : {1, 2, 3}) {
+    ModelRuntime m(f, n_ctx, 512, threads, 3);
+    prefill(m, A, n_prefix, 2, 256);
+    prefill(m, B, 20, 0, 20);
+    prefill(m, C, 10, 1, 10);
+    // Steps: {A, B} · {C, A, B} · {A} · {B, A, A, A, C}; A's rows collected by position.
+    const std::vector<std::vector<std::pair<int, int>>> steps = {
+        {{0, 0}, {1, 0}}, {{2, 0}, {0, 1}, {1, 1}}, {{0, 2}}, {{1, 2}, {0, 3}, {0, 4}, {0, 5}, {2, 1}}};
+    Rows got(n_dec);
+    for (const auto& step : steps) {
+      std::vector<BatchToken> batch;
+      std::vector<int32_t> rows;
+      std::vector<int> a_pos;
+      for (auto [who, k] : step) {
+        if (who == 0) { batch.push_back({A[n_prefix + k], n_prefix + k, 2}); rows.push_back(int(batch.size()) - 1); a_pos.push_back(k); }
+        if (who == 1) batch.push_back({B[20 + k], 20 + k, 0});
+        if (who == 2) batch.push_back({C[10 + k], 10 + k, 1});
+      }
+      std::vector<float> logits(rows.size() * size_t(V));
+      m.forward_batch(batch.data(), int(batch.size()), rows.data(), int(rows.size()), logits.data());
+      for (size_t r = 0; r < rows.size(); ++r) got[a_pos[r]].assign(logits.begin() + r * V, logits.begin() + (r + 1) * V);
+    }
+    report(same_rows(got, ref, 0, n_dec, why), "long_decode_in_batches_threads" + std::to_string(threads), why);
+  }
+  return g_failures ? 1 : 0;
+}
+
 long resident_bytes() {
   long pages = 0, rss = 0;
   FILE* fp = std::fopen("/proc/self/statm", "r");
@@ -297,6 +354,7 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   try {
     if (mode == "equivalence") return equivalence(argv[2], argc > 3 && std::string(argv[3]) == "portable");
+    if (mode == "long") return long_context(argv[2]);
     if (mode == "lazy" && argc == 5) return lazy(argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
     if (mode == "bench" && argc == 5) return bench(argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
   } catch (const std::exception& e) {
