@@ -161,6 +161,8 @@ def test_sigkill_mid_stream_ends_that_stream_and_new_requests_go_elsewhere(tmp_p
                 result = read_stream(r)
             assert result["done"] and result["error"] and "lane_died" in result["error"], result
             _requests_all_succeed(balancer.base_url, 6)
+            # The next scenario kills the other instance: this one's lane must be back to take over.
+            _wait(lambda: httpx.get(victim.base_url + "/health/ready").status_code == 200, 30, "lane not respawned")
             # 2. A whole instance dies: the cut is visible (no [DONE], the chunked body never ends).
             with client.stream("POST", balancer.base_url + "/v1/completions", json=long_stream) as r:
                 index = _serving_instance(pair)
