@@ -25,11 +25,9 @@ import time
 
 import httpx
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_bench import free_port, stop  # noqa: E402
-
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
+from gateway.bench.server import free_port, stop_process_group as stop  # noqa: E402
 from gateway.bench.client import Conn, guarded_request  # noqa: E402
 from gateway.bench.metrics import percentile  # noqa: E402
 

@@ -28,7 +28,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from serve_bench import start_laneserve, stop  # noqa: E402  (benchmarks/ is not a package)
+from serve_bench import start_laneserve  # noqa: E402  (benchmarks/ is not a package)
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 SCORE_TEXT = ("The lighthouse stood at the edge of the world, and every night its keeper climbed the stairs "
@@ -127,10 +127,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--concurrency", default="1,8")
     args = ap.parse_args()
-    proc = None
+    server = None
     url = args.url
     if url is None:
-        proc, url = start_laneserve(args.model, 1, args.threads, 2048)
+        server = start_laneserve(args.model, 1, args.threads, 2048)
+        url = server.base_url
     try:
         asyncio.run(level(url, args.model, 1, 8, True))  # warm-up
         parts = []
@@ -161,8 +162,8 @@ def main() -> int:
               f"gateway framing {framing:.0f} us/token; "
               f"prompt scoring (echo, {len(SCORE_TEXT)} chars) x{es / ps:.2f} the time of a plain 1-token completion")
     finally:
-        if proc is not None:
-            stop(proc)
+        if server is not None:
+            server.stop()
     return 0
 
 

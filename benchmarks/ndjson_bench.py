@@ -18,10 +18,11 @@ import time
 
 import httpx
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_bench import free_port, stop  # noqa: E402  (same helpers as the serving benchmark)
-
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+from gateway.bench.server import free_port, stop_process_group as stop  # noqa: E402
+
+
 def cpu_s(pid: int) -> float:
     total_ns = 0
     for tid in os.listdir(f"/proc/{pid}/task"):

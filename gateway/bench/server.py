@@ -105,34 +105,40 @@ class ProcessServer:
         bounded wait. Returns the main process's exit status."""
         if self.proc is None:
             return self.returncode
-        pgid = self.proc.pid
-        try:
-            os.killpg(pgid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            self.proc.wait(40)
-        except subprocess.TimeoutExpired:
-            os.killpg(pgid, signal.SIGKILL)
-            self.proc.wait(10)
-        self.returncode = self.proc.returncode
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:  # lanes may outlive the gateway for a moment
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self.returncode = stop_process_group(self.proc)
         self.proc = None
         self.log.close()
         if not keep_log:
             os.unlink(self.log.name)
         return self.returncode
+
+
+def stop_process_group(proc: subprocess.Popen) -> int:
+    """SIGTERM to the group of a process started with start_new_session=True (a gateway and its
+    lanes, or a balancer); SIGKILL what is left after a bounded wait. Returns its exit status."""
+    pgid = proc.pid
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(40)
+    except subprocess.TimeoutExpired:
+        os.killpg(pgid, signal.SIGKILL)
+        proc.wait(10)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:  # lanes may outlive the gateway for a moment
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return proc.returncode
 
 
 def source_env() -> dict:
