@@ -220,28 +220,20 @@ void run_split(ThreadPool& pool, const AttentionJob& job, int n, AttentionScratc
   for (int i = 0; i < n; ++i) plan.task_end[i] = total += int64_t(kv_tasks) * plan.n_sub * plan.tv[i].n_chunks;
 
   const SplitPlan& pl = plan;
-  pool.parallel_for(total, 1, [&pl](int64_t b, int64_t e) {
-    const AttentionScratch& s = *pl.scratch;
-    for (int64_t task = b; task < e; ++task) {
-      int i, kv0, sub, c, h0, h1;
-      pl.locate(task, i, kv0, sub, c);
-      for (int kvh = kv0; kvh < kv0 + pl.kv_per_task; ++kvh) {
-        sub_heads(*pl.job, kvh, sub, pl.n_sub, h0, h1);
-        chunk_scores(*pl.job, pl.tv[i], h0, h1, c, s.row(i), s.e_stride(), s.max_chunks());
+  // Pass 1 scores every chunk, pass 2 forms its weighted V sum: the same task list both times.
+  for (auto* pass : {&chunk_scores, &chunk_output}) {
+    pool.parallel_for(total, 1, [&pl, pass](int64_t b, int64_t e) {
+      const AttentionScratch& s = *pl.scratch;
+      for (int64_t task = b; task < e; ++task) {
+        int i, kv0, sub, c, h0, h1;
+        pl.locate(task, i, kv0, sub, c);
+        for (int kvh = kv0; kvh < kv0 + pl.kv_per_task; ++kvh) {
+          sub_heads(*pl.job, kvh, sub, pl.n_sub, h0, h1);
+          (*pass)(*pl.job, pl.tv[i], h0, h1, c, s.row(i), s.e_stride(), s.max_chunks());
+        }
       }
-    }
-  });
-  pool.parallel_for(total, 1, [&pl](int64_t b, int64_t e) {
-    const AttentionScratch& s = *pl.scratch;
-    for (int64_t task = b; task < e; ++task) {
-      int i, kv0, sub, c, h0, h1;
-      pl.locate(task, i, kv0, sub, c);
-      for (int kvh = kv0; kvh < kv0 + pl.kv_per_task; ++kvh) {
-        sub_heads(*pl.job, kvh, sub, pl.n_sub, h0, h1);
-        chunk_output(*pl.job, pl.tv[i], h0, h1, c, s.row(i), s.e_stride(), s.max_chunks());
-      }
-    }
-  });
+    });
+  }
   pool.parallel_for(int64_t(n) * job.n_head, 1, [&pl](int64_t b, int64_t e) {
     const AttentionScratch& s = *pl.scratch;
     for (int64_t task = b; task < e; ++task) {

@@ -136,31 +136,7 @@ inline __m256 exp8(__m256 x, const int64_t* tab) {
   return _mm256_blendv_ps(e, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
-template <int G>
-void row_sums(const float* w, int64_t w_stride, int n, float* l) {  // increasing p, G chains together
-  float acc[G];
-  for (int h = 0; h < G; ++h) acc[h] = 0.f;
-  for (int p = 0; p < n; ++p)
-    for (int h = 0; h < G; ++h) acc[h] += w[h * w_stride + p];
-  for (int h = 0; h < G; ++h) l[h] = acc[h];
-}
-
-void exp_sum_avx512(float* w, int g, int64_t w_stride, int n, const float* m, float* l) {
-  const int64_t* tab = expf_glibc::table();
-  for (int h = 0; h < g; ++h) {
-    float* row = w + h * w_stride;
-    const __m256 vm = _mm256_set1_ps(m[h]);
-    int p = 0;
-    for (; p + 8 <= n; p += 8) _mm256_storeu_ps(row + p, exp8(_mm256_sub_ps(_mm256_loadu_ps(row + p), vm), tab));
-    for (; p < n; ++p) row[p] = std::exp(row[p] - m[h]);
-  }
-  switch (g) {
-    case 1: row_sums<1>(w, w_stride, n, l); break;
-    case 2: row_sums<2>(w, w_stride, n, l); break;
-    case 3: row_sums<3>(w, w_stride, n, l); break;
-    default: row_sums<4>(w, w_stride, n, l); break;
-  }
-}
+#include "model/attention_exp_sum.h"
 
 // G heads × D zmm (16 dims each) per pass over the positions. Returns the dims covered.
 template <int G, int D>
@@ -236,7 +212,7 @@ const AttentionKernels* attention_kernels_avx512() {
     AttentionKernels t = *attention_kernels_avx2();
     t.scores = scores_avx512;
     t.weighted_sum = weighted_sum_avx512;
-    t.exp_sum = exp_sum_avx512;
+    t.exp_sum = exp_sum_rows;
     t.name = "avx512";
     return t;
   }();

@@ -129,13 +129,14 @@ void* build_file(const std::string& file, const std::string& key, size_t data_by
 }
 
 // Removes cache files of older versions of this model file (same prefix, other key) and temp
-// files left by builders that died. Lanes still mapping a removed file keep their pages.
-void remove_stale(const std::string& dir, const std::string& prefix, const std::string& keep) {
+// files left by builders that died (called when ours is absent, under its lock). Lanes still
+// mapping a removed file keep their pages; lock files stay (another lane may hold one).
+void remove_stale(const std::string& dir, const std::string& prefix) {
   DIR* d = opendir(dir.c_str());
   if (!d) return;
   while (dirent* e = readdir(d)) {
     const std::string n = e->d_name;
-    if (n.compare(0, prefix.size(), prefix) == 0 && n != keep && n.find(".lock") == std::string::npos)
+    if (n.compare(0, prefix.size(), prefix) == 0 && n.find(".lock") == std::string::npos)
       ::unlink((dir + "/" + n).c_str());
   }
   closedir(d);
@@ -224,7 +225,7 @@ RepackStore RepackStore::open(const std::string& cache_dir, const std::string& m
           void* m = map_valid(file, full_key, data_bytes, why);
           s.source_ = Source::Mapped;
           if (!m && why.empty()) {  // absent: build it
-            remove_stale(cache_dir, prefix, name + ".lock");
+            remove_stale(cache_dir, prefix);
             m = build_file(file, full_key, data_bytes, fill, why);
             s.source_ = Source::Built;
           } else if (!m) {  // bad file (already deleted): rebuild
