@@ -11,6 +11,7 @@ gateway.stream_stats' fields; a non-stream body carries `timings`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 
@@ -38,6 +39,23 @@ def _drained_error(retry_after_s: int) -> APIError:
 
 class WriteStalled(Exception):
     """The client stopped reading: its socket buffer stayed full for the write-stall timeout."""
+
+
+@contextlib.contextmanager
+def ending_stream(request, sender: "SseSender", tracker):
+    """The end every streamed response shares, however its body ends: a client that stopped
+    reading is cut off (unread bytes dropped; the caller cancels the generation) and recorded;
+    the direct relay and keep-alives stop; socket-full counts go to the request record."""
+    try:
+        yield
+    except WriteStalled:
+        tracker.finish("timeout", 200, "write_stalled")
+        request.transport.abort()
+        raise
+    finally:
+        sender.close_direct()
+        sender.stop_keepalive()
+        tracker.socket_full(sender.num_socket_full)
 
 
 class SseSender:
@@ -182,7 +200,7 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
         sender.open_direct()
     chat = frames.chat
     choices_left = generation.num_choices
-    try:
+    with ending_stream(request, sender, tracker):
         try:
             async for offset, stream in generation.segments():
                 # The headers (first segment) and, for chat, every choice's role chunk go out now,
@@ -237,14 +255,6 @@ async def relay_stream(request, generation: Generation, frames: StreamFrames, tr
         await sender.send(tail)
         await sender.eof()
         tracker.finish("success", 200)
-    except WriteStalled:
-        tracker.finish("timeout", 200, "write_stalled")
-        request.transport.abort()  # drop the unread bytes; the caller cancels the generation
-        raise
-    finally:
-        sender.close_direct()
-        sender.stop_keepalive()
-        tracker.socket_full(sender.num_socket_full)
 
 
 async def collect(generation: Generation, num_choices: int, tracker, *, n_per_prompt: int,

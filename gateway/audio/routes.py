@@ -24,7 +24,7 @@ from gateway.control import cancelled_error, outcome_for
 from gateway.cors import cors_headers
 from gateway.errors import APIError, invalid, server_busy, unavailable
 from gateway.generation import Generation, GenerationCancelled, GenerationFailed, Submission, next_submission_id
-from gateway.relay import SseSender, WriteStalled
+from gateway.relay import SseSender, WriteStalled, ending_stream
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.tracking import RequestTracker
 from lanes.api import TranscriptPart
@@ -99,7 +99,7 @@ async def _run(request, state, tracker, req: AudioRequest, generation: AudioGene
                        state.config.write_stall_timeout_s)
     sender.start_keepalive()
     sender.open_direct()
-    try:
+    with ending_stream(request, sender, tracker):
         try:
             async for _, stream in generation.segments():
                 sender.attach(stream)
@@ -129,14 +129,6 @@ async def _run(request, state, tracker, req: AudioRequest, generation: AudioGene
             return None
         await response.eof()
         tracker.finish("success", 200)
-    except WriteStalled:
-        tracker.finish("timeout", 200, "write_stalled")
-        request.transport.abort()
-        raise
-    finally:
-        sender.close_direct()
-        sender.stop_keepalive()
-        tracker.socket_full(sender.num_socket_full)
     return None
 
 

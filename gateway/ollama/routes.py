@@ -28,7 +28,7 @@ from gateway.ollama.requests import (CHAT_FIELDS, GENERATE_FIELDS, OllamaError, 
                                      parse_generate, unknown_fields)
 from gateway.queued_stream import QueuedStream
 from gateway.reasoning import check_thinking, render_for_thinking
-from gateway.relay import SseSender, WriteStalled
+from gateway.relay import SseSender, WriteStalled, ending_stream
 from gateway.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.stream_stats import RequestStats
 from gateway.tool_stream import TOOL_TEXT_FRAMING
@@ -227,7 +227,7 @@ async def _relay_stream(request, state, generation, frames, tracker, ids, chat, 
         sender.start_keepalive()
     if rewrite is None:
         sender.open_direct()
-    try:
+    with ending_stream(request, sender, tracker):
         try:
             await sender.send(b"")  # the headers go out now; the relay writes only after them
             async for _, stream in generation.segments():
@@ -263,14 +263,6 @@ async def _relay_stream(request, state, generation, frames, tracker, ids, chat, 
             return
         await sender.eof()
         tracker.finish("success", 200)
-    except WriteStalled:
-        tracker.finish("timeout", 200, "write_stalled")
-        request.transport.abort()
-        raise
-    finally:
-        sender.close_direct()
-        sender.stop_keepalive()
-        tracker.socket_full(sender.num_socket_full)
 
 
 async def _collect(state, generation, frames, tracker, ids, chat, scores=None, tools=None) -> dict:
