@@ -348,9 +348,12 @@ bool BatchEngine::has_work() const { return !impl_->waiting.empty() || num_activ
 void BatchEngine::add(uint64_t request_id, uint32_t choice, const GenerationRequest& req) {
   validate_request(req, impl_->model.config().n_vocab, impl_->model.ctx_size());
   Impl& s = *impl_;
-  if (!req.grammar.empty() && (s.grammar.prefetch(*s.tokenizer), !s.grammar.ready())) {
-    s.waiting.push_back(Waiting{request_id, choice, req, false, MatcherPtr{}, true});
-    return;
+  if (!req.grammar.empty()) {
+    s.grammar.prefetch(*s.tokenizer);  // the first constrained request starts the build
+    if (!s.grammar.ready()) {
+      s.waiting.push_back(Waiting{request_id, choice, req, false, MatcherPtr{}, true});
+      return;
+    }
   }
   MatcherPtr grammar = s.grammar.compile(*s.tokenizer, req.grammar);  // throws on a bad grammar: not queued
   s.waiting.push_back(Waiting{request_id, choice, req, false, std::move(grammar)});

@@ -1,6 +1,6 @@
-#include <chrono>
 #include "grammar/grammar.h"
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <stdexcept>

@@ -142,6 +142,50 @@ void remove_stale(const std::string& dir, const std::string& prefix) {
   closedir(d);
 }
 
+// Maps the cache file of (model_path, layout_key), building it first when it is absent or bad;
+// nullptr (why says why) when the cache cannot be used. file: its path; built: this call wrote it.
+void* map_cache(const std::string& dir, const std::string& model_path, const std::string& layout_key,
+                size_t data_bytes, const std::function<void(uint8_t*)>& fill, std::string& file, bool& built,
+                std::string& why) {
+  struct stat st{};
+  if (::stat(model_path.c_str(), &st) != 0) {
+    why = errno_text("stat model");
+    return nullptr;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    why = "mkdir " + dir + ": " + ec.message();
+    return nullptr;
+  }
+  const std::string abs_path = std::filesystem::absolute(model_path, ec).lexically_normal().string();
+  const std::string key =
+      "model=" + abs_path + ";dev=" + std::to_string(uint64_t(st.st_dev)) + ";ino=" +
+      std::to_string(uint64_t(st.st_ino)) + ";size=" + std::to_string(uint64_t(st.st_size)) +
+      ";mtime_ns=" + std::to_string(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec) + ";" + layout_key;
+  if (key.size() > sizeof(FileHeader::key)) {
+    why = "key too long";
+    return nullptr;
+  }
+  std::string stem = std::filesystem::path(model_path).stem().string();
+  for (char& c : stem)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  const std::string prefix = stem.substr(0, 64) + "-" + hex16(fnv1a(abs_path)) + "-";
+  file = dir + "/" + prefix + hex16(fnv1a(key)) + ".lsrp";
+  Fd lock(::open((file + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));  // released when closed
+  if (lock.fd < 0 || flock(lock.fd, LOCK_EX) != 0) {
+    why = errno_text("lock");
+    return nullptr;
+  }
+  if (void* m = map_valid(file, key, data_bytes, why)) return m;
+  const std::string bad = why;  // empty: the file was absent (a bad one is already deleted)
+  if (bad.empty()) remove_stale(dir, prefix);
+  built = true;
+  void* m = build_file(file, key, data_bytes, fill, why);
+  if (m && !bad.empty()) why = "rebuilt (" + bad + ")";
+  return m;
+}
+
 }  // namespace
 
 uint64_t repack_checksum(const uint8_t* p, size_t n) {
@@ -194,57 +238,16 @@ RepackStore RepackStore::open(const std::string& cache_dir, const std::string& m
   RepackStore s;
   s.data_bytes_ = data_bytes;
   if (data_bytes == 0) return s;
-  std::string why = "no cache dir";
+  std::string why = "no cache dir", file;
+  bool built = false;
   if (!cache_dir.empty()) {
-    std::error_code ec;
-    const std::string abs_path = std::filesystem::absolute(model_path, ec).lexically_normal().string();
-    struct stat st{};
-    std::string stem = std::filesystem::path(model_path).stem().string();
-    for (char& c : stem)
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
-    if (::stat(model_path.c_str(), &st) != 0) {
-      why = errno_text("stat model");
-    } else if (std::filesystem::create_directories(cache_dir, ec), ec) {
-      why = "mkdir " + cache_dir + ": " + ec.message();
-    } else {
-      const std::string full_key =
-          "model=" + abs_path + ";dev=" + std::to_string(uint64_t(st.st_dev)) + ";ino=" +
-          std::to_string(uint64_t(st.st_ino)) + ";size=" + std::to_string(uint64_t(st.st_size)) +
-          ";mtime_ns=" + std::to_string(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec) + ";" +
-          layout_key;
-      if (full_key.size() > sizeof(FileHeader::key)) {
-        why = "key too long";
-      } else {
-        const std::string prefix = stem.substr(0, 64) + "-" + hex16(fnv1a(abs_path)) + "-";
-        const std::string name = prefix + hex16(fnv1a(full_key)) + ".lsrp";
-        const std::string file = cache_dir + "/" + name;
-        Fd lock(::open((file + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-        if (lock.fd < 0 || flock(lock.fd, LOCK_EX) != 0) {
-          why = errno_text("lock");
-        } else {
-          void* m = map_valid(file, full_key, data_bytes, why);
-          s.source_ = Source::Mapped;
-          if (!m && why.empty()) {  // absent: build it
-            remove_stale(cache_dir, prefix);
-            m = build_file(file, full_key, data_bytes, fill, why);
-            s.source_ = Source::Built;
-          } else if (!m) {  // bad file (already deleted): rebuild
-            const std::string bad = why;
-            m = build_file(file, full_key, data_bytes, fill, why);
-            s.source_ = Source::Built;
-            if (m) why = "rebuilt (" + bad + ")";
-          }
-          flock(lock.fd, LOCK_UN);
-          if (m) {
-            s.map_ = m;
-            s.map_bytes_ = kHeaderBytes + data_bytes;
-            s.data_ = static_cast<uint8_t*>(m) + kHeaderBytes;
-            s.status_ = (s.source_ == Source::Mapped ? "mapped " : "built ") + file;
-            if (s.source_ == Source::Built && !why.empty()) s.status_ += " " + why;
-            return s;
-          }
-        }
-      }
+    if (void* m = map_cache(cache_dir, model_path, layout_key, data_bytes, fill, file, built, why)) {
+      s.map_ = m;
+      s.map_bytes_ = kHeaderBytes + data_bytes;
+      s.data_ = static_cast<uint8_t*>(m) + kHeaderBytes;
+      s.source_ = built ? Source::Built : Source::Mapped;
+      s.status_ = (built ? "built " : "mapped ") + file + (built && !why.empty() ? " " + why : "");
+      return s;
     }
   }
   s.private_ = static_cast<uint8_t*>(std::aligned_alloc(64, (data_bytes + 63) & ~size_t(63)));
