@@ -26,16 +26,6 @@ void silu_mul(float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) a[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];
 }
 
-// Exact tanh-GELU in fp32. (An fp16 lookup table as ggml's GELU uses was tried: it moved Gemma
-// further from both llama.cpp's golden logits and the float64 reference on the dev data.)
-void gelu_tanh_mul(float* a, const float* b, int64_t n) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = a[i];
-    a[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x))) * b[i];
-  }
-}
-
 void rope_table(float base, int n_rot, int n_pos, std::vector<float>& cos_out, std::vector<float>& sin_out) {
   const int half = n_rot / 2;
   cos_out.assign(size_t(n_pos) * half, 0.f);

@@ -14,7 +14,10 @@ void rmsnorm(const float* x, const float* w, float* out, int64_t n, float eps);
 void add_f32(float* y, const float* x, int64_t n);             // y += x
 void scale_f32(float* y, float s, int64_t n);                  // y *= s
 void silu_mul(float* a, const float* b, int64_t n);            // a = silu(a) ⊙ b
-void gelu_tanh_mul(float* a, const float* b, int64_t n);       // a = gelu_tanh(a) ⊙ b
+// a = gelu_tanh(a) ⊙ b through ggml's fp16 table (gelu.cpp says why); the portable loop is the
+// reference the AVX2 path is tested against.
+void gelu_tanh_mul(float* a, const float* b, int64_t n);
+void gelu_tanh_mul_portable(float* a, const float* b, int64_t n);
 
 // cos/sin of θ = pos · base^(−2i/n_rot) for pos < n_pos, i < n_rot/2; [n_pos][n_rot/2].
 void rope_table(float base, int n_rot, int n_pos, std::vector<float>& cos_out, std::vector<float>& sin_out);
