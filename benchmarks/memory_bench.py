@@ -67,11 +67,15 @@ def launch(workdir: str, model: str, replicas: int, cache: str, args) -> dict:
                 raise RuntimeError("not ready within 180 s")
             time.sleep(0.02)
         ready_s = time.perf_counter() - t0
-        body = {"model": model, "max_tokens": 4, "temperature": 0,
-                "messages": [{"role": "user", "content": "Hello"}]}
-        with httpx.Client(timeout=120.0) as c:  # one at a time per slot, enough to reach every lane
+        # A greedy and a sampled request per lane (one at a time: the gateway spreads them), so
+        # each lane has run a forward pass and its sampler's buffers.
+        greedy = {"model": model, "max_tokens": 4, "temperature": 0,
+                  "messages": [{"role": "user", "content": "Hello"}]}
+        sampled = {**greedy, "temperature": 0.8, "top_p": 0.9, "top_k": 0, "seed": 1}
+        with httpx.Client(timeout=120.0) as c:
             for _ in range(2 * replicas):
-                c.post(url + "/v1/chat/completions", json=body).raise_for_status()
+                for body in (greedy, sampled):
+                    c.post(url + "/v1/chat/completions", json=body).raise_for_status()
         pss = [pss_bytes(lane["pid"]) for lane in lanes]
         kv = [lane["kv_cache_bytes"] for lane in lanes]
         return {"ready_s": ready_s, "pss": pss, "kv": kv}

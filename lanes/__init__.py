@@ -1,6 +1,9 @@
-"""Lane processes and the in-process model API of laneserve."""
-from lanes.model_files import KNOWN_MODELS, find_model_file, gemma3_path, smollm2_path
+"""Lane processes and the in-process model API of laneserve.
 
+Every public name is imported on first use: a lane process (`python -m lanes.lane_process`)
+imports this package first, and each module it does not need is resident memory paid again by
+every replica.
+"""
 __all__ = ["Generation", "GenerationStats", "KNOWN_MODELS", "Model", "find_model_file", "gemma3_path", "smollm2_path"]
 
 
@@ -10,4 +13,8 @@ def __getattr__(name: str):
         from lanes import model
 
         return getattr(model, name)
+    if name in ("KNOWN_MODELS", "find_model_file", "gemma3_path", "smollm2_path"):
+        from lanes import model_files
+
+        return getattr(model_files, name)
     raise AttributeError(f"module 'lanes' has no attribute {name!r}")

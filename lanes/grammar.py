@@ -7,7 +7,9 @@ it needs the Python runtime in the process, which lanes (Python processes) have.
 """
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
+import os
 
 from lanes import _runtime
 
@@ -15,9 +17,17 @@ _version: str | None = None
 
 
 def library_path() -> str | None:
-    """Path of the llguidance library, or None when the package is not installed."""
-    spec = importlib.util.find_spec("llguidance._lib")
-    return spec.origin if spec is not None and spec.origin else None
+    """Path of the llguidance library, or None when the package is not installed.
+
+    Found without importing the `llguidance` package (its Python modules would cost every lane
+    ~4 MB of memory it never uses): the spec of a top-level package is looked up, not executed."""
+    spec = importlib.util.find_spec("llguidance")
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(folder, "_lib" + suffix)
+            if os.path.isfile(path):
+                return path
+    return None
 
 
 def load() -> str | None:

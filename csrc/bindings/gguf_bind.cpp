@@ -27,7 +27,7 @@ py::object value_to_py(const GgufFile& f, const std::string& key) {
   if (v->type != GgufType::ARRAY) return scalar_to_py(v->type, *v);
   py::list out;
   if (v->arr_type == GgufType::STRING) {
-    for (std::string_view s : v->strs) {
+    for (std::string_view s : v->strings()) {
       // Vocab entries may be arbitrary bytes; surface undecodable ones as bytes, not an exception.
       PyObject* o = PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "strict");
       if (o) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/lazy_array.h"
 #include "engine/sequence.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -88,11 +89,12 @@ struct BatchEngine::Impl {
   std::vector<int32_t> out_rows;     // [num_slots] batch rows whose logits are needed
   std::vector<int32_t> out_slots;    // [num_slots] the slot of each such row
   std::vector<int32_t> prefilling;   // [num_slots] slots still prefilling, in admission order
-  std::vector<float> logits;         // [num_slots][n_vocab]; [num_slots + kMaxPromptLogitRows][n_vocab]
-                                     // once a sequence asked for prompt logprobs
-  std::vector<float> raw_row;        // [n_vocab] a logprobs sequence's row before the sampler changes it
+  // Lazily committed (common/lazy_array.h): rows are resident once a step has used them.
+  LazyArray<float> logits;           // [num_slots + kMaxPromptLogitRows][n_vocab]; the extra rows
+                                     // only for sequences that ask for prompt logprobs
+  LazyArray<float> raw_row;          // [n_vocab] a logprobs sequence's row before the sampler changes it
   std::vector<SeqEvent> events;      // [num_slots]
-  std::vector<float> hidden;         // [max_batch_tokens][n_embd] final hidden rows of embedding chunks
+  LazyArray<float> hidden;           // [max_batch_tokens][n_embd] final hidden rows of embedding chunks
 
   Impl(const std::string& path, const BatchEngineOptions& o)
       : file(path),
@@ -113,11 +115,11 @@ struct BatchEngine::Impl {
     batch.resize(max_batch_tokens);
     out_rows.reserve(o.num_slots + kMaxPromptLogitRows);
     out_slots.reserve(o.num_slots + kMaxPromptLogitRows);
-    raw_row.resize(n_vocab);
+    raw_row = LazyArray<float>(n_vocab);
     prefilling.reserve(o.num_slots);
-    logits.resize(size_t(o.num_slots) * n_vocab);
+    logits = LazyArray<float>(size_t(o.num_slots + kMaxPromptLogitRows) * n_vocab);
     events.reserve(o.num_slots);
-    hidden.resize(size_t(max_batch_tokens) * model.config().n_embd);
+    hidden = LazyArray<float>(size_t(max_batch_tokens) * model.config().n_embd);
   }
 
   bool sibling_prefilling(uint64_t request_id) const {
@@ -412,8 +414,6 @@ const std::vector<SeqEvent>& BatchEngine::step() {
   }
   // 3. One forward pass over every sequence's tokens.
   const size_t n_vocab_z = size_t(s.model.config().n_vocab);
-  if (s.logits.size() < s.out_rows.size() * n_vocab_z)  // the first prompt-logprobs request
-    s.logits.resize((s.slots.size() + kMaxPromptLogitRows) * n_vocab_z);
   s.model.forward_batch(s.batch.data(), n, s.out_rows.data(), int(s.out_rows.size()), s.logits.data());
   const int64_t now = steady_now_ns();
   s.embed_chunks(now);  // embedding sequences: pool their rows (and finish at the last chunk)

@@ -117,8 +117,8 @@ void parse_value(Cursor& c, GgufType type, GgufValue& v, const std::string& key)
     v.arr_count = n;
     if (v.arr_type == GgufType::STRING) {
       if (n > c.size / 8) c.file.fail("absurd array length for key " + key);
-      v.strs.reserve(n);
-      for (uint64_t i = 0; i < n; ++i) v.strs.push_back(c.str(key.c_str()));
+      v.arr_data = c.base + c.pos;
+      for (uint64_t i = 0; i < n; ++i) c.str(key.c_str());  // bounds-checks every element
       return;
     }
     size_t eb = scalar_bytes(v.arr_type);
@@ -272,7 +272,21 @@ std::vector<std::string_view> GgufFile::get_string_array(const std::string& key)
   const GgufValue* v = find(key);
   if (!v) return {};
   if (v->type != GgufType::ARRAY || v->arr_type != GgufType::STRING) fail("metadata " + key + " should be a string array");
-  return v->strs;
+  return v->strings();
+}
+
+std::vector<std::string_view> GgufValue::strings() const {
+  std::vector<std::string_view> out;
+  if (type != GgufType::ARRAY || arr_type != GgufType::STRING) return out;
+  out.reserve(arr_count);
+  const uint8_t* p = arr_data;
+  for (uint64_t i = 0; i < arr_count; ++i) {  // checked at parse: every length fits the mapping
+    uint64_t n;
+    memcpy(&n, p, 8);
+    out.emplace_back(reinterpret_cast<const char*>(p + 8), n);
+    p += 8 + n;
+  }
+  return out;
 }
 
 std::vector<float> GgufFile::get_float_array(const std::string& key) const {

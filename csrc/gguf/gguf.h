@@ -51,12 +51,14 @@ struct GgufValue {
   uint64_t u64 = 0;
   double f64 = 0;
   std::string_view str;
-  // Arrays: element type, count; numeric elements are a raw little-endian packed view
-  // (unaligned: read with memcpy), string elements are listed in strs.
+  // Arrays: element type, count and a view of the elements in the mapping: numeric ones raw
+  // little-endian packed (unaligned: read with memcpy), strings as GGUF stores them (u64 length,
+  // bytes), validated at parse and listed on demand by strings() — a vocabulary's views are not
+  // kept for the life of the file (262k of them for Gemma 3).
   GgufType arr_type = GgufType::U8;
   uint64_t arr_count = 0;
   const uint8_t* arr_data = nullptr;
-  std::vector<std::string_view> strs;
+  std::vector<std::string_view> strings() const;
 };
 
 struct GgufTensor {

@@ -59,23 +59,23 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
 
   const int64_t B = max_batch_, E = cfg_.n_embd, hd = cfg_.head_dim;
   const int64_t q_dim = int64_t(cfg_.n_head) * hd, kv_dim = int64_t(cfg_.n_head_kv) * hd;
-  x_.assign(B * E, 0.f);
-  h_.assign(B * E, 0.f);
-  q_.assign(B * q_dim, 0.f);
-  k_.assign(B * kv_dim, 0.f);
-  v_.assign(B * kv_dim, 0.f);
-  attn_.assign(B * q_dim, 0.f);
-  ffn_a_.assign(B * cfg_.n_ff, 0.f);
-  ffn_b_.assign(B * cfg_.n_ff, 0.f);
-  tmp_.assign(B * std::max<int64_t>(E, q_dim), 0.f);
+  x_ = LazyArray<float>(B * E);
+  h_ = LazyArray<float>(B * E);
+  q_ = LazyArray<float>(B * q_dim);
+  k_ = LazyArray<float>(B * kv_dim);
+  v_ = LazyArray<float>(B * kv_dim);
+  attn_ = LazyArray<float>(B * q_dim);
+  ffn_a_ = LazyArray<float>(B * cfg_.n_ff);
+  ffn_b_ = LazyArray<float>(B * cfg_.n_ff);
+  tmp_ = LazyArray<float>(B * std::max<int64_t>(E, q_dim));
   kv_ = KvCache(cfg_.n_layer, n_seq_, ctx_size_, kv_dim);
   attn_kern_ = &attention_kernels();
   attn_scratch_ = AttentionScratch(pool_->num_threads(), cfg_.n_head, cfg_.head_dim, ctx_size_);
   fwd_tokens_.assign(B, BatchToken{0, 0, 0});
   fwd_rows_.assign(B, 0);
 
-  rope_table(cfg_.rope_base, cfg_.n_rot, ctx_size_, rope_cos_, rope_sin_);
-  if (cfg_.sliding_window > 0) rope_table(cfg_.rope_base_local, cfg_.n_rot, ctx_size_, rope_cos_l_, rope_sin_l_);
+  rope_ = RopeTable(cfg_.rope_base, cfg_.n_rot, ctx_size_);
+  if (cfg_.sliding_window > 0) rope_local_ = RopeTable(cfg_.rope_base_local, cfg_.n_rot, ctx_size_);
 
   // Scratch for the quantized activations of the widest matmul at full batch.
   size_t scratch = 0;
@@ -306,7 +306,11 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
   const int64_t q_dim = int64_t(c.n_head) * hd, kv_dim = int64_t(c.n_head_kv) * hd;
   const bool gemma = c.arch == Arch::Gemma3;
 
-  // 1. Embeddings.
+  // 1. Embeddings (and RoPE rows up to the furthest position).
+  int max_pos = 0;
+  for (int i = 0; i < n; ++i) max_pos = std::max(max_pos, tokens[i].pos);
+  rope_.ensure(max_pos + 1);
+  if (c.sliding_window > 0) rope_local_.ensure(max_pos + 1);
   for (int i = 0; i < n; ++i) {
     float* x = x_.data() + i * E;
     dequantize_weight_row(tok_embd_.type, tok_embd_.layout, tok_embd_.data, E, tokens[i].token, x);
@@ -316,8 +320,7 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerWeights& L = layers_[il];
     const bool local = c.is_local(il);
-    const float* cos_t = local ? rope_cos_l_.data() : rope_cos_.data();
-    const float* sin_t = local ? rope_sin_l_.data() : rope_sin_.data();
+    const RopeTable& rope = local ? rope_local_ : rope_;
 
     // 2. Attention block: norm → q/k/v → (bias, q/k norm) → RoPE → fp16 cache → attention → out.
     pool_->parallel_for(n, 8, [&](int64_t i0, int64_t i1) {  // rows are independent: any split
@@ -336,8 +339,8 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
         for (int h = 0; h < c.n_head_kv; ++h) rmsnorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, c.rms_eps);
       }
       const int pos = tokens[i].pos;
-      const float* cs = cos_t + int64_t(pos) * (c.n_rot / 2);
-      const float* sn = sin_t + int64_t(pos) * (c.n_rot / 2);
+      const float* cs = rope.cos_row(pos);
+      const float* sn = rope.sin_row(pos);
       for (int h = 0; h < c.n_head; ++h) rope_apply(q + h * hd, cs, sn, c.n_rot, c.rope == RopeStyle::Neox);
       for (int h = 0; h < c.n_head_kv; ++h) rope_apply(k + h * hd, cs, sn, c.n_rot, c.rope == RopeStyle::Neox);
       if (gemma) scale_f32(q, c.attn_scale, q_dim);

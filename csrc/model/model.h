@@ -5,7 +5,8 @@
 // its own sequence's cache.
 //
 // Buffers: every activation/scratch buffer is sized at construction for max_batch tokens and
-// reused; forward_batch() allocates nothing. KV cache (model/kv_cache.h): per layer, per
+// reused; forward_batch() allocates nothing. They are LazyArrays: pages are committed as rows
+// are first used. KV cache (model/kv_cache.h): per layer, per
 // sequence [ctx_size][n_head_kv*head_dim] for K and for V, IEEE fp16 (llama.cpp's F16 cache),
 // reserved once and committed by the kernel page by page as positions are written.
 #pragma once
@@ -20,6 +21,7 @@
 #include "model/attention.h"
 #include "model/batch.h"
 #include "model/kv_cache.h"
+#include "model/ops.h"
 #include "model/repack_store.h"
 #include "quant/quant.h"
 
@@ -127,10 +129,9 @@ class ModelRuntime {
   KvCache kv_;                          // [n_layer][K,V][n_seq][ctx_size][kv_dim] fp16
   const AttentionKernels* attn_kern_;   // chosen at construction (AVX-512, AVX2+F16C or portable)
   AttentionScratch attn_scratch_;       // softmax rows and chunk partials, sized for ctx_size
-  // Activations, [max_batch][...]
-  std::vector<float> x_, h_, q_, k_, v_, attn_, ffn_a_, ffn_b_, tmp_;
-  std::vector<float> rope_cos_, rope_sin_;        // [ctx_size][n_rot/2] for the global base
-  std::vector<float> rope_cos_l_, rope_sin_l_;    // local (SWA) base
+  // Activations, [max_batch][...]; rows beyond the largest batch run so far are never committed.
+  LazyArray<float> x_, h_, q_, k_, v_, attn_, ffn_a_, ffn_b_, tmp_;
+  RopeTable rope_, rope_local_;                   // global base; local (SWA) base
   std::vector<BatchToken> fwd_tokens_;            // [max_batch] forward()'s batch, seq 0
   std::vector<int32_t> fwd_rows_;                 // [max_batch] forward()'s out_rows
   int32_t last_batch_ = 0;                        // rows of x_ the last forward_batch() left

@@ -26,16 +26,20 @@ void silu_mul(float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) a[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];
 }
 
-void rope_table(float base, int n_rot, int n_pos, std::vector<float>& cos_out, std::vector<float>& sin_out) {
-  const int half = n_rot / 2;
-  cos_out.assign(size_t(n_pos) * half, 0.f);
-  sin_out.assign(size_t(n_pos) * half, 0.f);
-  for (int i = 0; i < half; ++i) {
-    const double inv_freq = std::pow(double(base), -2.0 * i / n_rot);
-    for (int p = 0; p < n_pos; ++p) {
-      const double theta = p * inv_freq;
-      cos_out[size_t(p) * half + i] = float(std::cos(theta));
-      sin_out[size_t(p) * half + i] = float(std::sin(theta));
+RopeTable::RopeTable(float base, int n_rot, int n_pos)
+    : cos_(size_t(n_pos) * size_t(n_rot / 2)), sin_(size_t(n_pos) * size_t(n_rot / 2)), half_(n_rot / 2) {
+  inv_freq_.resize(half_);
+  for (int i = 0; i < half_; ++i) inv_freq_[i] = std::pow(double(base), -2.0 * i / n_rot);
+}
+
+void RopeTable::ensure(int n_pos) {
+  for (; rows_ready_ < n_pos; ++rows_ready_) {
+    float* c = cos_.data() + int64_t(rows_ready_) * half_;
+    float* s = sin_.data() + int64_t(rows_ready_) * half_;
+    for (int i = 0; i < half_; ++i) {
+      const double theta = rows_ready_ * inv_freq_[i];
+      c[i] = float(std::cos(theta));
+      s[i] = float(std::sin(theta));
     }
   }
 }

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/lazy_array.h"
+
 namespace ls {
 
 // out = x / sqrt(mean(x²) + eps) * w ; the mean is accumulated in double (as ggml does).
@@ -19,8 +21,22 @@ void silu_mul(float* a, const float* b, int64_t n);            // a = silu(a) �
 void gelu_tanh_mul(float* a, const float* b, int64_t n);
 void gelu_tanh_mul_portable(float* a, const float* b, int64_t n);
 
-// cos/sin of θ = pos · base^(−2i/n_rot) for pos < n_pos, i < n_rot/2; [n_pos][n_rot/2].
-void rope_table(float base, int n_rot, int n_pos, std::vector<float>& cos_out, std::vector<float>& sin_out);
+// cos/sin of θ = pos · base^(−2i/n_rot), i < n_rot/2, as [n_pos][n_rot/2] rows. A row is computed
+// when a forward first reaches its position (ensure), so only positions used are resident
+// (Gemma 3's two bases at 4096 positions would be 8 MB per lane up front).
+class RopeTable {
+ public:
+  RopeTable() = default;
+  RopeTable(float base, int n_rot, int n_pos);
+  void ensure(int n_pos);  // rows [0, n_pos) are ready; n_pos ≤ the size given at construction
+  const float* cos_row(int pos) const { return cos_.data() + int64_t(pos) * half_; }
+  const float* sin_row(int pos) const { return sin_.data() + int64_t(pos) * half_; }
+
+ private:
+  std::vector<double> inv_freq_;  // [n_rot/2]
+  LazyArray<float> cos_, sin_;    // [n_pos][n_rot/2]
+  int half_ = 0, rows_ready_ = 0;
+};
 // Rotates the first n_rot dims of one head in place: adjacent pairs (norm) or halves (neox).
 void rope_apply(float* x, const float* cos_t, const float* sin_t, int n_rot, bool neox);
 

@@ -31,14 +31,14 @@ int32_t argmax(const float* x, int32_t n) {
 SamplerScratch::SamplerScratch(int32_t n_vocab) {
   if (n_vocab <= 0) throw std::invalid_argument("Sampler: n_vocab must be positive");
   const size_t n = static_cast<size_t>(n_vocab);
-  cand.resize(n);
-  w.resize(n);
-  ids.resize(n);
-  vals.resize(n);
-  bin.resize(n);
+  cand = LazyArray<SamplerCand>(n);
+  w = LazyArray<float>(n);
+  ids = LazyArray<int32_t>(n);
+  vals = LazyArray<float>(n);
+  bin = LazyArray<uint16_t>(n);
   hcount.resize(kBins);
   hmass.resize(kBins);
-  stamp.assign(n, 0);
+  stamp = LazyArray<uint32_t>(n);  // zero
 }
 
 Sampler::Sampler(int32_t n_vocab, SamplerScratch* scratch) : n_vocab_(n_vocab), s_(scratch) {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/lazy_array.h"
 #include "sampler/params.h"
 #include "sampler/rng.h"
 
@@ -21,17 +22,19 @@ struct SamplerCand {
 // Working buffers of one Sampler::sample() call, [n_vocab] each: nothing in them outlives the
 // call, so the sequences of an engine, which sample one after another, share one set and a
 // sequence slot costs no vocabulary-sized memory of its own (8 MB per slot at Gemma's 262k).
+// The [n_vocab] arrays are LazyArrays: a lane that only decodes greedily never commits them,
+// and a sampling chain commits the parts it writes.
 struct SamplerScratch {
   explicit SamplerScratch(int32_t n_vocab);
   static constexpr size_t kBins = 2048;  // histogram buckets (the last one = overflow)
-  std::vector<SamplerCand> cand;  // candidate buffer
-  std::vector<float> w;           // weights aligned with cand
-  std::vector<int32_t> ids;       // gather output (ids)
-  std::vector<float> vals;        // gather output (logits)
-  std::vector<uint16_t> bin;      // histogram bucket per id
+  LazyArray<SamplerCand> cand;    // candidate buffer
+  LazyArray<float> w;             // weights aligned with cand
+  LazyArray<int32_t> ids;         // gather output (ids)
+  LazyArray<float> vals;          // gather output (logits)
+  LazyArray<uint16_t> bin;        // histogram bucket per id
   std::vector<uint32_t> hcount;   // [kBins]
   std::vector<double> hmass;      // [kBins]
-  std::vector<uint32_t> stamp;    // de-duplicates the repetition window; == stamp_epoch: seen
+  LazyArray<uint32_t> stamp;      // de-duplicates the repetition window; == stamp_epoch: seen
   uint32_t stamp_epoch = 0;
 };
 

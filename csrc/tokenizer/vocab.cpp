@@ -24,7 +24,8 @@ void Vocab::add(std::string_view text) {
 }
 
 void Vocab::build_index() {
-  const uint64_t cap = pow2_at_least(2 * size() + 1);
+  // Load factor 1/3 … 2/3 (linear probing stays short): 4 MB for Gemma 3's 262144 tokens.
+  const uint64_t cap = pow2_at_least(size() + size() / 2 + 1);
   slots_.assign(cap, 0);
   mask_ = cap - 1;
   for (int32_t id = 0; id < static_cast<int32_t>(size()); ++id) {
