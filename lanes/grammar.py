@@ -30,6 +30,16 @@ def library_path() -> str | None:
     return None
 
 
+def defer() -> bool:
+    """Like load(), but the library is mapped by the first constrained request (lanes: most never
+    constrain, and each mapping costs a process ~0.5 MB). False when llguidance is not installed."""
+    path = library_path()
+    if path is None:
+        return False
+    _runtime.defer_llguidance(path)
+    return True
+
+
 def load() -> str | None:
     """Makes grammar-constrained decoding available here (idempotent); returns llguidance's
     version, or None when it is not installed (constrained requests then fail with a clear error)."""

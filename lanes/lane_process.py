@@ -46,7 +46,7 @@ def run(config: dict) -> int:
 
     from lanes import _runtime, grammar  # after the parent check: importing the runtime takes a while
 
-    grammar.load()  # grammar-constrained decoding (llguidance), when installed
+    grammar.defer()  # grammar-constrained decoding (llguidance, when installed) on first use
 
     stop = threading.Event()
     holder: dict = {}

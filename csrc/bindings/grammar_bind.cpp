@@ -19,6 +19,9 @@ void bind_grammar(py::module_& m) {
       py::arg("path"),
       "Loads llguidance's shared library for grammar-constrained decoding (idempotent); returns its version.");
   m.def(
+      "defer_llguidance", [](const std::string& path) { llg::Api::defer(path); }, py::arg("path"),
+      "Names llguidance's library; it is loaded by the first grammar-constrained request.");
+  m.def(
       "llguidance_loaded", [] { return llg::Api::loaded() != nullptr; },
       "Whether grammar-constrained decoding is available in this process.");
 }

@@ -99,7 +99,7 @@ struct BatchEngine::Impl {
   Impl(const std::string& path, const BatchEngineOptions& o)
       : file(path),
         model(file, o.ctx_size, o.max_batch_tokens, o.threads, o.num_slots, o.repack_cache_dir),
-        tokenizer(Tokenizer::from_gguf(file)),
+        tokenizer(Tokenizer::from_gguf(file, /*keep_text_index=*/false)),  // lanes get token ids
         max_batch_tokens(model.max_batch()),
         sampler_scratch(model.config().n_vocab) {
     const int32_t n_vocab = model.config().n_vocab;

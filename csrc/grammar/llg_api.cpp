@@ -12,6 +12,7 @@ std::mutex g_mutex;
 Api g_api{};
 const Api* g_loaded = nullptr;  // published under g_mutex; never reset (no dlclose)
 std::string g_path;
+std::string g_deferred_path;  // under g_mutex; cleared by the first loaded() that tries it
 
 template <class Fn>
 void resolve(void* handle, const char* name, Fn& out, const std::string& path) {
@@ -19,10 +20,9 @@ void resolve(void* handle, const char* name, Fn& out, const std::string& path) {
   if (sym == nullptr) throw std::runtime_error("llguidance library " + path + " lacks " + name);
   out = reinterpret_cast<Fn>(sym);
 }
-}  // namespace
 
-const Api& Api::load(const std::string& path) {
-  std::lock_guard<std::mutex> lock(g_mutex);
+// Caller holds g_mutex.
+const Api& load_locked(const std::string& path) {
   if (g_loaded != nullptr) {
     if (path != g_path) throw std::runtime_error("llguidance already loaded from " + g_path);
     return *g_loaded;
@@ -55,9 +55,29 @@ const Api& Api::load(const std::string& path) {
   g_loaded = &g_api;
   return g_api;
 }
+}  // namespace
+
+const Api& Api::load(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return load_locked(path);
+}
+
+void Api::defer(const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_loaded == nullptr) g_deferred_path = path;
+}
 
 const Api* Api::loaded() {
   std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_loaded == nullptr && !g_deferred_path.empty()) {
+    const std::string path = std::move(g_deferred_path);
+    g_deferred_path.clear();
+    try {
+      load_locked(path);
+    } catch (const std::exception&) {
+      // Stays nullptr: a constrained request then fails with the "needs llguidance" error.
+    }
+  }
   return g_loaded;
 }
 

@@ -80,7 +80,10 @@ struct Api {
   // Loads the library at `path` (idempotent for the same path; the library is never unloaded).
   // Throws std::runtime_error naming the path and the missing symbol.
   static const Api& load(const std::string& path);
-  // The loaded table, or nullptr when no library was loaded in this process.
+  // Names the library without loading it: loaded() loads it on first call. A lane that never
+  // constrains output then never maps it (its relocated data is ~0.5 MB per process).
+  static void defer(const std::string& path);
+  // The loaded table, or nullptr when no library is (or, deferred, could be) loaded here.
   static const Api* loaded();
 };
 

@@ -48,7 +48,7 @@ struct EncodeScratch {
 
 class TokenizerImpl final : public Tokenizer {
  public:
-  explicit TokenizerImpl(const GgufFile& f);
+  TokenizerImpl(const GgufFile& f, bool keep_text_index);
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const override;
   std::string_view piece(int32_t id, bool special) const override {
     if (id < 0 || id >= n_vocab_) return {};
@@ -77,7 +77,7 @@ int32_t checked_id(const GgufFile& f, const char* key, int32_t n_vocab) {
   return (v >= 0 && v < n_vocab) ? static_cast<int32_t>(v) : -1;
 }
 
-TokenizerImpl::TokenizerImpl(const GgufFile& f) {
+TokenizerImpl::TokenizerImpl(const GgufFile& f, bool keep_text_index) {
   const std::string model = f.get_string("tokenizer.ggml.model", "");
   if (model == "gpt2") {
     model_ = Model::Bpe;
@@ -109,13 +109,13 @@ TokenizerImpl::TokenizerImpl(const GgufFile& f) {
       vocab_.add(texts[i]);
     }
   }
-  vocab_.build_index();
 
   types_.assign(n_vocab_, TokenType::Normal);
   if (f.find("tokenizer.ggml.token_type") != nullptr) {
     const std::vector<int32_t> tt = f.get_int_array("tokenizer.ggml.token_type");
     if (tt.size() != texts.size()) f.fail("tokenizer.ggml.token_type has a different length than tokenizer.ggml.tokens");
-    for (int32_t i = 0; i < n_vocab_; ++i) types_[i] = static_cast<TokenType>(tt[i]);
+    for (int32_t i = 0; i < n_vocab_; ++i)  // values no loader defines read as undefined (0)
+      types_[i] = tt[i] >= 0 && tt[i] <= 255 ? static_cast<TokenType>(tt[i]) : TokenType(0);
   }
 
   bos_id_ = checked_id(f, "tokenizer.ggml.bos_token_id", n_vocab_);
@@ -136,6 +136,7 @@ TokenizerImpl::TokenizerImpl(const GgufFile& f) {
     spm_.load(f, vocab_);
   }
   build_pieces();
+  if (!keep_text_index) vocab_.drop_index();
 }
 
 void TokenizerImpl::setup_special(const GgufFile& f) {
@@ -301,8 +302,8 @@ std::vector<int32_t> TokenizerImpl::encode(std::string_view text, bool add_speci
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
-  return std::make_unique<TokenizerImpl>(file);
+std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file, bool keep_text_index) {
+  return std::make_unique<TokenizerImpl>(file, keep_text_index);
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool special) const {

@@ -14,14 +14,18 @@
 
 namespace ls {
 
-enum class TokenType : int32_t { Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
+// One byte per token (a quarter of Gemma 3's 1 MB as int32); 0 = undefined.
+enum class TokenType : uint8_t { Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
 
 class Tokenizer {
  public:
   // Reads tokenizer.ggml.* from the file; throws GgufError on missing/unsupported data
   // (unknown model or `pre` names are named in the message). Everything needed is copied out:
   // the tokenizer does not keep the GgufFile alive. encode/piece/decode are const and thread-safe.
-  static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
+  // keep_text_index = false: for a process that mostly receives token ids (a lane), the
+  // text → id index is dropped after loading (4 MB at 262k tokens) and rebuilt by the first
+  // encode that needs it (~16 ms at 262k tokens).
+  static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file, bool keep_text_index = true);
   virtual ~Tokenizer() = default;
 
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const = 0;

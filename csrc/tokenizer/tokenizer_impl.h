@@ -2,8 +2,10 @@
 // hash indexes, pre-tokenizers and the BPE / SPM fragment encoders.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -33,11 +35,15 @@ inline uint64_t hash_bytes(const char* p, size_t n) {
 
 // Token texts in one arena plus an open-addressing index text -> id (the last id wins when a
 // text repeats, as in the reference loader).
+//
+// The index (4 MB for Gemma 3's 262k tokens) is needed to load and to encode text; a lane process
+// receives token ids and encodes only for a grammar-constrained request, so its loader drops it
+// (drop_index) and find() rebuilds it on first use, thread-safely.
 class Vocab {
  public:
   void reserve(size_t n_tokens, size_t n_bytes);
   void add(std::string_view text);  // ids are assigned in order
-  void build_index();
+  void drop_index();                // single-threaded (load time); find() rebuilds it
   size_t size() const { return off_.empty() ? 0 : off_.size() - 1; }
   std::string_view text(int32_t id) const {
     return std::string_view(arena_.data() + off_[id], off_[id + 1] - off_[id]);
@@ -45,10 +51,15 @@ class Vocab {
   int32_t find(std::string_view s) const;  // -1 if absent
 
  private:
+  void build_index() const;
+
   std::string arena_;
   std::vector<uint32_t> off_{0};
-  std::vector<uint64_t> slots_;  // (hash high 32 bits << 32) | (id + 1); 0 = empty
-  uint64_t mask_ = 0;
+  // Built under mu_; index_ready_ (release store after the build, acquire load in find) publishes it.
+  mutable std::mutex mu_;
+  mutable std::atomic<bool> index_ready_{false};
+  mutable std::vector<uint64_t> slots_;  // (hash high 32 bits << 32) | (id + 1); 0 = empty
+  mutable uint64_t mask_ = 0;
 };
 
 // Open-addressing map from a 64-bit key (never ~0) to a pair of int32 values.

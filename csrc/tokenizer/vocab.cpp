@@ -23,7 +23,13 @@ void Vocab::add(std::string_view text) {
   off_.push_back(static_cast<uint32_t>(arena_.size()));
 }
 
-void Vocab::build_index() {
+void Vocab::drop_index() {
+  std::vector<uint64_t>().swap(slots_);
+  mask_ = 0;
+  index_ready_.store(false, std::memory_order_relaxed);
+}
+
+void Vocab::build_index() const {
   // Load factor 1/3 … 2/3 (linear probing stays short): 4 MB for Gemma 3's 262144 tokens.
   const uint64_t cap = pow2_at_least(size() + size() / 2 + 1);
   slots_.assign(cap, 0);
@@ -41,6 +47,13 @@ void Vocab::build_index() {
 }
 
 int32_t Vocab::find(std::string_view s) const {
+  if (!index_ready_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!index_ready_.load(std::memory_order_relaxed)) {
+      build_index();
+      index_ready_.store(true, std::memory_order_release);
+    }
+  }
   if (slots_.empty()) return -1;
   const uint64_t h = hash_bytes(s.data(), s.size());
   const uint64_t tag = h & 0xFFFFFFFF00000000ull;

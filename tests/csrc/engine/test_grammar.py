@@ -115,3 +115,21 @@ def test_a_fresh_engine_builds_its_grammar_compiler_on_first_use_without_stallin
     json.loads(text[1])
     with pytest.raises(ValueError, match="grammar"):  # built now: refused before queuing again
         engine.add(4, 0, ids, 5, [], grammar=bad)
+
+
+def test_deferred_library_is_mapped_by_first_use():
+    """lanes defer llguidance (grammar.defer): the library is not mapped until something needs it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "from lanes import _runtime, grammar\n"
+        "mapped = lambda: 'llguidance' in open('/proc/self/maps').read()\n"
+        "assert grammar.defer() and not mapped()\n"
+        "assert _runtime.llguidance_loaded() and mapped()\n"
+        "print('ok')\n")
+    root = Path(lanes.__file__).resolve().parent.parent  # the imported package, not the source tree
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, cwd="/")
+    assert out.stdout.strip() == "ok", out.stderr
