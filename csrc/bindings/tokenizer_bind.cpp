@@ -44,12 +44,14 @@ void bind_tokenizer(py::module_& m) {
 
   py::class_<PyTokenizer>(m, "Tokenizer",
       "Tokenizer read from a GGUF file (byte-level BPE or SPM), token for token as llama.cpp.")
-      .def(py::init([](const py::object& path_like) {
+      .def(py::init([](const py::object& path_like, bool keep_text_index) {
              const std::string path = py::module_::import("os").attr("fspath")(path_like).cast<std::string>();
              py::gil_scoped_release nogil;
              GgufFile f(path);
-             return PyTokenizer{Tokenizer::from_gguf(f)};
-           }), py::arg("path"))
+             return PyTokenizer{Tokenizer::from_gguf(f, keep_text_index)};
+           }), py::arg("path"), py::arg("keep_text_index") = true,
+           "keep_text_index=False: as in a lane, the text → id index is dropped after loading and\n"
+           "rebuilt by the first encode that needs it.")
       .def(py::init([](const std::shared_ptr<GgufFile>& f) {
              if (!f) throw py::value_error("GgufFile is None");
              py::gil_scoped_release nogil;

@@ -38,3 +38,23 @@ def test_golden_set_is_complete(model):
     assert len(entries) == 73
     flags = {(e["add_special"], e["parse_special"]) for e in entries}
     assert flags == {(False, False), (True, True), (False, True)}
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_dropped_text_index_is_rebuilt_by_concurrent_first_encodes(model):
+    """A lane's tokenizer drops its text → id index after loading (keep_text_index=False); the
+    first encodes, from several threads at once (encode releases the GIL), rebuild it once and
+    give the golden ids."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import lanes._runtime as rt
+    from tok_helpers import MODELS as PATHS
+
+    entries = _entries(model)
+    tok = rt.Tokenizer(PATHS[model](), keep_text_index=False)
+
+    def encode(e):
+        return tok.encode(e["text"], add_special=e["add_special"], parse_special=e["parse_special"])
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(encode, entries)) == [e["ids"] for e in entries]
