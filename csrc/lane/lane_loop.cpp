@@ -1,6 +1,5 @@
 #include "lane/lane_loop.h"
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -43,9 +42,6 @@ std::string LaneLoop::load_and_run(const std::string& path, const BackendOptions
     ring_bell_if_armed();
     return "load_failed";
   }
-  // Loading freed its temporaries (metadata lists, staging buffers) inside this thread's malloc
-  // arena; give those pages back so each replica keeps only what it uses.
-  malloc_trim(0);
   const wire::HelloRecord hello{uint32_t(getpid()),       backend_->n_ctx(),          backend_->n_vocab(),
                                 ring::kVersion,           ring::monotonic_ns() - t0,  backend_->kv_cache_bytes(),
                                 backend_->num_slots(),    backend_->max_batch_tokens(), backend_->n_embd(),

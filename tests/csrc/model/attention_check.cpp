@@ -22,18 +22,11 @@
 #include "common/thread_pool.h"
 #include "model/attention.h"
 
+#include "check_report.h"
+
 using namespace ls;
 
 namespace {
-
-int g_failures = 0;
-
-void report(bool ok, const std::string& name, const std::string& why = "") {
-  if (ok) std::printf("ok %s\n", name.c_str());
-  else std::printf("FAIL %s: %s\n", name.c_str(), why.c_str());
-  if (!ok) ++g_failures;
-  std::fflush(stdout);
-}
 
 struct Layout {
   const char* name;

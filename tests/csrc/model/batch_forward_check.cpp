@@ -22,18 +22,11 @@
 #include "model/model.h"
 #include "quant/quant.h"
 
+#include "check_report.h"
+
 using namespace ls;
 
 namespace {
-
-int g_failures = 0;
-
-void report(bool ok, const std::string& name, const std::string& why = "") {
-  if (ok) std::printf("ok %s\n", name.c_str());
-  else std::printf("FAIL %s: %s\n", name.c_str(), why.c_str());
-  if (!ok) ++g_failures;
-  std::fflush(stdout);
-}
 
 using Rows = std::vector<std::vector<float>>;  // [position][n_vocab]
 

@@ -7,12 +7,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "check_report.h"
 #include "common/fp16.h"
 #include "model/ops.h"
-
-static int g_failures = 0;
 
 static float bits_to_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 static uint32_t float_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
@@ -46,8 +46,8 @@ static void check_sweep(uint32_t stride) {
       for (size_t i = 0; i < xs.size(); ++i)
         if (!same(a[i], reference(xs[i], mul)) && ++mismatches <= 5)
           std::printf("mismatch %s x=%a b=%a got %a want %a\n", path.name, xs[i], mul, a[i], reference(xs[i], mul));
-      if (mismatches) { std::printf("FAIL sweep %s: %ld of %zu\n", path.name, mismatches, xs.size()); ++g_failures; }
-      else std::printf("ok sweep %s b=%g (%zu inputs)\n", path.name, mul, xs.size());
+      report(mismatches == 0, "sweep " + std::string(path.name) + " b=" + std::to_string(mul),
+             std::to_string(mismatches) + " of " + std::to_string(xs.size()) + " differ");
     }
 }
 

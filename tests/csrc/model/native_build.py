@@ -25,7 +25,7 @@ def build_checker(checker: Path) -> Path:
     if shutil.which("g++") is None:
         pytest.skip("g++ not available")
     sources = sorted(p for d in RUNTIME_DIRS for p in (CSRC / d).glob("*.cpp")) + [checker]
-    headers = sorted(CSRC.rglob("*.h"))
+    headers = sorted(CSRC.rglob("*.h")) + sorted(Path(__file__).parent.glob("*.h"))  # + check_report.h
     header_hash = hashlib.sha256(b"".join(h.read_bytes() for h in headers) + " ".join(FLAGS).encode()).hexdigest()
     # pytest's cache plugin is disabled here; build/ is the setup.py build tree (git-ignored).
     cache = ROOT / "build" / checker.stem
