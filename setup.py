@@ -106,6 +106,6 @@ setup(
             "av>=12",
         ],
     },
-    entry_points={"console_scripts": ["laneserve=gateway.cli:main"]},
+    entry_points={"console_scripts": ["laneserve=gateway.cli.main:main"]},
     zip_safe=False,
 )

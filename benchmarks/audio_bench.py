@@ -23,7 +23,7 @@ import httpx
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
-from gateway.bench.server import StartedServer  # noqa: E402
+from gateway.cli.bench.server import StartedServer  # noqa: E402
 from lanes.audio.model_files import whisper_base_path  # noqa: E402
 from lanes.audio.transcriber import load_model, transcribe_options  # noqa: E402
 

@@ -39,9 +39,9 @@ import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from gateway.bench.client import Conn, guarded_request  # noqa: E402  (the raw asyncio HTTP/1.1 + SSE client)
-from gateway.bench.metrics import percentile  # noqa: E402
-from gateway.bench.server import ProcessServer, free_port  # noqa: E402
+from gateway.cli.bench.client import Conn, guarded_request  # noqa: E402  (the raw asyncio HTTP/1.1 + SSE client)
+from gateway.cli.bench.metrics import percentile  # noqa: E402
+from gateway.cli.bench.server import ProcessServer, free_port  # noqa: E402
 
 DEFAULT_LLAMA_SERVER = "/work/llama-build/build/bin/llama-server"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

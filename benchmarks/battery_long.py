@@ -28,9 +28,9 @@ import httpx
 import orjson
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gateway.bench.metrics import percentile  # noqa: E402
-from gateway.bench.proc import proc_counts  # noqa: E402
-from gateway.bench.server import StartedServer  # noqa: E402
+from gateway.cli.bench.metrics import percentile  # noqa: E402
+from gateway.cli.bench.proc import proc_counts  # noqa: E402
+from gateway.cli.bench.server import StartedServer  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "reliability"))
 from harness import StreamGaps, lane_pids  # noqa: E402  (the battery's bystander recorder)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gateway.structured import compile_grammar, json_schema_grammar  # noqa: E402
+from gateway.features.structured import compile_grammar, json_schema_grammar  # noqa: E402
 from lanes import _runtime, grammar  # noqa: E402
 from lanes.model_files import smollm2_path  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "data"))

@@ -4,7 +4,7 @@ versus straight to laneserve, at concurrency 1 and 8, alternating request by req
 One laneserve instance (SmolLM2) and one HAProxy whose two `server` lines both point at it, so
 both paths reach the same lane and differ only by the balancer hop. Streamed completions with a
 prompt that opens with its own number (little prefix-cache sharing), `--output-tokens` tokens
-each (`ignore_eos`), temperature 0, through `gateway.bench.client` (per worker one kept-alive
+each (`ignore_eos`), temperature 0, through `gateway.cli.bench.client` (per worker one kept-alive
 connection per path, the worker alternating paths request by request, so both paths meet the same
 lane batches and the same machine load; TTFT = request written → first text event; ITL = (E2E − TTFT) / (tokens − 1) per
 request). Also the round trip of `GET /health/live` (no lane work) on each path: the hop's own
@@ -27,9 +27,9 @@ import httpx
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from gateway.bench.server import free_port, stop_process_group as stop  # noqa: E402
-from gateway.bench.client import Conn, guarded_request  # noqa: E402
-from gateway.bench.metrics import percentile  # noqa: E402
+from gateway.cli.bench.server import free_port, stop_process_group as stop  # noqa: E402
+from gateway.cli.bench.client import Conn, guarded_request  # noqa: E402
+from gateway.cli.bench.metrics import percentile  # noqa: E402
 
 HAPROXY_CFG = os.path.join(REPO_ROOT, "deploy", "haproxy", "haproxy.cfg")
 LEVELS = (1, 8)

@@ -88,10 +88,10 @@ def native_score_us(n_vocab: int, num_top: int = 20, calls: int = 400) -> float:
 
 def gateway_format_us(num_top: int = 20, calls: int = 400) -> float:
     """Median µs the gateway spends framing one streamed chat token with its logprobs
-    (gateway.logprobs: token strings, entries, the SSE event), SmolLM2's tokenizer, warm cache."""
+    (gateway.openai.logprobs: token strings, entries, the SSE event), SmolLM2's tokenizer, warm cache."""
     import lanes
-    from gateway.framing import StreamFrames
-    from gateway.logprobs import RequestScores, TokenStrings
+    from gateway.openai.frames import StreamFrames
+    from gateway.openai.logprobs import RequestScores, TokenStrings
     from lanes import _runtime
     from lanes.api import ScoredChunk
 

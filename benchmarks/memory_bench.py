@@ -25,7 +25,7 @@ import httpx
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from gateway.bench.server import free_port  # noqa: E402
+from gateway.cli.bench.server import free_port  # noqa: E402
 
 MB = 1024 * 1024
 
@@ -39,7 +39,7 @@ def pss_bytes(pid: int) -> int:
 
 
 def launch(workdir: str, model: str, replicas: int, cache: str, args) -> dict:
-    """Starts a server, waits for every lane (20 ms polls: finer than gateway.bench.server's launcher,
+    """Starts a server, waits for every lane (20 ms polls: finer than gateway.cli.bench.server's launcher,
     whose 0.2 s polls would blur a ~1 s launch), measures, stops it."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -20,7 +20,7 @@ import httpx
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from gateway.bench.server import free_port, stop_process_group as stop  # noqa: E402
+from gateway.cli.bench.server import free_port, stop_process_group as stop  # noqa: E402
 
 
 def cpu_s(pid: int) -> float:

@@ -24,7 +24,7 @@ import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from gateway.bench.server import StartedServer  # noqa: E402
+from gateway.cli.bench.server import StartedServer  # noqa: E402
 
 CHECKS = ("not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,"
           "response_schema_conformance,negative_data_rejection,unsupported_method,missing_required_header")

@@ -29,7 +29,7 @@ import httpx
 # Run from a checkout (like relay_bench.py): the repository root holds gateway/ and lanes/.
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from gateway.bench.server import StartedServer  # noqa: E402
+from gateway.cli.bench.server import StartedServer  # noqa: E402
 
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 
@@ -247,7 +247,7 @@ def paired_ttft_ms(url: str, model: str, threads: int, ctx_size: int, rounds: in
     of TTFT per path and of the per-round differences HTTP − in-process, for the lean client
     ("raw") and for httpx. Both HTTP clients keep their connection alive, as real ones do."""
     try:
-        from gateway.model_text import ModelText
+        from gateway.text.model_text import ModelText
         from lanes import Model, find_model_file
     except ImportError as exc:
         print(f"in-process TTFT unavailable: {exc}", file=sys.stderr)

@@ -34,8 +34,8 @@ import time
 import httpx
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gateway.bench.proc import proc_counts  # noqa: E402
-from gateway.bench.server import StartedServer  # noqa: E402
+from gateway.cli.bench.proc import proc_counts  # noqa: E402
+from gateway.cli.bench.server import StartedServer  # noqa: E402
 from lanes.names import list_names  # noqa: E402
 
 MAX_TOKENS = 16

@@ -17,15 +17,21 @@ import signal
 
 from sanic import Sanic
 
-from gateway import auth, control_routes, embedding_routes, errors_http, info_routes, openai_routes, tokenize_routes
+from gateway.http import auth
+from gateway.serve import control_routes
+from gateway.embeddings import routes as embedding_routes
+from gateway.http import error_handler as errors_http
+from gateway.server import info_routes
+from gateway.openai import routes as openai_routes
+from gateway.server import tokenize_routes
 from gateway.audio import routes as audio_routes
 from gateway.ollama import info as ollama_info
 from gateway.ollama import routes as ollama_routes
-from gateway.config import ConfigError, GatewayConfig, config_from_strings, field_names
-from gateway.cors import add_cors
-from gateway.env import settings_from_env
-from gateway.logs import configure_logging, get_logger
-from gateway.state import ServerState
+from gateway.server.config import ConfigError, GatewayConfig, config_from_strings, field_names
+from gateway.http.cors import add_cors
+from gateway.server.env import settings_from_env
+from gateway.server.logs import configure_logging, get_logger
+from gateway.server.state import ServerState
 
 APP_NAME = "laneserve"
 # Sanic CLI flags that mean the same as ours but belong to Sanic (it binds the socket itself).
@@ -120,7 +126,7 @@ def _build(config: GatewayConfig, backend) -> Sanic:
 
 async def _before_start(app: Sanic) -> None:
     # lanes only where they run
-    from gateway.serving import Backend, freeze_startup_heap, open_observers, startup_summary
+    from gateway.server.lifecycle import Backend, freeze_startup_heap, open_observers, startup_summary
 
     state: ServerState = app.ctx.state
     configure_logging(state.config.log_level, state.config.log_format)

@@ -82,7 +82,7 @@ class GenerationParams:
     min_tokens: int = 0
     ignore_eos: bool = False
     reasoning: ReasoningMarkers | None = None  # None: all text is content
-    grammar: str | None = None  # llguidance grammar the output must follow (gateway.structured)
+    grammar: str | None = None  # llguidance grammar the output must follow (gateway.features.structured)
     # None: no logprobs; else every generated token is scored with this many alternatives (0..20)
     # and the output arrives as ScoredChunks. prompt_logprobs scores the prompt tokens too (echo)
     # and allows max_tokens 0 (score the prompt without generating).
@@ -149,6 +149,7 @@ class TranscriptPart:
     language_probability, duration) once, then one "segment" per decoded segment."""
     kind: str
     value: dict
+    choice: int = 0  # an audio request has one choice; consumers index every item by choice
 
 
 class LaneBusy(Exception):

@@ -124,7 +124,7 @@ class Model:
         """Yields str deltas; the returned Generation carries `stats` when done.
 
         A str prompt is tokenized with the model's add_bos and parse_special (as llama-server does).
-        `grammar`: an llguidance grammar (gateway.structured builds one from a JSON schema, regex,
+        `grammar`: an llguidance grammar (gateway.features.structured builds one from a JSON schema, regex,
         Lark or GBNF) the output must follow.
         """
         ids = self.tokenize(prompt, True, parse_special) if isinstance(prompt, str) else list(prompt)

@@ -39,7 +39,7 @@ class RequestStream:
 
     # --- sink (consumer side) -------------------------------------------------------------
     def attach_sink(self, fd: int, on_partial) -> None:
-        if self._cancelled:  # cancelled from outside the consumer (gateway.control): never again
+        if self._cancelled:  # cancelled from outside the consumer (gateway.serve.control): never again
             return
         self.on_partial = on_partial
         if self._route is not None:

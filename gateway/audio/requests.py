@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gateway.errors import APIError, invalid, safe_repr
+from gateway.http.errors import APIError, invalid, safe_repr
 
 RESPONSE_FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
 STREAM_FORMATS = ("json", "text")  # a stream is events, not a subtitle file

@@ -10,55 +10,59 @@ the lane protocol like a text generation; the lane stops between decoded segment
 """
 from __future__ import annotations
 
-import asyncio
-
 from sanic.exceptions import PayloadTooLarge
-from sanic.response import HTTPResponse
 
-from gateway.admission import QueueFull, QueueTimeout
 from gateway.audio.decode import AudioDecodeError, AudioTooLong, decode_audio
 from gateway.audio.formats import Transcript, delta_framing, done_event, render
 from gateway.audio.requests import AudioRequest, audio_body_max_bytes, parse_audio_form
-from gateway.backend import CONTENT, ChoiceDone, LaneError, SERVING_STATES
-from gateway.control import cancelled_error, outcome_for
-from gateway.cors import cors_headers
-from gateway.errors import APIError, invalid, server_busy, unavailable
-from gateway.generation import Generation, GenerationCancelled, GenerationFailed, Submission, next_submission_id
-from gateway.relay import SseSender, WriteStalled, ending_stream
-from gateway.request_ids import HEADER as REQUEST_ID_HEADER
-from gateway.tracking import RequestTracker
+from gateway.http.errors import APIError, invalid, unavailable
+from gateway.serve.generation import AudioSubmission, next_submission_id
+from gateway.serve.handler import Adapter, Job, Parsed, serve
+from gateway.serve.lanes import CONTENT
+from gateway.serve.output import Output, unescape
 from lanes.api import TranscriptPart
 from lanes.audio import pcm
 from lanes.audio.records import AudioJob
 
 
-class AudioGeneration(Generation):
-    """A Generation whose one submission is a transcription job (admission, abort and
-    cancellation are Generation's)."""
+class TranscriptOutput(Output):
+    """SSE `transcript.text.delta` events (framed natively) and one `transcript.text.done`, no
+    `[DONE]` (OpenAI sends none on transcription streams); or one body in the requested format."""
 
-    def __init__(self, pool, admission, model: str, job: AudioJob, framings: list) -> None:
-        super().__init__(pool, admission, model, [Submission([], None, 1, framings, 0, keep_text=bool(framings))])
-        self._job = job
+    def __init__(self, retry_after_s: int, req: AudioRequest, task: str) -> None:
+        super().__init__(retry_after_s)
+        self.req = req
+        self.task = task
+        self.transcript = Transcript()
+        self.done = None
 
-    def _submit(self, s: Submission):
-        return self._pool.submit_audio(self._model, self._job, framings=s.framings, collect=not s.framings,
-                                       keep_text=s.keep_text)
+    def chunk(self, choice: int, item) -> bytes:
+        if type(item) is TranscriptPart:
+            self.transcript.add(item.kind, item.value)
+            return b""
+        return item.data  # framed deltas that came the queued way (the socket was busy)
 
+    def choice_done(self, choice: int, done, tracker, last: bool) -> bytes:
+        self.transcript.text = unescape(done.text)
+        return done_event(self.transcript, done.completion_tokens)
 
-def _lane_failure(exc: Exception, retry_after_s: int) -> APIError:
-    failure = Generation.failed(exc)
-    if isinstance(exc, GenerationCancelled):
-        return cancelled_error()
-    if failure.code == "bad_request":
-        return invalid(failure.message, param="language")
-    return unavailable(failure.message, retry_after_s, code=failure.code)
+    def collect(self, choice: int, item) -> None:
+        if type(item) is TranscriptPart:
+            self.transcript.add(item.kind, item.value)
 
+    def collect_done(self, choice: int, done) -> None:
+        self.done = done
 
-def _admission_error(state, model: str, detail: str) -> APIError:
-    if any(s.state in SERVING_STATES for s in state.statuses() if s.model == model):
-        return server_busy(state.config.retry_after_s, model, detail)
-    return unavailable(f"model {model!r} has no lane that can serve right now (loading or restarting)",
-                       state.config.retry_after_s, code="lane_unavailable")
+    def body(self, tracker) -> tuple[bytes, str]:
+        if self.done is None:
+            raise unavailable("the lane ended the request without a transcript", self.retry_after_s, code="lane_error")
+        self.transcript.text = unescape(self.done.text)
+        return render(self.transcript, self.req.response_format, self.task, self.req.word_timestamps)
+
+    def failure(self, code: str, message: str) -> APIError:
+        if code == "bad_request":
+            return invalid(message, param="language")
+        return super().failure(code, message)
 
 
 def _prepare(data: bytes, max_seconds: float, name: str) -> int:
@@ -68,163 +72,60 @@ def _prepare(data: bytes, max_seconds: float, name: str) -> int:
     return int(samples.size)
 
 
-async def _run(request, state, tracker, req: AudioRequest, generation: AudioGeneration, task: str,
-               headers: dict) -> HTTPResponse | None:
-    """The admitted request to its end: one body in the requested format, or the SSE stream."""
-    transcript = Transcript()
-    retry_after_s = state.config.retry_after_s
-    if not req.stream:
-        done = None
+class _Transcribe(Adapter):
+    plan_off_loop = True  # decoding and resampling take a while
+
+    def __init__(self, route: str, translate: bool) -> None:
+        self.route = route
+        self.translate = translate
+
+    async def parse(self, request, state) -> Parsed:
+        config = state.config
+        content_type = (request.headers.get("content-type") or "").lower()
+        if not content_type.startswith("multipart/form-data"):
+            raise APIError(415, "send the audio as multipart/form-data", code="unsupported_media_type")
+        # A streaming route: the body is read here, under the audio routes' own limit.
+        request.stream.request_max_size = audio_body_max_bytes(config)
         try:
-            async for _, stream in generation.segments():
-                async for item in stream:
-                    if type(item) is TranscriptPart:
-                        transcript.add(item.kind, item.value)
-                    elif type(item) is ChoiceDone:
-                        done = item
-        except (GenerationFailed, LaneError) as exc:
-            raise _lane_failure(exc, retry_after_s) from None
-        if done is None or done.finish_reason == "cancelled":
-            raise unavailable("the server is shutting down; the request was cancelled", retry_after_s,
-                              code="server_shutting_down")
-        tracker.choice_done(0, done)
-        transcript.text = _unescape(done.text)
-        body, content_type = render(transcript, req.response_format, task, req.word_timestamps)
-        tracker.finish("success", 200)
-        return HTTPResponse(body, status=200, headers=headers, content_type=content_type)
+            await request.receive_body()
+        except PayloadTooLarge:
+            raise APIError(413, f"the upload is larger than {audio_body_max_bytes(config)} bytes",
+                           code="request_too_large") from None
+        req = parse_audio_form(request.form, request.files, lenient=config.lenient,
+                               max_audio_bytes=config.max_audio_bytes)
+        served = state.audio_model(req.model)
+        return Parsed(served.name, req.stream, req, tuple(req.ignored_fields or ()))
 
-    headers["Cache-Control"] = "no-cache"
-    response = await request.respond(headers=headers, content_type="text/event-stream; charset=utf-8")
-    sender = SseSender(response, request.transport, state.config.keepalive_interval_s,
-                       state.config.write_stall_timeout_s)
-    sender.start_keepalive()
-    sender.open_direct()
-    with ending_stream(request, sender, tracker):
+    def plan(self, state, p: Parsed) -> Job:
+        req, config = p.fields, state.config
+        job_id = next_submission_id()
+        segment = pcm.segment_name(state.pool.run_id, job_id)
         try:
-            async for _, stream in generation.segments():
-                sender.attach(stream)
-                try:
-                    async for item in stream:
-                        if type(item) is TranscriptPart:
-                            transcript.add(item.kind, item.value)
-                        elif type(item) is ChoiceDone:
-                            tracker.first_token(stream.first_direct_ns or None)
-                            if item.finish_reason == "cancelled":
-                                await sender.send(unavailable("the server is shutting down; the request was cancelled",
-                                                              retry_after_s, code="server_shutting_down").sse_event())
-                                tracker.finish("error", 200, "server_shutting_down")
-                                return None
-                            tracker.choice_done(0, item)
-                            transcript.text = _unescape(item.text)
-                            await sender.send(done_event(transcript, item.completion_tokens))
-                        else:  # framed deltas that came the queued way (the socket was busy)
-                            tracker.first_token()
-                            await sender.send(item.data)
-                finally:
-                    sender.detach()
-        except (GenerationFailed, LaneError) as exc:
-            error = _lane_failure(exc, retry_after_s)
-            await sender.send(error.sse_event())
-            tracker.finish(outcome_for(200, error.code), 200, error.code)
-            return None
-        await response.eof()
-        tracker.finish("success", 200)
-    return None
+            num_samples = _prepare(req.audio, config.max_audio_s, segment)
+        except AudioDecodeError as exc:
+            raise invalid(str(exc), param="file", code="invalid_audio") from None
+        except AudioTooLong as exc:
+            raise APIError(413, str(exc), param="file", code="audio_too_long") from None
+        except OSError as exc:  # /dev/shm full (ENOSPC) or out of names
+            pcm.unlink_segment(segment)
+            raise unavailable(f"no shared memory for this audio now ({exc.strerror}); retry later or "
+                              "enlarge /dev/shm", config.retry_after_s, code="shm_full") from None
+        job = AudioJob(job_id, segment, num_samples, translate=self.translate, word_timestamps=req.word_timestamps,
+                       language=req.language, prompt=req.prompt, temperature=req.temperature)
+        framings = [(0, CONTENT, *delta_framing())] if req.stream else []
+        submission = AudioSubmission([], None, 1, framings, 0, keep_text=bool(framings), job=job)
+        out = TranscriptOutput(config.retry_after_s, req, "translate" if self.translate else "transcribe")
+        # the lane copies the samples when it starts the job (or never will): unlinked at the end
+        return Job([submission], out, cleanup=lambda: pcm.unlink_segment(segment))
 
 
-def _unescape(escaped: bytes) -> str:
-    import orjson
-
-    return orjson.loads(b'"' + escaped + b'"')
-
-
-async def _serve(request, route: str, translate: bool):
-    state = request.app.ctx.state
-    request_id = request.ctx.request_id
-    tracker = RequestTracker(state, route, request_id, request.ctx.session_id)
-    claimed = registered = False
-    segment = None
-    generation = None
-    try:
-        with tracker.recorded():
-            if state.draining:
-                raise unavailable("the server is shutting down", state.config.retry_after_s, code="server_shutting_down")
-            content_type = (request.headers.get("content-type") or "").lower()
-            if not content_type.startswith("multipart/form-data"):
-                raise APIError(415, "send the audio as multipart/form-data", code="unsupported_media_type")
-            # A streaming route: the body is read here, under the audio routes' own limit.
-            request.stream.request_max_size = audio_body_max_bytes(state.config)
-            try:
-                await request.receive_body()
-            except PayloadTooLarge:
-                raise APIError(413, f"the upload is larger than {audio_body_max_bytes(state.config)} bytes",
-                               code="request_too_large") from None
-            req = parse_audio_form(request.form, request.files, lenient=state.config.lenient,
-                                   max_audio_bytes=state.config.max_audio_bytes)
-            if req.ignored_fields:
-                state.log.info("ignored_unknown_fields", request_id=request_id, fields=list(req.ignored_fields)[:16])
-            served = state.audio_model(req.model)
-            tracker.set_model(served.name, req.stream)
-            state.in_flight.claim(request_id)
-            claimed = True
-            job_id = next_submission_id()
-            segment = pcm.segment_name(state.pool.run_id, job_id)
-            try:
-                num_samples = await asyncio.to_thread(_prepare, req.audio, state.config.max_audio_s, segment)
-            except AudioDecodeError as exc:
-                segment = None
-                raise invalid(str(exc), param="file", code="invalid_audio") from None
-            except AudioTooLong as exc:
-                segment = None
-                raise APIError(413, str(exc), param="file", code="audio_too_long") from None
-            except OSError as exc:  # /dev/shm full (ENOSPC) or out of names
-                raise unavailable(f"no shared memory for this audio now ({exc.strerror}); retry later or "
-                                  "enlarge /dev/shm", state.config.retry_after_s, code="shm_full") from None
-            job = AudioJob(job_id, segment, num_samples, translate=translate, word_timestamps=req.word_timestamps,
-                           language=req.language, prompt=req.prompt, temperature=req.temperature)
-            framings = [(0, CONTENT, *delta_framing())] if req.stream else []
-            generation = AudioGeneration(state.pool, state.admission, served.name, job, framings)
-            state.control.register(request_id, served.name, generation.abort)
-            registered = True
-            try:
-                await generation.start()
-            except GenerationCancelled:
-                generation = None
-                raise cancelled_error() from None
-            except QueueFull:
-                generation = None
-                raise _admission_error(state, served.name, "its queue is full") from None
-            except QueueTimeout:
-                generation = None
-                raise _admission_error(
-                    state, served.name, f"no slot freed up within {state.config.queue_timeout_s:g} s in the queue") from None
-            tracker.admitted()
-            state.metrics.active.labels(served.name).inc()
-            try:
-                headers = {REQUEST_ID_HEADER: request_id,
-                           **cors_headers(state.config.cors_origins, request.headers.get("origin"))}
-                answer = await _run(request, state, tracker, req, generation,
-                                    "translate" if translate else "transcribe", headers)
-                generation = None
-                return answer
-            finally:
-                state.metrics.active.labels(served.name).dec()
-    except WriteStalled:
-        return None
-    finally:
-        if generation is not None:
-            generation.cancel()  # disconnect or failure: the lane stops at its next segment
-        if segment is not None:
-            pcm.unlink_segment(segment)  # the lane copied what it needs (or never will)
-        if registered:
-            state.control.unregister(request_id)
-        if claimed:
-            state.in_flight.release(request_id)
+_TRANSCRIPTIONS = _Transcribe("transcriptions", translate=False)
+_TRANSLATIONS = _Transcribe("translations", translate=True)
 
 
 async def transcriptions(request):
-    return await _serve(request, "transcriptions", translate=False)
+    return await serve(request, _TRANSCRIPTIONS)
 
 
 async def translations(request):
-    return await _serve(request, "translations", translate=True)
+    return await serve(request, _TRANSLATIONS)

@@ -8,12 +8,12 @@ import os
 import orjson
 from sanic.response import HTTPResponse
 
-from gateway.backend import SERVING_STATES, text_model_path
-from gateway.body import parse_json_object
+from gateway.serve.lanes import SERVING_STATES, text_model_path
+from gateway.http.body import parse_json_object
 from gateway.ollama.frames import rfc3339
 from gateway.ollama.models import digest, model_facts
 from gateway.ollama.requests import OllamaError
-from gateway.ollama.routes import ollama_errors, served_model
+from gateway.ollama.errors import ollama_errors, served_model
 
 # The Ollama API level these routes follow (what clients compare against), not a laneserve version.
 OLLAMA_API_VERSION = "0.12.0"

@@ -1,10 +1,10 @@
 """Ollama `logprobs` / `top_logprobs` (/api/chat, /api/generate): each streamed line carries
 `"logprobs": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]` for the tokens
 whose text it carries (the entry shape of OpenAI chat, which Ollama's API shares); the final
-non-stream object carries all of them. Values and text/logprobs pairing as in gateway.logprobs."""
+non-stream object carries all of them. Values and text/logprobs pairing as in gateway.openai.logprobs."""
 from __future__ import annotations
 
-from gateway.logprobs import MAX_CHAT_TOP_LOGPROBS, chat_entries, token_strings
+from gateway.openai.logprobs import MAX_CHAT_TOP_LOGPROBS, chat_entries, token_strings
 from gateway.ollama.frames import line
 
 

@@ -12,13 +12,13 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from gateway.backend import GenerationParams, engine_top_p
-from gateway.errors import APIError
-from gateway.fields import as_float32
+from gateway.serve.lanes import GenerationParams, engine_top_p
+from gateway.http.errors import APIError
+from gateway.http.fields import as_float32
 from gateway.ollama.logprobs import ollama_logprobs
-from gateway.reasoning import OLLAMA_LEVELS, think_from_ollama
-from gateway.structured import from_ollama_format
-from gateway.tools import CALL_SHAPE, TOOL_SHAPES, Tools, parse_tools, tool_calls_of_message
+from gateway.features.reasoning import OLLAMA_LEVELS, think_from_ollama
+from gateway.features.structured import from_ollama_format
+from gateway.features.tools import CALL_SHAPE, TOOL_SHAPES, Tools, parse_tools, tool_calls_of_message
 
 MAX_MESSAGES = 1024
 MAX_STOP_STRINGS = 16
@@ -62,7 +62,7 @@ class OllamaRequest:
     context: tuple[int, ...] = ()       # generate: token ids of an earlier exchange (deprecated)
     keep_alive_zero: bool = False       # keep_alive 0: an empty request "unloads"
     think: bool | None = None           # None: the template's default
-    tools: Tools | None = None          # chat: gateway.tools (Ollama has no tool_choice: auto)
+    tools: Tools | None = None          # chat: gateway.features.tools (Ollama has no tool_choice: auto)
 
 
 def unknown_fields(body: dict, known: dict) -> tuple[str, ...]:
@@ -238,7 +238,7 @@ def parse_generate(body: dict) -> OllamaRequest:
                          think=think_from_ollama(body.get("think")))
 
 
-# --- JSON Schema of the fields read above (gateway/openapi.py renders it); each shape states what
+# --- JSON Schema of the fields read above (gateway/server/openapi.py renders it); each shape states what
 # the reader of that field accepts, so a change to one sits next to the other.
 
 def _options_schema() -> dict:

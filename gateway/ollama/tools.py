@@ -1,14 +1,15 @@
 """Tool calls in the Ollama protocol: `message.tool_calls = [{"function": {"name", "arguments":
 {...}}}]` with arguments as an object, one whole call per streamed line (Ollama never streams a
-call in pieces), content lines in between. The calls are found by gateway.tool_calls."""
+call in pieces), content lines in between. The calls are found by gateway.features.tool_calls."""
 from __future__ import annotations
 
 import json
 
 from gateway.ollama.frames import line
-from gateway.tool_calls import ToolCallParser, parse_all
-from gateway.tool_stream import marked_text, unescape
-from gateway.tools import HERMES, CallFormat
+from gateway.features.tool_calls import ToolCallParser, parse_all
+from gateway.openai.tool_stream import marked_text
+from gateway.serve.output import unescape
+from gateway.features.tools import HERMES, CallFormat
 
 
 def _arguments(text: str):

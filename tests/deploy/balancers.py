@@ -331,10 +331,10 @@ class ClosedLoad:
 
 def best_ttft_ms(base_url: str, count: int = 3) -> float:
     """The quickest of `count` streamed completions' time to the first text event, in ms
-    (gateway.bench's client: request written → first text event)."""
+    (gateway.cli.bench's client: request written → first text event)."""
     import asyncio
 
-    from gateway.bench.client import Conn, stream_request
+    from gateway.cli.bench.client import Conn, stream_request
 
     async def run() -> list[float]:
         conn = Conn(base_url)

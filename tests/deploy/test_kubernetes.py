@@ -10,8 +10,8 @@ import yaml
 
 from balancers import DEPLOY, serving_stack_missing
 
-from gateway import auth
-from gateway.cli import build_parser, serve_config
+from gateway.http import auth
+from gateway.cli.main import build_parser, serve_config
 
 SANIC_CLOSE_S = 5.0  # gateway.app: Sanic's GRACEFUL_SHUTDOWN_TIMEOUT is the drain grace + 5 s
 

@@ -115,7 +115,7 @@ async def test_sink_controls_reach_the_route_and_direct_waits_for_queued_items()
 
 
 def test_a_stream_cancelled_from_outside_never_attaches_its_sink_again():
-    """gateway.control may cancel a stream before its consumer attached the socket: the pump
+    """gateway.serve.control may cancel a stream before its consumer attached the socket: the pump
     must not get the socket (nor direct mode) for a request that is over for the client."""
     route = FakeRoute()
     s = RequestStream(7, 1, route, lambda rid: None)

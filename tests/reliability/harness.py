@@ -1,4 +1,4 @@
-"""Helpers the battery's tests and fixtures share: process counts from /proc (gateway.bench.proc,
+"""Helpers the battery's tests and fixtures share: process counts from /proc (gateway.cli.bench.proc,
 shared with benchmarks/), the gateway's /dev/shm names, readiness, bystander streams'
 inter-token gaps."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import httpx
 
-from gateway.bench.proc import proc_counts, zombies_of  # noqa: F401  (the battery's names for them)
+from gateway.cli.bench.proc import proc_counts, zombies_of  # noqa: F401  (the battery's names for them)
 
 
 def shm_names(pid: int) -> list[str]:

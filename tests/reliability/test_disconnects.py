@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from gateway.bench.metrics import percentile
+from gateway.cli.bench.metrics import percentile
 from harness import PROBE, StreamGaps, ready_body
 
 STEP_US = 20_000

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.bench.metrics import percentile
+from gateway.cli.bench.metrics import percentile
 from harness import benchmark_module
 
 NUM_STREAMS = 64

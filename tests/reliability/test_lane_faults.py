@@ -13,7 +13,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.bench.metrics import percentile
+from gateway.cli.bench.metrics import percentile
 from harness import PROBE, lane_pids, ready_body, shm_names, zombies_of
 
 STEP_US = 20_000  # 50 tokens/s per sequence

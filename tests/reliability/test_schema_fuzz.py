@@ -8,10 +8,10 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.errors import APIError
-from gateway.framing import StreamFrames
+from gateway.http.errors import APIError
+from gateway.openai.frames import StreamFrames
 from gateway.ollama.requests import parse_chat as ollama_chat, parse_generate as ollama_generate
-from gateway.openai_requests import parse_chat, parse_completion
+from gateway.openai.requests import parse_chat, parse_completion
 from harness import benchmark_module
 
 runner = benchmark_module("schemathesis_run")

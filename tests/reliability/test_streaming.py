@@ -172,7 +172,7 @@ def test_keepalive_while_queued_beyond_the_response_timeout(one_slot_models):
     in the queue longer than Sanic's RESPONSE_TIMEOUT (1 s here). Its response opens after one
     keep-alive interval and carries keep-alive frames (`: keep-alive` for SSE, empty progress
     lines for Ollama's NDJSON) until it holds a slot, then all its tokens — no 503 (what Sanic
-    answered before gateway.queued_stream), no client timeout. The request queued behind it,
+    answered before gateway.serve.queued), no client timeout. The request queued behind it,
     whose wait passes --queue-timeout-s (3 s), ends in-band with the protocol's error frame and
     its end. Model a: OpenAI survives, Ollama times out; model b the other way round (both
     models at once: one round of ~3 s)."""

@@ -9,7 +9,7 @@ import re
 import pytest
 
 import lanes
-from gateway.structured import compile_grammar, json_schema_grammar
+from gateway.features.structured import compile_grammar, json_schema_grammar
 from lanes import Model, _runtime, grammar
 
 PROMPT = "<|im_start|>user\nTell me about cats.<|im_end|>\n<|im_start|>assistant\n"
@@ -78,8 +78,8 @@ def test_constrained_and_free_share_batches(ids):
 def test_tool_call_grammars_give_parsable_calls(model, ids, fmt_name):
     import dataclasses
 
-    from gateway.tool_calls import parse_all
-    from gateway.tools import HERMES, LLAMA3, parse_tools, tool_grammar
+    from gateway.features.tool_calls import parse_all
+    from gateway.features.tools import HERMES, LLAMA3, parse_tools, tool_grammar
 
     fmt = {"hermes": HERMES, "llama3": LLAMA3}[fmt_name]
     tools = parse_tools({"tools": [{"type": "function", "function": {"name": "pet", "parameters": SCHEMA}}],

@@ -9,7 +9,7 @@ import pytest
 from gateway.audio.decode import AudioDecodeError, AudioTooLong, decode_audio
 from gateway.audio.formats import Transcript, render, srt_text, verbose_json_body, vtt_text
 from gateway.audio.requests import parse_audio_form
-from gateway.errors import APIError
+from gateway.http.errors import APIError
 
 CLIP = Path(__file__).resolve().parents[2] / "data" / "audio" / "speech_en.wav"
 
@@ -135,8 +135,8 @@ def test_subtitles_and_verbose_json():
 
 def test_audio_settings_and_lane_specs(tmp_path, monkeypatch):
     from gateway.audio.requests import MULTIPART_OVERHEAD_BYTES, audio_body_max_bytes
-    from gateway.backend import AUDIO_CTX_SIZE, lane_specs, model_kind
-    from gateway.config import ConfigError, GatewayConfig, ModelEntry
+    from gateway.serve.lanes import AUDIO_CTX_SIZE, lane_specs, model_kind
+    from gateway.server.config import ConfigError, GatewayConfig, ModelEntry
 
     for bad in ({"max_audio_bytes": 10}, {"audio_threads": -1}, {"max_audio_s": 0.0}):
         with pytest.raises(ConfigError):
@@ -148,7 +148,7 @@ def test_audio_settings_and_lane_specs(tmp_path, monkeypatch):
     for name in ("model.bin", "config.json", "tokenizer.json"):
         (model_dir / name).write_bytes(b"x")
     assert model_kind(str(model_dir)) == "audio" and model_kind(str(tmp_path / "m.gguf")) == "text"
-    monkeypatch.setattr("gateway.config.available_cores", lambda: 8)
+    monkeypatch.setattr("gateway.server.config.available_cores", lambda: 8)
     config = GatewayConfig(models=(ModelEntry("w", str(model_dir)), ModelEntry("t", "synthetic:step_us=1")),
                            parallel=4)
     specs = {s.name: s for s in lane_specs(config, {"w": str(model_dir), "t": "synthetic:step_us=1"})}

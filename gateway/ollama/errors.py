@@ -1,0 +1,46 @@
+"""Ollama's error shape — `{"error": "message"}` with the status — and its model names, for every
+Ollama route (generation, embeddings, info)."""
+from __future__ import annotations
+
+import functools
+
+import orjson
+from sanic.response import HTTPResponse
+
+from gateway.http.errors import APIError
+from gateway.http.request_ids import HEADER as REQUEST_ID_HEADER
+from gateway.ollama.requests import OllamaError
+
+JSON = "application/json; charset=utf-8"
+
+
+def error_response(request_id: str, exc: APIError) -> HTTPResponse:
+    """Any APIError (ours and the shared parsers') the Ollama way. Every slot and the queue taken
+    is a 503, as Ollama answers when its queue is full (not OpenAI's 429)."""
+    status = 503 if exc.code == "server_busy" else exc.status
+    return HTTPResponse(orjson.dumps({"error": exc.message}), status=status,
+                        headers={REQUEST_ID_HEADER: request_id, **exc.headers}, content_type=JSON)
+
+
+def ollama_errors(handler):
+    """For the Ollama routes outside the pipeline (gateway/ollama/info.py)."""
+    @functools.wraps(handler)
+    async def wrapped(request, *args, **kwargs):
+        try:
+            return await handler(request, *args, **kwargs)
+        except APIError as exc:
+            return error_response(request.ctx.request_id, exc)
+    return wrapped
+
+
+def served_model(state, name: str):
+    """Ollama names carry a tag; ours are plain: "smollm2" and "smollm2:latest" are the same.
+    Only text models: Ollama has no audio models."""
+    served = state.models.get(name) or (state.models.get(name[: -len(":latest")]) if name.endswith(":latest") else None)
+    if served is None:
+        shown = name if len(name) <= 64 and name.isprintable() else "<model>"
+        raise OllamaError(404, f"model '{shown}' not found")
+    if served.is_audio:
+        raise OllamaError(400, f"model '{served.name}' is a speech-to-text model; the Ollama routes serve text "
+                          "models (use /v1/audio/transcriptions)")
+    return served

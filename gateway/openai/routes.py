@@ -1,0 +1,114 @@
+"""POST /v1/completions and POST /v1/chat/completions: the OpenAI adapter of the request pipeline.
+
+parse: body → validated fields (gateway.openai.requests) → the model; plan: tokenize (chat
+template, reasoning switches, tool prompts) → context check → one lane submission per prompt,
+with the frames each choice's deltas are wrapped in (gateway.openai.frames).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from gateway.features.reasoning import render_for_thinking
+from gateway.features.tools import HERMES, chat_for_template, tool_grammar
+from gateway.http.body import parse_json_object
+from gateway.http.errors import APIError, invalid
+from gateway.openai.frames import StreamFrames, new_completion_id, now_s
+from gateway.openai.logprobs import request_scores
+from gateway.openai.output import OpenAIOutput
+from gateway.openai.requests import parse_chat, parse_completion
+from gateway.openai.tool_stream import TOOL_TEXT_FRAMING
+from gateway.serve.generation import Submission
+from gateway.serve.handler import Adapter, Job, Parsed, serve
+from gateway.serve.lanes import CONTENT, REASONING, generation_params
+
+
+def _max_tokens(requested: int | None, prompt_len: int, n_ctx: int, prompt_param: str) -> int:
+    if prompt_len >= n_ctx:
+        raise APIError(400, f"the prompt has {prompt_len} tokens; this model's context is {n_ctx} tokens",
+                       param=prompt_param, code="context_length_exceeded")
+    if requested is not None and requested > n_ctx:
+        raise invalid(f"'max_tokens' ({requested}) exceeds the context length ({n_ctx})", param="max_tokens")
+    room = n_ctx - prompt_len
+    return room if requested is None else min(requested, room)  # capped by the context: ends "length"
+
+
+def _prompt_ids(served, parsed, chat: bool):
+    """(token ids per prompt, reasoning markers for the lane or None)."""
+    markers = None
+    if chat:
+        messages, kwargs = chat_for_template(list(parsed.messages), parsed.template_kwargs, parsed.tools,
+                                             served.text.supports_tools)
+        ids, markers = render_for_thinking(served.text, messages, kwargs, parsed.think,
+                                           param=parsed.think_param, model=served.name)
+        all_ids = [ids]
+    else:
+        all_ids = []
+        for prompt in parsed.prompts:
+            if isinstance(prompt, str):
+                all_ids.append(served.text.encode_prompt(prompt))
+            else:
+                served.text.check_token_ids(prompt, "prompt")
+                all_ids.append(list(prompt))
+    for ids in all_ids:
+        if not ids:
+            raise invalid("the prompt is empty after tokenization", param="messages" if chat else "prompt")
+    for token, _ in parsed.sampling.logit_bias:
+        if token >= served.n_vocab:
+            raise invalid(f"logit_bias token id {token} is outside the vocabulary", param="logit_bias")
+    return all_ids, markers
+
+
+class _Generate(Adapter):
+    def __init__(self, chat: bool) -> None:
+        self.chat = chat
+        self.route = "chat" if chat else "completions"
+
+    async def parse(self, request, state) -> Parsed:
+        config = state.config
+        body = parse_json_object(request.body, request.headers.get("content-type"), config.max_json_depth)
+        parsed = (parse_chat if self.chat else parse_completion)(body, lenient=config.lenient)
+        served = state.text_model(parsed.sampling.model)
+        if parsed.sampling.n > config.max_n:
+            raise invalid(f"'n' must be between 1 and {config.max_n}", param="n")
+        return Parsed(served.name, parsed.sampling.stream, parsed, tuple(parsed.ignored_fields or ()))
+
+    def plan(self, state, p: Parsed) -> Job:
+        chat, parsed, served = self.chat, p.fields, state.models[p.model]
+        sampling = parsed.sampling
+        tools = parsed.tools if chat and parsed.tools is not None and parsed.tools.active else None
+        if tools is not None:  # the answer follows the model's tool-call format (gateway.features.tools)
+            tools = dataclasses.replace(tools, fmt=served.text.tool_format or HERMES)
+            sampling = dataclasses.replace(sampling, grammar=tool_grammar(tools))
+        prompts, markers = _prompt_ids(served, parsed, chat)
+        frames = StreamFrames(new_completion_id(chat), now_s(), served.name, chat, sampling.include_usage)
+        echo = not chat and parsed.echo
+        # Logprobs and echo: the lane sends ScoredChunks, framed in Python (gateway.openai.logprobs).
+        scores = request_scores(frames, served.text, parsed, prompts) if sampling.logprobs is not None or echo else None
+        out = OpenAIOutput(state.config.retry_after_s, frames, len(prompts) * sampling.n, sampling.n,
+                           tool_format=None if tools is None else tools.fmt, scores=scores)
+        submissions = []
+        for p_index, ids in enumerate(prompts):
+            max_tokens = _max_tokens(sampling.max_tokens, len(ids), served.n_ctx, "messages" if chat else "prompt")
+            params = generation_params(sampling, max_tokens, markers, prompt_logprobs=echo)
+            first = p_index * sampling.n
+            framings = []  # non-stream: the relay collects each choice's escaped text
+            if sampling.stream and scores is None:
+                # Tools: content reaches Python marked (gateway.openai.tool_stream) to find the calls in it.
+                framings = [(j, CONTENT, *(frames.content_framing(first + j) if tools is None else TOOL_TEXT_FRAMING))
+                            for j in range(sampling.n)]
+                if markers is not None:
+                    framings += [(j, REASONING, *frames.reasoning_framing(first + j)) for j in range(sampling.n)]
+            submissions.append(Submission(ids, params, sampling.n, framings, first))
+        return Job(submissions, out)
+
+
+_COMPLETIONS = _Generate(chat=False)
+_CHAT = _Generate(chat=True)
+
+
+async def completions(request):
+    return await serve(request, _COMPLETIONS)
+
+
+async def chat_completions(request):
+    return await serve(request, _CHAT)

@@ -1,0 +1,317 @@
+"""Gateway configuration: one frozen dataclass, validated at construction.
+
+Every field has exactly one command-line flag (`--ctx-size` ↔ `ctx_size`) and one environment
+variable (`LANESERVE_CTX_SIZE`); both arrive as strings and go through `config_from_strings`, so the
+two launch paths (`laneserve serve` and `sanic gateway.app:create_app --factory`) cannot drift.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from lanes.config import PoolConfig  # pure Python: the lanes' defaults, not the native runtime
+from lanes.model_files import default_repack_cache_dir
+
+# Model names end up in JSON bodies, Prometheus labels and log lines: keep them boring.
+MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
+DEFAULT_MODEL = "smollm2"
+KNOWN_ALIASES = ("smollm2", "gemma3", "whisper-base")
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the field."""
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    source: str  # a known alias (smollm2, gemma3) or a path to a .gguf file
+
+    def __post_init__(self) -> None:
+        if not MODEL_NAME_RE.match(self.name):
+            raise ConfigError(
+                f"model name {self.name!r}: use 1-64 characters of letters, digits, '.', '_', ':', '-'"
+            )
+        if not self.source:
+            raise ConfigError(f"model {self.name}: empty path or alias")
+
+
+def parse_model_arg(text: str) -> ModelEntry:
+    """`NAME=PATH_OR_ALIAS`, or a bare alias/path (the name is then the alias or the file stem)."""
+    text = text.strip()
+    if "=" in text:
+        name, source = text.split("=", 1)
+        return ModelEntry(name.strip(), source.strip())
+    if "/" in text or text.endswith(".gguf"):
+        stem = text.rstrip("/").rsplit("/", 1)[-1]
+        stem = stem[: -len(".gguf")] if stem.endswith(".gguf") else stem
+        return ModelEntry(stem, text)
+    return ModelEntry(text, text)
+
+
+API_KEY_MAX_CHARS = 4096
+
+
+def check_api_key(key: str, source: str) -> str:
+    """A key must fit an HTTP header as sent: 1-4096 printable ASCII characters, no spaces."""
+    if not 1 <= len(key) <= API_KEY_MAX_CHARS or not all("!" <= c <= "~" for c in key):
+        raise ConfigError(f"{source}: the key must be 1-{API_KEY_MAX_CHARS} printable ASCII characters "
+                          "without spaces (an empty value does not turn authentication off: unset it)")
+    return key
+
+
+def available_cores() -> int:
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def _positive(name: str, value: float) -> None:
+    if value <= 0:
+        raise ConfigError(f"{name} must be > 0 (got {value})")
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    models: tuple[ModelEntry, ...] = (ModelEntry(DEFAULT_MODEL, DEFAULT_MODEL),)
+    replicas: int = 1
+    threads: int = 0  # per lane; 0 = share this machine's cores evenly among all lanes
+    ctx_size: int = 4096  # per sequence slot
+    # Sequence slots per lane (requests one forward pass serves at once); 0 = automatic: 8, fewer
+    # only if the K/V cache of all lanes would pass half of this machine's memory.
+    parallel: int = 0
+    max_batch_tokens: int = 256  # per-step token budget: decode tokens + one prompt chunk
+    max_queue: int = 64          # requests waiting per model once every slot is taken; beyond → 429
+    queue_timeout_s: float = 60.0  # a queued request gets a slot within this long, else 429
+    host: str = "127.0.0.1"
+    port: int = 8000
+    records: str | None = None
+    lenient: bool = False
+    cors_origins: tuple[str, ...] = ()
+    # Optional API key (clients send `Authorization: Bearer KEY`); unset = no authentication.
+    # Never in repr, logs or messages; the file form keeps it out of `ps` (see gateway/http/auth.py).
+    api_key: str | None = field(default=None, repr=False)
+    api_key_file: str | None = None
+    max_body_bytes: int = 8 * 1024 * 1024
+    # Audio routes (gateway/audio/): uploads up to this size (OpenAI's limit); decoded audio up to
+    # this length; compute threads per audio lane (0 = the same even share as text lanes).
+    max_audio_bytes: int = 25 * 1024 * 1024
+    max_audio_s: float = 3600.0
+    audio_threads: int = 0
+    max_json_depth: int = 32
+    max_n: int = 8
+    keepalive_interval_s: float = 10.0
+    drain_grace_s: float = 15.0
+    # SIGTERM turns /health/ready to 503 at once but keeps accepting new requests this long before
+    # refusing them (503), so a load balancer polling readiness stops sending work first (what a
+    # Kubernetes preStop sleep does); 0 = refuse at once (one machine, no balancer).
+    drain_delay_s: float = 0.0
+    heartbeat_timeout_s: float = PoolConfig.heartbeat_timeout_s
+    # A request's headers and body must arrive within this long of its first byte (slowloris).
+    request_deadline_s: float = 10.0
+    # A client whose socket stays full this long is cut off, so it cannot hold a lane forever.
+    write_stall_timeout_s: float = 30.0
+    retry_after_s: int = 1
+    # Sanic's RESPONSE_TIMEOUT is an inactivity timer; a non-stream request sends nothing until it
+    # is done, so it must outlast the longest generation we allow.
+    response_timeout_s: float = 600.0
+    # Where lanes share the repacked weights of each model file (one copy in the page cache for
+    # every replica, and no repacking on later launches): a directory, "auto" (~/.cache/laneserve/
+    # repack) or "off" (each lane repacks into its own memory).
+    repack_cache_dir: str = "auto"
+    log_level: str = "info"
+    log_format: str = "auto"  # auto: coloured console lines on a terminal, JSON lines otherwise
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise ConfigError("models: at least one model is required")
+        names = [m.name for m in self.models]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"models: duplicate model names in {names}")
+        for name in ("replicas", "max_n", "retry_after_s", "max_json_depth", "max_batch_tokens"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1 (got {value!r})")
+        if type(self.max_audio_bytes) is not int or self.max_audio_bytes < 1024:
+            raise ConfigError(f"max_audio_bytes must be an integer >= 1024 (got {self.max_audio_bytes!r})")
+        if type(self.audio_threads) is not int or not 0 <= self.audio_threads <= 256:
+            raise ConfigError(f"audio_threads must be an integer in [0, 256], 0 = automatic (got {self.audio_threads!r})")
+        if type(self.threads) is not int or not 0 <= self.threads <= 256:
+            raise ConfigError(f"threads must be an integer in [0, 256], 0 = automatic (got {self.threads!r})")
+        if type(self.parallel) is not int or not 0 <= self.parallel <= 256:
+            raise ConfigError(f"parallel must be an integer in [0, 256], 0 = automatic (got {self.parallel!r})")
+        if type(self.max_queue) is not int or self.max_queue < 0:
+            raise ConfigError(f"max_queue must be an integer >= 0 (got {self.max_queue!r})")
+        if type(self.ctx_size) is not int or not 16 <= self.ctx_size <= 1 << 20:
+            raise ConfigError(f"ctx_size must be an integer in [16, 1048576] (got {self.ctx_size!r})")
+        if not self.repack_cache_dir or "\0" in self.repack_cache_dir:
+            raise ConfigError("repack_cache_dir: a directory, 'auto' or 'off'")
+        if type(self.port) is not int or not 0 <= self.port <= 65535:
+            raise ConfigError(f"port must be in [0, 65535] (got {self.port!r})")
+        if not self.host:
+            raise ConfigError("host must not be empty")
+        if type(self.max_body_bytes) is not int or self.max_body_bytes < 1024:
+            raise ConfigError(f"max_body_bytes must be an integer >= 1024 (got {self.max_body_bytes!r})")
+        for name in ("keepalive_interval_s", "drain_grace_s", "heartbeat_timeout_s", "response_timeout_s",
+                     "write_stall_timeout_s", "request_deadline_s", "queue_timeout_s", "max_audio_s"):
+            _positive(name, getattr(self, name))
+        if not 0 <= self.drain_delay_s <= 300:
+            raise ConfigError(f"drain_delay_s must be in [0, 300] (got {self.drain_delay_s!r})")
+        if self.keepalive_interval_s >= self.response_timeout_s:
+            # Keep-alives are what refresh Sanic's inactivity timer while deltas go out natively.
+            raise ConfigError(f"keepalive_interval_s ({self.keepalive_interval_s}) must be below "
+                              f"response_timeout_s ({self.response_timeout_s})")
+        if self.log_level not in ("debug", "info", "warning", "error"):
+            raise ConfigError(f"log_level must be debug, info, warning or error (got {self.log_level!r})")
+        if self.log_format not in ("auto", "json", "console"):
+            raise ConfigError(f"log_format must be auto, json or console (got {self.log_format!r})")
+        if self.api_key is not None and self.api_key_file is not None:
+            raise ConfigError("api_key and api_key_file: give only one of them")
+        self.resolved_api_key()  # a bad key or an unreadable file fails at start, not per request
+        for origin in self.cors_origins:
+            if origin != "*" and not re.match(r"^https?://[^\s/]+$", origin):
+                raise ConfigError(f"cors_origins: {origin!r} is not '*' or a scheme://host[:port] origin")
+
+    def resolved_api_key(self) -> str | None:
+        """The API key from `api_key` or from the file `api_key_file` (surrounding whitespace, e.g.
+        the newline of `echo KEY > file`, is dropped); None when neither is set. Error messages
+        name the setting or the file, never the key."""
+        if self.api_key is not None:
+            return check_api_key(self.api_key, "api_key")
+        if self.api_key_file is None:
+            return None
+        try:
+            with open(self.api_key_file, "rb") as f:
+                raw = f.read(API_KEY_MAX_CHARS + 64)
+        except OSError as exc:
+            raise ConfigError(f"api_key_file: cannot read {self.api_key_file!r} ({exc.strerror})") from None
+        try:
+            text = raw.decode("ascii").strip()
+        except UnicodeDecodeError:
+            raise ConfigError(f"api_key_file {self.api_key_file!r}: the key must be printable ASCII") from None
+        return check_api_key(text, f"api_key_file {self.api_key_file!r}")
+
+    def repack_cache_path(self) -> str:
+        """repack_cache_dir resolved for the lanes ("" = no cache)."""
+        if self.repack_cache_dir == "off":
+            return ""
+        if self.repack_cache_dir == "auto":
+            return str(default_repack_cache_dir())
+        return str(Path(self.repack_cache_dir).expanduser())
+
+    def lane_threads(self) -> int:
+        """Compute threads per lane: as configured, or the cores shared evenly among all lanes
+        (lanes × threads ≤ cores keeps every lane's thread pool from fighting the others)."""
+        if self.threads:
+            return self.threads
+        return max(1, available_cores() // (self.replicas * len(self.models)))
+
+    def audio_lane_threads(self) -> int:
+        """Threads per audio lane: --audio-threads, else the same even share as text lanes (an
+        audio lane is one lane in the division, so a long transcription takes its share of the
+        cores and no more)."""
+        if self.audio_threads:
+            return self.audio_threads
+        return max(1, available_cores() // (self.replicas * len(self.models)))
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(GatewayConfig)}
+
+
+def flag_name(field_name: str) -> str:
+    return "--" + ("model" if field_name == "models" else field_name.replace("_", "-"))
+
+
+def env_name(field_name: str) -> str:
+    return "LANESERVE_" + ("MODEL" if field_name == "models" else field_name.upper())
+
+
+def _parse_bool(name: str, text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{name}: expected true/false (got {text!r})")
+
+
+def _split_list(value: str | list[str] | tuple[str, ...]) -> list[str]:
+    """A list value may come as repeated flags, or as one comma-separated string (env, sanic CLI)."""
+    items = [value] if isinstance(value, str) else list(value)
+    return [part.strip() for item in items for part in item.split(",") if part.strip()]
+
+
+def _starts_model_entry(segment: str) -> bool:
+    value = segment.split("=", 1)[-1]
+    return "synthetic:" in segment or "/" in value or value.endswith(".gguf") or value in KNOWN_ALIASES
+
+
+def _split_models(value: str | list[str] | tuple[str, ...]) -> list[str]:
+    """Repeated --model flags are taken whole; one comma-separated string (env, sanic CLI) is
+    split, except that the `key=value` options of a synthetic spec stay with their entry."""
+    if not isinstance(value, str):
+        return [item.strip() for item in value if item.strip()]
+    entries: list[str] = []
+    for segment in (part.strip() for part in value.split(",")):
+        if not segment:
+            continue
+        if entries and "synthetic:" in entries[-1] and not _starts_model_entry(segment):
+            entries[-1] += "," + segment
+        else:
+            entries.append(segment)
+    return entries
+
+
+def convert(field_name: str, value: Any) -> Any:
+    """One raw value (string or list of strings from argparse/env) → the field's type."""
+    if field_name not in FIELDS:
+        raise ConfigError(f"unknown setting {field_name!r}")
+    default = FIELDS[field_name].default
+    try:
+        if field_name == "models":
+            return tuple(parse_model_arg(item) for item in _split_models(value))
+        if field_name == "cors_origins":
+            return tuple(_split_list(value))
+        if isinstance(value, str):
+            if isinstance(default, bool):
+                return _parse_bool(field_name, value)
+            if isinstance(default, int):
+                return int(value.strip())
+            if isinstance(default, float):
+                return float(value.strip())
+            if field_name == "records":
+                return value or None
+        return value
+    except ValueError as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"{field_name}: cannot parse {value!r}") from None
+
+
+def config_from_strings(values: Mapping[str, Any], base: GatewayConfig | None = None) -> GatewayConfig:
+    """Later sources override earlier ones: pass env values as `base` fields, then flags."""
+    converted = {name: convert(name, raw) for name, raw in values.items() if raw is not None}
+    if base is None:
+        return GatewayConfig(**converted)
+    return dataclasses.replace(base, **converted)
+
+
+def field_names() -> list[str]:
+    return list(FIELDS)
+
+
+__all__ = [
+    "ConfigError",
+    "DEFAULT_MODEL",
+    "GatewayConfig",
+    "MODEL_NAME_RE",
+    "ModelEntry",
+    "config_from_strings",
+    "convert",
+    "env_name",
+    "field_names",
+    "flag_name",
+    "parse_model_arg",
+]

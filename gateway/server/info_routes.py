@@ -1,0 +1,109 @@
+"""GET /v1/models, /v1/models/<id>, /health/live, /health/ready, /metrics, /openapi.json."""
+from __future__ import annotations
+
+import orjson
+from sanic.response import HTTPResponse
+
+from gateway.server import openapi
+from gateway.serve.lanes import SERVING_STATES
+
+
+def _json(value, status: int = 200, headers: dict | None = None) -> HTTPResponse:
+    return HTTPResponse(orjson.dumps(value), status=status, headers=headers, content_type="application/json")
+
+
+def capabilities(served) -> list[str]:
+    if served.is_audio:
+        return ["transcription", "translation"]
+    out = ["completion", "chat"] if served.text.supports_chat else ["completion"]
+    if served.text.supports_chat and served.text.supports_thinking:
+        out.append("thinking")
+    return out
+
+
+def _model_card(state, served, statuses) -> dict:
+    lanes = [s for s in statuses if s.model == served.name]
+    return {
+        "id": served.name,
+        "object": "model",
+        "created": served.created_s,
+        "owned_by": "laneserve",
+        "root": served.name,
+        "parent": None,
+        "max_model_len": served.n_ctx,
+        "laneserve": {
+            "streaming": "incremental",
+            "replicas": len(lanes),
+            "ready_replicas": sum(1 for s in lanes if s.state in SERVING_STATES),
+            "context_length": served.n_ctx,
+            "slots_per_replica": served.num_slots,
+            "capabilities": capabilities(served),
+            "architecture": "whisper" if served.is_audio else served.text.architecture,
+        },
+    }
+
+
+async def list_models(request):
+    state = request.app.ctx.state
+    statuses = state.statuses()
+    return _json({"object": "list", "data": [_model_card(state, m, statuses) for m in state.models.values()]})
+
+
+async def get_model(request, model_id: str):
+    state = request.app.ctx.state
+    return _json(_model_card(state, state.model(model_id), state.statuses()))
+
+
+async def health_live(request):
+    return _json({"status": "ok"})
+
+
+def readiness(state) -> tuple[int, dict]:
+    """200 only when every model has a lane that can serve and the server is not draining."""
+    statuses = state.statuses()
+    models = {}
+    all_serving = True
+    for name in state.models:
+        lanes = [s for s in statuses if s.model == name]
+        serving = sum(1 for s in lanes if s.state in SERVING_STATES)
+        all_serving &= serving > 0
+        served = state.models[name]
+        models[name] = {
+            "status": "ready" if serving == len(lanes) and lanes else ("degraded" if serving else "unavailable"),
+            "ready_replicas": serving,
+            "slots": sum(s.num_slots for s in lanes if s.state in SERVING_STATES),
+            "slots_in_use": sum(s.in_flight for s in lanes),
+            "queued": state.admission.depth(name) if state.admission is not None else 0,
+            "ctx_per_slot": served.n_ctx,
+            "lanes": [{"index": s.index, "state": s.state, "pid": s.pid, "restarts": s.restarts,
+                       "slots": s.num_slots, "slots_in_use": s.in_flight,
+                       "kv_cache_bytes": s.kv_cache_bytes} for s in lanes],
+        }
+    if state.stopping or state.draining:
+        status = "draining"
+    elif not all_serving or state.pool is None:
+        status = "unavailable"
+    elif all(m["status"] == "ready" for m in models.values()):
+        status = "ready"
+    else:
+        status = "degraded"
+    code = 200 if status in ("ready", "degraded") else 503
+    return code, {"status": status, "models": models}
+
+
+async def health_ready(request):
+    state = request.app.ctx.state
+    code, body = readiness(state)
+    headers = {"Retry-After": str(state.config.retry_after_s)} if code == 503 else None
+    return _json(body, code, headers)
+
+
+async def openapi_document(request):
+    config = request.app.ctx.state.config
+    key = config.api_key is not None or config.api_key_file is not None
+    return _json(openapi.document(lenient=config.lenient, api_key=key))
+
+
+async def metrics(request):
+    body = request.app.ctx.state.metrics.render()
+    return HTTPResponse(body, content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -1,0 +1,111 @@
+"""Prometheus metrics, all prefixed `laneserve_`; labels are model/route/outcome/state only —
+never request ids or text. Lane gauges, slot use, queue depth and the lanes' batch histograms are
+read from the supervisor and the admission queue at scrape time, so they cannot drift from what
+/health/ready reports."""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from gateway.serve.lanes import LANE_STATES, STEP_TIME_BOUNDS_NS, BATCH_TOKEN_BOUNDS
+
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+def _histogram(name: str, doc: str, bounds, per_model: dict) -> HistogramMetricFamily:
+    """Lane STATS buckets (non-cumulative counts, last = +Inf) summed per model → Prometheus."""
+    family = HistogramMetricFamily(name, doc, labels=["model"])
+    for model, (counts, total) in sorted(per_model.items()):
+        cumulative, running = [], 0
+        for bound, count in zip(list(bounds) + ["+Inf"], counts):
+            running += count
+            cumulative.append((str(bound), running))
+        family.add_metric([model], cumulative, total)
+    return family
+
+
+class _ServingCollector:
+    """Reads the supervisor (lanes, slots, lane STATS) and the admission queue on each scrape."""
+
+    def __init__(self, state) -> None:
+        self._state = state
+
+    def collect(self):
+        state = self._state
+        lanes = GaugeMetricFamily("laneserve_lanes", "Lane replicas by model and state", labels=["model", "state"])
+        restarts = CounterMetricFamily("laneserve_lane_restarts", "Lane respawns by model", labels=["model"])
+        slots = GaugeMetricFamily("laneserve_slots", "Sequence slots of serving lanes", labels=["model"])
+        in_use = GaugeMetricFamily("laneserve_slots_in_use", "Requests holding sequence slots", labels=["model"])
+        queue = GaugeMetricFamily("laneserve_queue_depth", "Requests waiting for a slot", labels=["model"])
+        counts: dict[tuple[str, str], int] = {}
+        restart_totals: dict[str, int] = {}
+        slot_totals: dict[str, list[int]] = {}
+        for status in state.statuses():
+            for lane_state in LANE_STATES:
+                counts.setdefault((status.model, lane_state), 0)
+            counts[(status.model, status.state)] += 1
+            restart_totals[status.model] = restart_totals.get(status.model, 0) + status.restarts
+            totals = slot_totals.setdefault(status.model, [0, 0])
+            totals[1] += status.in_flight
+            if status.state in ("ready", "busy"):
+                totals[0] += status.num_slots
+        for (model, lane_state), value in sorted(counts.items()):
+            lanes.add_metric([model, lane_state], value)
+        for model, value in sorted(restart_totals.items()):
+            restarts.add_metric([model], value)
+        for model, (total, used) in sorted(slot_totals.items()):
+            slots.add_metric([model], total)
+            in_use.add_metric([model], used)
+        depths = state.admission.depths() if state.admission is not None else {}
+        for model in sorted(slot_totals):
+            queue.add_metric([model], depths.get(model, 0))
+        yield from (lanes, restarts, slots, in_use, queue)
+
+        steps: dict[str, tuple[list[int], float]] = {}
+        batches: dict[str, tuple[list[int], float]] = {}
+        pool = state.pool
+        for model, st in (pool.lane_stats() if pool is not None else ()):
+            for target, buckets, total in ((steps, st.step_ns_buckets, st.step_ns_sum / 1e9),
+                                           (batches, st.batch_tokens_buckets, st.batch_tokens_sum)):
+                counts_so_far, sum_so_far = target.get(model, ([0] * len(buckets), 0.0))
+                target[model] = ([a + b for a, b in zip(counts_so_far, buckets)], sum_so_far + total)
+        yield _histogram("laneserve_step_seconds", "Lane step (one forward pass + sampling) time",
+                         [b / 1e9 for b in STEP_TIME_BOUNDS_NS], steps)
+        yield _histogram("laneserve_batch_tokens", "Tokens per lane step (decode tokens + prompt chunk)",
+                         BATCH_TOKEN_BOUNDS, batches)
+
+
+class Metrics:
+    def __init__(self, state) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("laneserve_requests", "Finished requests", ["route", "model", "outcome"], registry=r)
+        self.rejected = Counter("laneserve_rejected", "Requests rejected before reaching a lane",
+                                ["model", "reason"], registry=r)
+        self.active = Gauge("laneserve_active_requests", "Requests being served", ["model"], registry=r)
+        self.admission = Histogram("laneserve_admission_seconds", "Arrival to lane admission", ["model"],
+                                   buckets=LATENCY_BUCKETS_S, registry=r)
+        self.queue_wait = Histogram("laneserve_queue_wait_seconds", "Time queued for a sequence slot", ["model"],
+                                    buckets=LATENCY_BUCKETS_S, registry=r)
+        self.inference = Histogram("laneserve_inference_seconds", "Admission to last token relayed", ["model"],
+                                   buckets=LATENCY_BUCKETS_S, registry=r)
+        self.ttft = Histogram("laneserve_time_to_first_token_seconds", "Arrival to first content relayed",
+                              ["model"], buckets=LATENCY_BUCKETS_S, registry=r)
+        self.prefill = Histogram("laneserve_lane_prefill_seconds", "Lane-reported prompt processing time",
+                                 ["model"], buckets=LATENCY_BUCKETS_S, registry=r)
+        self.decode = Histogram("laneserve_lane_decode_seconds", "Lane-reported decode time", ["model"],
+                                buckets=LATENCY_BUCKETS_S, registry=r)
+        self.prompt_tokens = Counter("laneserve_prompt_tokens", "Prompt tokens processed", ["model"], registry=r)
+        self.cached_tokens = Counter("laneserve_cached_prompt_tokens", "Prompt tokens served from the prefix cache",
+                                     ["model"], registry=r)
+        self.completion_tokens = Counter("laneserve_completion_tokens", "Tokens generated", ["model"], registry=r)
+        self.socket_full = Counter("laneserve_socket_full_writes",
+                                   "Natively relayed batches a client's socket did not take at once (slow readers)",
+                                   ["model"], registry=r)
+        r.register(_ServingCollector(state))
+
+    def observe_queue_wait(self, model: str, seconds: float) -> None:
+        self.queue_wait.labels(model).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

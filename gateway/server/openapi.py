@@ -1,0 +1,172 @@
+"""The OpenAPI 3.1 document served at GET /openapi.json.
+
+Request bodies are rendered from the validators' own field tables (gateway/openai/requests.py,
+gateway/ollama/requests.py, gateway/embeddings/requests.py, gateway/server/tokenize_routes.py,
+gateway/serve/control_routes.py, gateway/ollama/info.py): a bound changed there changes the document.
+Response bodies come from gateway/server/openapi_responses.py. `--lenient` opens the OpenAI bodies
+(unknown fields ignored instead of 400), and the document says so.
+
+/openapi.json is public, as vLLM serves its /openapi.json without its API key: it describes the
+routes, not the models or traffic (no model names in it). With a key configured the document
+declares bearer auth on every route but the public ones (gateway/http/auth.py's PUBLIC_PATHS).
+"""
+from __future__ import annotations
+
+from gateway.http import auth
+from gateway.serve import control_routes
+from gateway.embeddings import requests as embeddings
+from gateway.server import openapi_responses as r
+from gateway.server import tokenize_routes
+from gateway.audio import openapi as audio_openapi
+from gateway.http.fields import object_schema
+from gateway.openai.frames import SYSTEM_FINGERPRINT
+from gateway.ollama import info as ollama_info
+from gateway.ollama import requests as ollama_requests
+from gateway.openai.requests import CHAT_FIELDS, CHAT_REQUIRED, COMPLETION_FIELDS, COMPLETION_REQUIRED, message_schema
+
+PATH = "/openapi.json"
+JSON = "application/json"
+
+
+def _closed(fields: dict, required: tuple = (), *, lenient: bool) -> dict:
+    """A body of dict-shaped fields ({name: JSON Schema}), closed unless lenient."""
+    out = {"type": "object", "properties": dict(fields), "additionalProperties": lenient}
+    if required:
+        out["required"] = list(required)
+    return out
+
+
+def _openai_body(fields, required, lenient: bool, chat: bool) -> dict:
+    schema = object_schema(fields, required, closed=not lenient)
+    if chat:
+        schema["properties"]["messages"]["items"] = message_schema(lenient)
+    return schema
+
+
+def _content(schema: dict, media: str = JSON) -> dict:
+    return {media: {"schema": schema}}
+
+
+def _errors(schema: dict, *statuses: int) -> dict:
+    words = {400: "invalid request (unknown field, wrong type or value, prompt beyond the context)",
+             401: "missing or wrong API key (only when one is configured)",
+             404: "unknown model or id", 413: "body over --max-body-bytes", 415: "Content-Type is not JSON",
+             429: "every slot of the model is taken and its queue is full", 502: "the lane failed mid-request",
+             503: "lanes restarting, or the server is draining"}
+    out = {}
+    for status in statuses:
+        entry = {"description": words[status], "content": _content(schema)}
+        if status in (429, 503):
+            entry["headers"] = dict(r.RETRY_AFTER)
+        out[str(status)] = entry
+    return out
+
+
+_GENERATION_ERRORS = (400, 401, 404, 413, 415, 429, 502, 503)
+
+
+def _op(summary: str, ok: dict, *, body: dict | None = None, errors: tuple = (401,), error_schema: dict = r.ERROR,
+        body_required: bool = True, params: list | None = None) -> dict:
+    op = {"summary": summary, "responses": {"200": {"description": "success", "content": ok,
+                                                     "headers": dict(r.REQUEST_ID)}, **_errors(error_schema, *errors)}}
+    if body is not None:
+        op["requestBody"] = {"required": body_required, "content": _content(body)}
+    if params:
+        op["parameters"] = params
+    return op
+
+
+def _operations(lenient: bool) -> dict[tuple[str, str], dict]:
+    """(method, path) → operation, one per route app.py registers."""
+    completion = _openai_body(COMPLETION_FIELDS, COMPLETION_REQUIRED, lenient, chat=False)
+    chat = _openai_body(CHAT_FIELDS, CHAT_REQUIRED, lenient, chat=True)
+    stream_or_json = lambda schema, chunk: {JSON: {"schema": schema},  # noqa: E731
+                                            "text/event-stream": {"schema": r.sse(chunk)}}
+    ndjson_or_json = lambda schema: {JSON: {"schema": schema}, "application/x-ndjson": {"schema": r.NDJSON}}  # noqa: E731
+    ollama = r.OLLAMA_ERROR
+    model_id = [{"name": "model_id", "in": "path", "required": True, "schema": {"type": "string"}}]
+    request_id = [{"name": "request_id", "in": "path", "required": True, "schema": {"type": "string"}}]
+    return {
+        ("post", "/v1/completions"): _op("OpenAI text completion (SSE when stream is true)",
+                                         stream_or_json(r.COMPLETION, r.COMPLETION_CHUNK), body=completion, errors=_GENERATION_ERRORS),
+        ("post", "/v1/chat/completions"): _op("OpenAI chat completion (SSE when stream is true)",
+                                              stream_or_json(r.CHAT_COMPLETION, r.CHAT_CHUNK), body=chat, errors=_GENERATION_ERRORS),
+        ("post", "/v1/embeddings"): _op("OpenAI embeddings", _content(r.EMBEDDINGS), errors=_GENERATION_ERRORS,
+                                        body=_closed(embeddings.OPENAI_FIELDS, embeddings.OPENAI_REQUIRED,
+                                                     lenient=lenient)),
+        ("get", "/v1/models"): _op("served models", _content(r.MODEL_LIST)),
+        ("get", "/v1/models/{model_id}"): _op("one served model", _content(r.MODEL_CARD), errors=(401, 404),
+                                              params=model_id),
+        ("post", "/tokenize"): _op("text or chat messages → token ids", _content(r.TOKENIZE),
+                                   body=_closed(tokenize_routes.TOKENIZE_FIELDS, lenient=lenient),
+                                   errors=(400, 401, 404, 413, 415)),
+        ("post", "/detokenize"): _op("token ids → text", _content(r.DETOKENIZE), errors=(400, 401, 404, 413, 415),
+                                     body=_closed(tokenize_routes.DETOKENIZE_FIELDS,
+                                                  tokenize_routes.DETOKENIZE_REQUIRED, lenient=lenient)),
+        ("post", "/stop"): _op("cancel every queued and running request (of one model)", _content(r.STOP),
+                               body=_closed(control_routes.STOP_FIELDS, lenient=lenient), body_required=False,
+                               errors=(400, 401, 404, 413, 415)),
+        ("delete", "/v1/requests/{request_id}"): _op("cancel one request by its X-Request-ID", _content(r.CANCEL),
+                                                     errors=(401, 404), params=request_id),
+        ("get", "/health/live"): _op("the process answers", _content(r.LIVE), errors=()),
+        ("get", "/health/ready"): {**_op("every model has a serving lane", _content(r.READY), errors=()),
+                                   "responses": {"200": {"description": "ready or degraded",
+                                                         "content": _content(r.READY)},
+                                                 "503": {"description": "unavailable or draining",
+                                                         "content": _content(r.READY),
+                                                         "headers": dict(r.RETRY_AFTER)}}},
+        ("get", "/metrics"): _op("Prometheus text exposition",
+                                 {"text/plain": {"schema": r.TEXT}}),
+        ("post", "/api/chat"): _op("Ollama chat (NDJSON unless stream is false)", ndjson_or_json(r.OLLAMA_CHAT),
+                                   body=ollama_requests.body_schema(ollama_requests.CHAT_FIELDS),
+                                   errors=(400, 401, 404, 413, 503), error_schema=ollama),
+        ("post", "/api/generate"): _op("Ollama generate (NDJSON unless stream is false)",
+                                       ndjson_or_json(r.OLLAMA_GENERATE),
+                                       body=ollama_requests.body_schema(ollama_requests.GENERATE_FIELDS),
+                                       errors=(400, 401, 404, 413, 503), error_schema=ollama),
+        ("post", "/api/embed"): _op("Ollama embeddings", _content(r.OLLAMA_EMBED), error_schema=ollama,
+                                    body=ollama_requests.body_schema(embeddings.OLLAMA_EMBED_FIELDS),
+                                    errors=(400, 401, 404, 413, 503)),
+        ("post", "/api/embeddings"): _op("Ollama legacy embeddings", _content(r.OLLAMA_EMBEDDINGS), error_schema=ollama,
+                                         body=ollama_requests.body_schema(embeddings.OLLAMA_LEGACY_FIELDS),
+                                         errors=(400, 401, 404, 413, 503)),
+        ("get", "/api/tags"): _op("Ollama: local models", _content(r.OLLAMA_TAGS), error_schema=ollama),
+        ("post", "/api/show"): _op("Ollama: one model's facts", _content(r.OLLAMA_SHOW), error_schema=ollama,
+                                   body=ollama_info.SHOW_BODY, errors=(400, 401, 404, 413)),
+        ("get", "/api/ps"): _op("Ollama: running models", _content(r.OLLAMA_PS), error_schema=ollama),
+        ("get", "/api/version"): _op("Ollama API level", _content(r.OLLAMA_VERSION), error_schema=ollama),
+        ("get", "/"): _op("\"Ollama is running\"", {"text/plain": {"schema": r.TEXT}}, errors=()),
+        ("head", "/"): _op("\"Ollama is running\" (headers only)", {"text/plain": {"schema": r.TEXT}}, errors=()),
+        ("get", PATH): _op("this document", _content({"type": "object"}), errors=()),
+        **audio_openapi.operations(lenient=lenient),
+    }
+
+
+def document(*, lenient: bool = False, api_key: bool = False) -> dict:
+    paths: dict = {}
+    for (method, path), op in _operations(lenient).items():
+        if api_key and path not in auth.PUBLIC_PATHS:
+            op = {**op, "security": [{"bearer": []}]}
+        paths.setdefault(path, {})[method] = op
+    doc = {
+        "openapi": "3.1.0",
+        "info": {"title": "laneserve", "version": SYSTEM_FINGERPRINT.removeprefix("laneserve-"),
+                 "description": "OpenAI- and Ollama-compatible LLM server. Errors are "
+                                "{\"error\": {\"message\", \"type\", \"param\", \"code\"}} (OpenAI routes) or "
+                                "{\"error\": message} (/api/*), with X-Request-ID."},
+        "paths": paths,
+        "components": {"schemas": {"Error": r.ERROR, "OllamaError": r.OLLAMA_ERROR}},
+    }
+    if api_key:
+        doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+    return doc
+
+
+def openapi_path(sanic_path: str) -> str:
+    """Sanic's `/v1/models/<model_id:str>` → OpenAPI's `/v1/models/{model_id}`."""
+    parts = []
+    for part in sanic_path.split("/"):
+        if part.startswith("<") and part.endswith(">"):
+            part = "{" + part[1:-1].split(":")[0] + "}"
+        parts.append(part)
+    return "/".join(parts) or "/"

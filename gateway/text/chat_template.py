@@ -1,0 +1,87 @@
+"""Chat templates: GGUF Jinja templates rendered in jinja2's immutable sandbox.
+
+Templates come from model files (untrusted), so they run sandboxed with HF's conventions:
+trim_blocks/lstrip_blocks, `raise_exception`, `strftime_now`, a `tojson` that keeps non-ASCII.
+A template's own `raise_exception("...")` (e.g. roles must alternate) becomes a 400.
+Gemma 3's GGUF has no template, so we ship one; without a template llama.cpp
+falls back to ChatML, which is wrong for Gemma — a model with neither gets no chat route.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from gateway.http.errors import invalid
+
+# BOS comes from the tokenizer (add_bos is true for Gemma 3), so the template does not emit it.
+GEMMA3_TEMPLATE = (
+    "{%- set first_user_prefix = '' -%}"
+    "{%- set loop_messages = messages -%}"
+    "{%- if messages and messages[0]['role'] == 'system' -%}"
+    "{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}"
+    "{%- set loop_messages = messages[1:] -%}"
+    "{%- endif -%}"
+    "{%- for message in loop_messages -%}"
+    "{%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+    "{%- endif -%}"
+    "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}"
+    "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') + message['content'] | trim"
+    " + '<end_of_turn>\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}"
+)
+
+BUILTIN_TEMPLATES = {"gemma3": GEMMA3_TEMPLATE}
+
+
+class TemplateRaised(Exception):
+    pass
+
+
+def _raise_exception(message: str) -> None:
+    raise TemplateRaised(message)
+
+
+def _tojson(value, indent=None, ensure_ascii=False, separators=None, sort_keys=False):
+    return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, separators=separators, sort_keys=sort_keys)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.datetime.now().strftime(fmt)
+
+
+class ChatTemplate:
+    """A compiled template plus the special-token strings it may reference."""
+
+    def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "") -> None:
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.Undefined)
+        env.filters["tojson"] = _tojson
+        env.globals["raise_exception"] = _raise_exception
+        env.globals["strftime_now"] = _strftime_now
+        self._template = env.from_string(source)  # TemplateSyntaxError here = a broken model file
+        self.source = source
+        self._bos = bos_token
+        self._eos = eos_token
+
+    def render(self, messages: list[dict], template_kwargs: dict | None = None) -> str:
+        context = dict(template_kwargs or {})
+        context.update(messages=messages, add_generation_prompt=True, bos_token=self._bos, eos_token=self._eos)
+        try:
+            return self._template.render(**context)
+        except TemplateRaised as exc:
+            raise invalid(f"the chat template rejected the messages: {str(exc)[:200]}", param="messages") from None
+        except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError) as exc:
+            # Malformed input reaching template code (e.g. a missing key) is the caller's 400.
+            raise invalid(f"the messages cannot be rendered by this model's chat template ({type(exc).__name__})",
+                          param="messages") from None
+
+
+def template_source(embedded: str | None, architecture: str | None) -> str | None:
+    """The model's own template, else ours for known architectures, else None (no chat)."""
+    if embedded:
+        return embedded
+    return BUILTIN_TEMPLATES.get(architecture or "")

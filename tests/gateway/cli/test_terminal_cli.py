@@ -1,0 +1,131 @@
+"""`laneserve ps` and `laneserve run` against a synthetic server (no weights): the ps table while
+a request holds a slot, and an interactive chat driven through a pseudo-terminal."""
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+import gateway
+from gateway.cli.main import main
+from gateway.cli.ps import render
+
+
+def _wait(predicate, timeout_s=15.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _slots_in_use(base_url: str) -> int:
+    return httpx.get(base_url + "/health/ready", timeout=5).json()["models"]["fake"]["slots_in_use"]
+
+
+def test_render_table():
+    ready = {"status": "ready", "models": {"m": {
+        "status": "ready", "ready_replicas": 1, "slots": 8, "slots_in_use": 3, "queued": 2, "ctx_per_slot": 4096,
+        "lanes": [{"index": 0, "state": "serving", "pid": 42, "restarts": 0, "slots": 8, "slots_in_use": 3,
+                   "kv_cache_bytes": 3 << 20}]}}}
+    lines = render(ready, {"models": [{"name": "m", "size": 92 << 20}]}).splitlines()
+    assert lines[0] == "server: ready"
+    header = lines[2].split()
+    assert header[:2] == ["MODEL", "STATUS"]
+    assert lines[3].split() == ["m", "ready", "1/1", "3/8", "2", "4096", "92.0", "MiB"]
+    assert lines[-1].split() == ["m", "0", "serving", "42", "3/8", "0", "3.0", "MiB"]
+
+
+def test_ps_unreachable(capsys):
+    assert main(["ps", "--url", "http://127.0.0.1:9"]) == 1
+    assert "cannot reach" in capsys.readouterr().err
+
+
+def test_ps_shows_a_busy_slot(own_server, capsys):
+    srv = own_server("--model", "fake=synthetic:step_us=20000", real_model=False)
+    srv.wait_ready()
+    done = threading.Event()
+
+    def long_request():
+        body = {"model": "fake", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 400,
+                "stream": True}
+        with httpx.stream("POST", srv.base_url + "/v1/chat/completions", json=body, timeout=60) as resp:
+            for _ in resp.iter_bytes():
+                if done.is_set():
+                    break  # closing the stream cancels the generation
+
+    worker = threading.Thread(target=long_request)
+    worker.start()
+    try:
+        assert _wait(lambda: _slots_in_use(srv.base_url) == 1)
+        assert main(["ps", "--url", srv.base_url]) == 0
+    finally:
+        done.set()
+        worker.join(30)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "server: ready"
+    row = next(line.split() for line in lines[3:] if line.startswith("fake"))
+    assert row[1:4] == ["ready", "1/1", "1/" + row[3].split("/")[1]] and row[4] == "0"
+    lane = next(line.split() for line in lines[5:] if line.startswith("fake"))
+    assert lane[1] == "0" and lane[4].startswith("1/")
+
+
+def test_run_streams_stops_and_quits(own_server):
+    pexpect = pytest.importorskip("pexpect")
+    srv = own_server("--model", "fake=synthetic:step_us=20000", real_model=False)
+    srv.wait_ready()
+    env = {**os.environ, "PYTHONPATH": str(Path(gateway.__file__).resolve().parent.parent)}
+    env.pop("LANESERVE_API_KEY", None)
+    child = pexpect.spawn(sys.executable, ["-m", "gateway.cli", "run", "fake", "--url", srv.base_url],
+                          env=env, encoding="utf-8", timeout=30)
+    try:
+        child.expect_exact(">>> ")
+        child.sendline("hello there")
+        child.expect_exact("4 5 ")  # streamed synthetic tokens "i " arrive one by one
+        assert _slots_in_use(srv.base_url) == 1
+        child.sendintr()  # Ctrl-C: stops this answer, not the program
+        child.expect_exact("(stopped)")
+        child.expect_exact(">>> ")
+        assert _wait(lambda: _slots_in_use(srv.base_url) == 0, 5.0)  # the generation was cancelled
+        child.sendline("and again")
+        child.expect_exact("2 3 ")
+        child.sendintr()
+        child.expect_exact(">>> ")
+        child.sendline("/bye")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    records = [json.loads(line) for line in srv.records_path.read_text().splitlines()]
+    chats = [r for r in records if r.get("model") == "fake"]
+    assert [r["outcome"] for r in chats] == ["disconnect", "disconnect"]  # connection closed by Ctrl-C
+
+
+def test_run_keeps_the_history(monkeypatch, capsys):
+    """Each request carries the conversation so far, a stopped answer as shown; /clear forgets."""
+    from gateway.cli import run as chat_cli
+
+    sent = []
+    lines = iter(["first", "second", "/clear", "third", "/bye"])
+
+    def fake_stream(url, model, messages, api_key=None):
+        sent.append([dict(m) for m in messages])
+        yield "partial "
+        if len(sent) == 1:
+            raise KeyboardInterrupt  # Ctrl-C in the middle of the first answer
+        yield "answer"
+
+    monkeypatch.setattr(chat_cli, "stream_chat", fake_stream)
+    monkeypatch.setattr("builtins.input", lambda prompt: next(lines))
+    assert chat_cli.run("m", "http://127.0.0.1:1") == 0
+    assert sent[0] == [{"role": "user", "content": "first"}]
+    assert sent[1] == [{"role": "user", "content": "first"}, {"role": "assistant", "content": "partial "},
+                       {"role": "user", "content": "second"}]
+    assert sent[2] == [{"role": "user", "content": "third"}]
+    out = capsys.readouterr().out
+    assert "(stopped)" in out and "partial answer" in out

@@ -1,0 +1,75 @@
+"""Chat templates in the jinja2 sandbox: SmolLM2's ChatML as llama-server renders it, our Gemma 3
+template, template-raised errors as 400s, and sandbox escapes refused."""
+import pytest
+
+from gateway.text.chat_template import GEMMA3_TEMPLATE, ChatTemplate, template_source
+from gateway.http.errors import APIError
+
+# SmolLM2's template, verbatim from its GGUF (tokenizer.chat_template).
+SMOLLM2 = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n"
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}"
+    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def test_smollm2_renders_like_llama_server():
+    rendered = ChatTemplate(SMOLLM2).render([{"role": "user", "content": "Hi"}])
+    assert rendered == ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+                        "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_smollm2_multi_turn_with_system():
+    rendered = ChatTemplate(SMOLLM2).render([
+        {"role": "system", "content": "S"}, {"role": "user", "content": "U1"},
+        {"role": "assistant", "content": "A1"}, {"role": "user", "content": "U2"}])
+    assert rendered == ("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU1<|im_end|>\n"
+                        "<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nU2<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_gemma3_template_matches_runtime_notes():
+    rendered = ChatTemplate(GEMMA3_TEMPLATE).render([
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is the capital of France?"}])
+    assert rendered == ("<start_of_turn>user\nBe brief.\n\nWhat is the capital of France?<end_of_turn>\n"
+                        "<start_of_turn>model\n")
+
+
+def test_gemma3_maps_assistant_to_model_and_trims():
+    rendered = ChatTemplate(GEMMA3_TEMPLATE).render([
+        {"role": "user", "content": "  Hi  "}, {"role": "assistant", "content": "Hello\n"},
+        {"role": "user", "content": "Bye"}])
+    assert rendered == ("<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello<end_of_turn>\n"
+                        "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n")
+
+
+def test_gemma3_rejects_non_alternating_roles_as_400():
+    with pytest.raises(APIError) as info:
+        ChatTemplate(GEMMA3_TEMPLATE).render([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    assert info.value.status == 400 and "alternate" in info.value.message
+
+
+def test_template_source_prefers_the_file_then_builtin():
+    assert template_source("X", "gemma3") == "X"
+    assert template_source(None, "gemma3") == GEMMA3_TEMPLATE
+    assert template_source(None, "llama") is None
+
+
+def test_bos_and_kwargs_are_available():
+    template = ChatTemplate("{{ bos_token }}{% if enable_thinking %}T{% endif %}{{ messages[0].content }}",
+                            bos_token="<s>")
+    assert template.render([{"role": "user", "content": "x"}], {"enable_thinking": True}) == "<s>Tx"
+
+
+@pytest.mark.parametrize("source", [
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ messages.append(1) }}",
+    "{{ cycler.__init__.__globals__.os }}",
+])
+def test_sandbox_blocks_escapes(source):
+    with pytest.raises(APIError):
+        ChatTemplate(source).render([{"role": "user", "content": "x"}])
+
+
+def test_tojson_keeps_unicode():
+    assert ChatTemplate("{{ messages[0].content | tojson }}").render([{"role": "user", "content": "é"}]) == '"é"'
