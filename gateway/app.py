@@ -126,7 +126,7 @@ def _build(config: GatewayConfig, backend) -> Sanic:
 
 async def _before_start(app: Sanic) -> None:
     # lanes only where they run
-    from gateway.server.lifecycle import Backend, freeze_startup_heap, open_observers, startup_summary
+    from gateway.server.lifecycle import ServingLanes, freeze_startup_heap, open_observers, startup_summary
 
     state: ServerState = app.ctx.state
     configure_logging(state.config.log_level, state.config.log_format)
@@ -139,7 +139,7 @@ async def _before_start(app: Sanic) -> None:
         if multiprocessing.current_process().daemon:
             multiprocessing.current_process().daemon = False
         try:
-            backend = Backend.start(state.config)
+            backend = ServingLanes.start(state.config)
         except Exception as exc:
             state.log.error("startup_failed", error=str(exc))
             _exit_startup_failure(app, str(exc))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 # Lane replica states (one definition: metrics, health and admission import these).
@@ -39,13 +40,23 @@ class LaneModelSpec:
             raise ValueError(f"ctx_size must be >= 16, got {self.ctx_size}")
 
 
-@dataclass(frozen=True)
-class Framing:
-    """How the gateway's native relay frames one (choice, channel) of a streamed request:
-    event bytes = prefix + json_escaped(text) + suffix."""
+class Framing(NamedTuple):
+    """How the native relay frames one (choice, channel) of a streamed request's deltas:
+    event bytes = prefix + json_escaped(text) + suffix. A tuple: RingReader.add_route takes it as is."""
+    choice: int
+    channel: int         # lanes.wire.CHANNELS
     prefix: bytes
     suffix: bytes
-    channel: int = 0     # lanes.wire.CHANNELS
+
+
+class RepeatedFraming(NamedTuple):
+    """Like Framing, with the escaped text inserted twice: prefix + text + middle + text + suffix
+    (one delta as two JSON fields, e.g. `reasoning_content` and `reasoning`)."""
+    choice: int
+    channel: int
+    prefix: bytes
+    middle: bytes
+    suffix: bytes
 
 
 @dataclass(frozen=True)

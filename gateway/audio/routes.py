@@ -18,7 +18,7 @@ from gateway.audio.requests import AudioRequest, audio_body_max_bytes, parse_aud
 from gateway.http.errors import APIError, invalid, unavailable
 from gateway.serve.generation import AudioSubmission, next_submission_id
 from gateway.serve.handler import Adapter, Job, Parsed, serve
-from gateway.serve.lanes import CONTENT
+from gateway.serve.lanes import CONTENT, Framing
 from gateway.serve.output import Output, unescape
 from lanes.api import TranscriptPart
 from lanes.audio import pcm
@@ -112,7 +112,7 @@ class _Transcribe(Adapter):
                               "enlarge /dev/shm", config.retry_after_s, code="shm_full") from None
         job = AudioJob(job_id, segment, num_samples, translate=self.translate, word_timestamps=req.word_timestamps,
                        language=req.language, prompt=req.prompt, temperature=req.temperature)
-        framings = [(0, CONTENT, *delta_framing())] if req.stream else []
+        framings = [Framing(0, CONTENT, *delta_framing())] if req.stream else []
         submission = AudioSubmission([], None, 1, framings, 0, keep_text=bool(framings), job=job)
         out = TranscriptOutput(config.retry_after_s, req, "translate" if self.translate else "transcribe")
         # the lane copies the samples when it starts the job (or never will): unlinked at the end

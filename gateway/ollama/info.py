@@ -64,8 +64,12 @@ SHOW_BODY = {"type": "object", "properties": {"model": {"type": "string", "minLe
              "anyOf": [{"required": ["model"]}, {"required": ["name"]}], "additionalProperties": True}
 
 
+OLLAMA_CAPABILITIES = ("completion", "tools", "thinking", "embedding", "vision", "insert")  # Ollama's names
+
+
 def capabilities(served) -> list[str]:
-    return ["completion", "thinking"] if served.text.supports_thinking else ["completion"]
+    """The served model's capabilities that Ollama has names for (it has no "chat")."""
+    return [c for c in served.capabilities if c in OLLAMA_CAPABILITIES]
 
 
 @ollama_errors

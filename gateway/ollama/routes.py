@@ -23,7 +23,7 @@ from gateway.ollama.requests import (CHAT_FIELDS, GENERATE_FIELDS, OllamaError, 
 from gateway.openai.tool_stream import TOOL_TEXT_FRAMING
 from gateway.serve.generation import Submission
 from gateway.serve.handler import Adapter, Job, Parsed, serve
-from gateway.serve.lanes import CONTENT, REASONING, ReasoningMarkers
+from gateway.serve.lanes import CONTENT, REASONING, Framing, ReasoningMarkers
 
 
 def _prompt_ids(served, parsed: OllamaRequest, chat: bool) -> tuple[list[int], ReasoningMarkers | None]:
@@ -99,9 +99,9 @@ class _Generate(Adapter):
         framings = []
         if parsed.stream and scores is None:
             # With tools the text comes to Python marked (gateway.ollama.tools finds the calls).
-            framings.append((0, CONTENT, *(frames.content_framing() if tools is None else TOOL_TEXT_FRAMING)))
+            framings.append(Framing(0, CONTENT, *(frames.content_framing() if tools is None else TOOL_TEXT_FRAMING)))
             if reasoning is not None:  # every split channel needs a framing (else it falls back to content's)
-                framings.append((0, REASONING, *frames.thinking_framing()))
+                framings.append(Framing(0, REASONING, *frames.thinking_framing()))
         return Job([Submission(ids, params, 1, framings, 0, keep_text=parsed.stream and not chat)], out)
 
     def error_response(self, request_id, error):

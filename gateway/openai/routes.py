@@ -19,7 +19,7 @@ from gateway.openai.requests import parse_chat, parse_completion
 from gateway.openai.tool_stream import TOOL_TEXT_FRAMING
 from gateway.serve.generation import Submission
 from gateway.serve.handler import Adapter, Job, Parsed, serve
-from gateway.serve.lanes import CONTENT, REASONING, generation_params
+from gateway.serve.lanes import CONTENT, REASONING, Framing, RepeatedFraming, generation_params
 
 
 def _max_tokens(requested: int | None, prompt_len: int, n_ctx: int, prompt_param: str) -> int:
@@ -94,10 +94,10 @@ class _Generate(Adapter):
             framings = []  # non-stream: the relay collects each choice's escaped text
             if sampling.stream and scores is None:
                 # Tools: content reaches Python marked (gateway.openai.tool_stream) to find the calls in it.
-                framings = [(j, CONTENT, *(frames.content_framing(first + j) if tools is None else TOOL_TEXT_FRAMING))
+                framings = [Framing(j, CONTENT, *(frames.content_framing(first + j) if tools is None else TOOL_TEXT_FRAMING))
                             for j in range(sampling.n)]
                 if markers is not None:
-                    framings += [(j, REASONING, *frames.reasoning_framing(first + j)) for j in range(sampling.n)]
+                    framings += [RepeatedFraming(j, REASONING, *frames.reasoning_framing(first + j)) for j in range(sampling.n)]
             submissions.append(Submission(ids, params, sampling.n, framings, first))
         return Job(submissions, out)
 

@@ -13,6 +13,7 @@ import orjson
 from gateway.openai.frames import SYSTEM_FINGERPRINT, ChoiceResult, StreamFrames, usage
 from gateway.features.tool_calls import ToolCallParser, parse_all
 from gateway.features.tools import HERMES, CallFormat
+from gateway.serve.lanes import TOOL_CALLS_FINISH
 from gateway.serve.output import unescape
 
 
@@ -29,7 +30,7 @@ def marked_text(data: bytes) -> str | None:
 
 
 def finish_reason(reason: str, num_calls: int) -> str:
-    return "tool_calls" if num_calls and reason == "stop" else reason
+    return TOOL_CALLS_FINISH if num_calls and reason == "stop" else reason
 
 
 class ToolStreamRewriter:

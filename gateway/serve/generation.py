@@ -47,7 +47,7 @@ class Submission:
     prompt_ids: list[int]
     params: GenerationParams
     num_choices: int
-    framings: list[tuple[int, int, bytes, bytes]]  # (local choice, channel, prefix, suffix); [] = collect
+    framings: list  # lanes Framing / RepeatedFraming per (local choice, channel); [] = collect
     first_choice: int  # global choice index of this submission's local choice 0
     keep_text: bool = False  # streamed, and the text is needed at the end too (Ollama generate's context)
 

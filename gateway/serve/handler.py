@@ -132,13 +132,8 @@ class _Run:
         job = await self._plan(parsed)
         headers = {REQUEST_ID_HEADER: self.request_id, **(job.output.headers if job.output else {}),
                    **cors_headers(state.config.cors_origins, request.headers.get("origin"))}
-        if job.answer_now is not None:
-            tracker.finish("success", 200)
-            return HTTPResponse(job.answer_now, headers=headers, content_type="application/json")
-        if not job.submissions:  # nothing for a lane to do (an empty list of inputs)
-            body, content_type = job.output.body(tracker)
-            tracker.finish("success", 200)
-            return HTTPResponse(body, headers=headers, content_type=content_type)
+        if job.answer_now is not None or not job.submissions:
+            return self._answer_without_lane(job, headers)
         if parsed.stream:
             headers["Cache-Control"] = "no-cache"
         # 5. cancellable from here on, queued or running
@@ -153,15 +148,25 @@ class _Run:
         state.metrics.active.labels(parsed.model).inc()
         self.active_model = parsed.model
         # 7. the answer
-        generation, self.generation = self.generation, None  # from here the relay cancels on failure
+        return await self._answer(parsed.stream, job.output, headers, response)
+
+    def _answer_without_lane(self, job: Job, headers: dict) -> HTTPResponse:
+        """Ollama's load call, or nothing for a lane to do (an empty list of inputs)."""
+        body, content_type = (job.answer_now, "application/json") if job.answer_now is not None \
+            else job.output.body(self.tracker)
+        self.tracker.finish("success", 200)
+        return HTTPResponse(body, headers=headers, content_type=content_type)
+
+    async def _answer(self, stream: bool, out: Output, headers: dict, response: ResponseStream | None):
+        generation, self.generation = self.generation, None  # from here a failure cancels it below
         try:
-            if not parsed.stream:
-                body, content_type = await collect(generation, job.output, tracker)
-                tracker.finish("success", 200)
+            if not stream:
+                body, content_type = await collect(generation, out, self.tracker)
+                self.tracker.finish("success", 200)
                 return HTTPResponse(body, status=200, headers=headers, content_type=content_type)
             if response is None:
-                response = await self._open(headers, job.output)
-            await relay_stream(request, response, generation, job.output, tracker)
+                response = await self._open(headers, out)
+            await relay_stream(self.request, response, generation, out, self.tracker)
             return None
         except BaseException:
             generation.cancel()  # disconnect or failure: free the lane through the lane protocol

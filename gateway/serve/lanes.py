@@ -10,7 +10,7 @@ import os
 
 from lanes.api import ReasoningMarkers  # noqa: F401  (re-exported)
 from lanes.model_files import find_model_file
-from lanes.wire import BATCH_TOKEN_BOUNDS, CHANNELS, CONTENT, STEP_TIME_BOUNDS_NS  # noqa: F401  (re-exported)
+from lanes.wire import BATCH_TOKEN_BOUNDS, CHANNELS, CONTENT, FINISH_CODES, STEP_TIME_BOUNDS_NS  # noqa: F401  (re-exported)
 from lanes.wire import MAX_CHOICES as MAX_LANE_CHOICES  # noqa: F401  (re-exported)
 from lanes.pool import (  # noqa: F401  (re-exported)
     LANE_STATES,
@@ -19,6 +19,7 @@ from lanes.pool import (  # noqa: F401  (re-exported)
     Chunk,
     Embedding,
     Framing,
+    RepeatedFraming,
     GenerationParams,
     LaneBusy,
     LaneError,
@@ -116,6 +117,11 @@ def create_pool(config: GatewayConfig, paths: dict[str, str]) -> LanePool:
 
 REASONING = CHANNELS["reasoning"]
 
+# A choice's finish_reason as clients see it: the lane's reasons, and "tool_calls" for a choice
+# that made calls (the gateway's tool-call parser decides it).
+TOOL_CALLS_FINISH = "tool_calls"
+FINISH_REASONS = tuple(name for name in FINISH_CODES if name != "none") + (TOOL_CALLS_FINISH,)
+
 _SHARED_PARAMS = tuple(f.name for f in dataclasses.fields(GenerationParams)
                        if f.name not in ("max_tokens", "min_tokens") and f.name in {g.name for g in dataclasses.fields(Sampling)})
 
@@ -141,7 +147,7 @@ def generation_params(sampling: Sampling, max_tokens: int, reasoning: ReasoningM
 
 
 __all__ = [
-    "LANE_STATES", "SERVING_STATES", "ChoiceDone", "Chunk", "Embedding", "Framing", "GenerationParams", "LaneBusy",
+    "LANE_STATES", "SERVING_STATES", "ChoiceDone", "Chunk", "Embedding", "Framing", "GenerationParams", "RepeatedFraming", "LaneBusy",
     "LaneError", "LaneModelSpec", "LanePool", "LaneStartupError", "LaneStatus", "REASONING", "ReasoningMarkers",
     "RequestStream", "ScoredChunk", "create_pool", "generation_params", "is_synthetic", "model_kind",
     "lane_specs", "resolve_model_paths", "text_model_path",

@@ -12,15 +12,6 @@ def _json(value, status: int = 200, headers: dict | None = None) -> HTTPResponse
     return HTTPResponse(orjson.dumps(value), status=status, headers=headers, content_type="application/json")
 
 
-def capabilities(served) -> list[str]:
-    if served.is_audio:
-        return ["transcription", "translation"]
-    out = ["completion", "chat"] if served.text.supports_chat else ["completion"]
-    if served.text.supports_chat and served.text.supports_thinking:
-        out.append("thinking")
-    return out
-
-
 def _model_card(state, served, statuses) -> dict:
     lanes = [s for s in statuses if s.model == served.name]
     return {
@@ -37,7 +28,7 @@ def _model_card(state, served, statuses) -> dict:
             "ready_replicas": sum(1 for s in lanes if s.state in SERVING_STATES),
             "context_length": served.n_ctx,
             "slots_per_replica": served.num_slots,
-            "capabilities": capabilities(served),
+            "capabilities": served.capabilities,
             "architecture": "whisper" if served.is_audio else served.text.architecture,
         },
     }

@@ -15,13 +15,13 @@ from gateway.server.logs import configure_logging, get_logger
 def serve(config: GatewayConfig) -> int:
     configure_logging(config.log_level, config.log_format)
     log = get_logger()
-    from gateway.server.lifecycle import Backend, StartupFailed
+    from gateway.server.lifecycle import ServingLanes, StartupFailed
 
     log.info("starting", models=[m.name for m in config.models], replicas=config.replicas,
              threads=config.lane_threads(), ctx_size=config.ctx_size)
     try:
         # The HTTP side's imports (~0.5-1 s) overlap the lanes' model loading.
-        backend = Backend.start(config, while_loading=lambda: importlib.import_module("gateway.app"))
+        backend = ServingLanes.start(config, while_loading=lambda: importlib.import_module("gateway.app"))
     except StartupFailed as exc:
         print(f"laneserve: startup failed: {exc}", file=sys.stderr, flush=True)
         return 1

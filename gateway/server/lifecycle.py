@@ -18,7 +18,9 @@ class StartupFailed(RuntimeError):
     """Any reason the server cannot start serving; the message is for the operator."""
 
 
-class Backend:
+class ServingLanes:
+    """The lanes one serving process owns (their pool and the models' texts), from start to close."""
+
     def __init__(self, pool, paths: dict[str, str], texts: dict, load_s: float = 0.0) -> None:
         self.pool = pool
         self.paths = paths
@@ -27,7 +29,7 @@ class Backend:
         self._closed = False
 
     @classmethod
-    def start(cls, config: GatewayConfig, while_loading: Callable[[], None] | None = None) -> "Backend":
+    def start(cls, config: GatewayConfig, while_loading: Callable[[], None] | None = None) -> "ServingLanes":
         """while_loading: the caller's own start-up work, run while the lanes load their models."""
         from gateway.text.model_text import ModelText
 

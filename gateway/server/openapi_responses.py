@@ -7,6 +7,8 @@ ignore unknown keys, and the schemas name what a client may rely on.
 """
 from __future__ import annotations
 
+from gateway.serve.lanes import FINISH_REASONS
+
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
 _NUM = {"type": "number"}
@@ -24,7 +26,7 @@ RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying",
 REQUEST_ID = {"X-Request-ID": {"description": "the client's valid X-Request-ID, else a fresh one",
                                "schema": {"type": "string"}}}
 
-_FINISH = {"enum": ["stop", "length", "tool_calls", "cancelled", "error", None]}
+_FINISH = {"enum": [*FINISH_REASONS, None]}
 USAGE = obj({"prompt_tokens": _INT, "completion_tokens": _INT, "total_tokens": _INT})
 COMPLETION = obj({
     "id": _STR, "object": {"const": "text_completion"}, "created": _INT, "model": _STR,

@@ -30,6 +30,17 @@ class ServedModel:
     def is_audio(self) -> bool:
         return self.kind == "audio"
 
+    @property
+    def capabilities(self) -> list[str]:
+        """What the model serves, for /v1/models and (in Ollama's names) /api/show: tools work on
+        every chat model (a template without tool support gets the generic tool prompt)."""
+        if self.is_audio:
+            return ["transcription", "translation"]
+        text = self.text
+        if not text.supports_chat:
+            return ["completion"]
+        return ["completion", "chat", "tools"] + (["thinking"] if text.supports_thinking else [])
+
 
 @dataclass
 class ServerState:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from lanes import wire
-from lanes.api import ChoiceDone, Chunk, GenerationParams, LaneBusy, LaneError, LaneModelSpec, LaneStartupError
+from lanes.api import ChoiceDone, Chunk, Framing, GenerationParams, LaneBusy, LaneError, LaneModelSpec, LaneStartupError
 from lanes.names import list_names
 from lanes.pool import LanePool
 
@@ -18,7 +18,7 @@ SSE = (b'data: {"t":"', b'"}\n\n')
 
 
 def framing(prefix: bytes, suffix: bytes, choice: int = 0, channel: int = wire.CONTENT):
-    return (choice, channel, prefix, suffix)
+    return Framing(choice, channel, prefix, suffix)
 
 
 def sse(num_choices: int = 1):

@@ -98,7 +98,7 @@ def test_tags_show_ps_version(client, http):
     assert entry.details.quantization_level == "Q4_1" and entry.details.parameter_size == "135M"
     assert len(entry.digest) == 64 and entry.size > 90_000_000
     shown = client.show("smollm2")
-    assert "<|im_start|>" in shown.template and shown.capabilities == ["completion"]
+    assert "<|im_start|>" in shown.template and shown.capabilities == ["completion", "tools"]
     assert shown.modelinfo["general.architecture"] == "llama" and shown.details.family == "llama"
     running = client.ps()
     assert [m.model for m in running.models] == ["smollm2"]

@@ -57,7 +57,7 @@ def test_generate_think_and_capabilities(think_url):
     client = ollama.Client(host=think_url, timeout=60)
     reply = client.generate(model="think", prompt="What is the answer?", think=True, options=GREEDY)
     assert reply.thinking == "Hmm, thinking" and reply.response == "The answer is 42."
-    assert client.show("think").capabilities == ["completion", "thinking"]
+    assert client.show("think").capabilities == ["completion", "tools", "thinking"]
     with httpx.stream("POST", think_url + "/api/generate", json={"model": "think", "prompt": "What is the answer?",
                                                                   "think": True, "options": GREEDY}) as r:
         objs = [json.loads(line) for line in r.iter_lines() if line]

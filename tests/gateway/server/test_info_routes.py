@@ -13,7 +13,7 @@ def test_models_list_has_ids_root_and_capabilities(http, openai_client):
     (card,) = data["data"]
     assert card["id"] == card["root"] == "smollm2" and card["owned_by"] == "laneserve"
     assert card["laneserve"]["streaming"] == "incremental"
-    assert card["laneserve"]["capabilities"] == ["completion", "chat"]
+    assert card["laneserve"]["capabilities"] == ["completion", "chat", "tools"]
     assert card["laneserve"]["ready_replicas"] == card["laneserve"]["replicas"] == 1
     assert card["max_model_len"] == 512 and card["laneserve"]["context_length"] == 512
     assert card["laneserve"]["slots_per_replica"] == 8  # --parallel 0: automatic, 8 for a small K/V cache
