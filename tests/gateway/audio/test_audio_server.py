@@ -320,3 +320,62 @@ def test_lane_sigkill_fails_the_request_and_respawns(audio_server, client, tmp_p
     else:
         raise AssertionError(f"the whisper lane did not come back: {_lane(audio_server, 'whisper')}")
     assert wer(SCRIPT, client.audio.transcriptions.create(model="whisper", file=CLIP.open("rb")).text) <= MAX_WER
+
+
+def _first_second_wav() -> bytes:
+    """The clip's first second as a WAV (a short job: many of them fit in a test)."""
+    import io
+    import wave
+
+    with wave.open(str(CLIP)) as src:
+        frames = src.readframes(src.getframerate())
+        params = src.getparams()
+    out = io.BytesIO()
+    with wave.open(out, "wb") as dst:
+        dst.setparams(params)
+        dst.writeframes(frames)
+    return out.getvalue()
+
+
+def _multipart(fields: dict, audio: bytes) -> tuple[bytes, str]:
+    boundary = "laneserve-test-boundary"
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+             for k, v in fields.items()]
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n'
+                 f"Content-Type: audio/wav\r\n\r\n".encode() + audio + b"\r\n")
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def test_streams_start_with_the_status_line(audio_server):
+    """50 streamed transcriptions and 50 translations at once on raw sockets (one audio lane: most
+    of them queue — beyond the queue's 64 places a whole 429 answers at once, and a request still
+    queued after --queue-timeout-s ends in-band with `server_busy`):
+    every response begins with `HTTP/1.1 200`, its SSE events are whole and it ends with the
+    terminating chunk. (Before the pipeline owned the response start, the relay wrote the first
+    deltas before the status line on every streamed transcription.)"""
+    import asyncio
+
+    from ..raw_http import exchange, request_bytes, sse_events
+
+    body, content_type = _multipart({"model": "whisper", "stream": "true"}, _first_second_wav())
+    routes = ["transcriptions", "translations"] * 50
+    raws = {route: request_bytes("POST", f"/v1/audio/{route}", body, {"Content-Type": content_type})
+            for route in set(routes)}
+
+    async def run():
+        return await asyncio.gather(*(exchange(audio_server.port, raws[route], timeout_s=300.0) for route in routes))
+
+    done = {route: 0 for route in raws}
+    for route, r in zip(routes, asyncio.run(run())):
+        if r.status == 429:
+            assert not r.chunked and json.loads(r.body)["error"]["code"] == "server_busy"
+            continue
+        assert r.status == 200 and r.chunked and r.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(r.body)
+        if "error" in events[-1]:
+            assert events[-1]["error"]["code"] == "server_busy", events[-1]
+        else:
+            assert events[-1]["type"] == "transcript.text.done"
+            done[route] += 1
+        assert all(e["type"] == "transcript.text.delta" for e in events[:-1])
+    assert all(done.values()), done
