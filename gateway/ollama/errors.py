@@ -4,21 +4,28 @@ from __future__ import annotations
 
 import functools
 
-import orjson
 from sanic.response import HTTPResponse
 
 from gateway.http.errors import APIError
 from gateway.http.request_ids import HEADER as REQUEST_ID_HEADER
+from gateway.ollama.frames import error_body
 from gateway.ollama.requests import OllamaError
 
 JSON = "application/json; charset=utf-8"
+
+
+def message(exc: APIError) -> str:
+    """The error's text as Ollama words it: no free slot is "server busy, please try again"."""
+    if exc.code == "server_busy":
+        return f"server busy, please try again: {exc.message[:1].lower()}{exc.message[1:]}"
+    return exc.message
 
 
 def error_response(request_id: str, exc: APIError) -> HTTPResponse:
     """Any APIError (ours and the shared parsers') the Ollama way. Every slot and the queue taken
     is a 503, as Ollama answers when its queue is full (not OpenAI's 429)."""
     status = 503 if exc.code == "server_busy" else exc.status
-    return HTTPResponse(orjson.dumps({"error": exc.message}), status=status,
+    return HTTPResponse(error_body(message(exc)), status=status,
                         headers={REQUEST_ID_HEADER: request_id, **exc.headers}, content_type=JSON)
 
 

@@ -76,5 +76,10 @@ class OllamaFrames:
         return out
 
 
+def error_body(message: str) -> bytes:
+    """Ollama's error object, as a whole response body and (with a newline) as a stream's last line."""
+    return orjson.dumps({"error": message})
+
+
 def error_line(message: str) -> bytes:
-    return line({"error": message})
+    return error_body(message) + b"\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import orjson
 
+from gateway.ollama.errors import message
 from gateway.ollama.frames import NDJSON, OllamaFrames, error_line
 from gateway.ollama.requests import OllamaError
 from gateway.ollama.tools import OllamaToolStream, final_message
@@ -49,7 +50,7 @@ class OllamaOutput(Output):
         return held + self.frames.final("", done.finish_reason, stats, self.context_of(self._text(done)))
 
     def error_frames(self, error) -> bytes:
-        return error_line(error.message)
+        return error_line(message(error))
 
     # --- whole body ----------------------------------------------------------------------------
     def collect(self, choice: int, item) -> None:

@@ -148,7 +148,7 @@ class _Run:
         state.metrics.active.labels(parsed.model).inc()
         self.active_model = parsed.model
         # 7. the answer
-        return await self._answer(parsed.stream, job.output, headers, response)
+        return await self._answer(parsed.stream, job, headers, response)
 
     def _answer_without_lane(self, job: Job, headers: dict) -> HTTPResponse:
         """Ollama's load call, or nothing for a lane to do (an empty list of inputs)."""
@@ -157,16 +157,18 @@ class _Run:
         self.tracker.finish("success", 200)
         return HTTPResponse(body, headers=headers, content_type=content_type)
 
-    async def _answer(self, stream: bool, out: Output, headers: dict, response: ResponseStream | None):
+    async def _answer(self, stream: bool, job: Job, headers: dict, response: ResponseStream | None):
         generation, self.generation = self.generation, None  # from here a failure cancels it below
+        out = job.output
         try:
             if not stream:
                 body, content_type = await collect(generation, out, self.tracker)
                 self.tracker.finish("success", 200)
                 return HTTPResponse(body, status=200, headers=headers, content_type=content_type)
+            opening_sent = response is None  # the status line carries the first submission's opening
             if response is None:
-                response = await self._open(headers, out)
-            await relay_stream(self.request, response, generation, out, self.tracker)
+                response = await self._open(headers, out, out.opening(0, job.submissions[0].num_choices))
+            await relay_stream(self.request, response, generation, out, self.tracker, opening_sent=opening_sent)
             return None
         except BaseException:
             generation.cancel()  # disconnect or failure: free the lane through the lane protocol
@@ -181,10 +183,10 @@ class _Run:
         self.cleanup = job.cleanup
         return job
 
-    def _open(self, headers: dict, out: Output):
+    def _open(self, headers: dict, out: Output, first: bytes = b""):
         config = self.state.config
-        return ResponseStream.open(self.request, headers, out.content_type, out.keepalive,
-                                   config.keepalive_interval_s, config.write_stall_timeout_s, relay_direct=out.direct)
+        return ResponseStream.open(self.request, headers, out.content_type, out.keepalive, config.keepalive_interval_s,
+                                   config.write_stall_timeout_s, relay_direct=out.direct, first=first)
 
     async def _admit(self, parsed: Parsed, out: Output, headers: dict):
         """The response if it was opened while queued, None if not opened yet, False if the

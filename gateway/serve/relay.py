@@ -14,14 +14,16 @@ from gateway.serve.output import Output, drained_error
 from gateway.serve.response import ResponseStream, ending_stream
 
 
-async def relay_stream(request, response: ResponseStream, generation: Generation, out: Output, tracker) -> None:
-    """The stream's body after its status line (sent by ResponseStream.open); records the outcome."""
+async def relay_stream(request, response: ResponseStream, generation: Generation, out: Output, tracker, *,
+                       opening_sent: bool = False) -> None:
+    """The stream's body after its status line (sent by ResponseStream.open, with the first
+    submission's opening when `opening_sent`); records the outcome."""
     choices_left = generation.num_choices
     with ending_stream(request, response, tracker):
         try:
             async for offset, stream in generation.segments():
                 # 1. what precedes the deltas (chat role chunks) goes out while the lane prefills
-                opening = out.opening(offset, stream.num_choices)
+                opening = b"" if offset == 0 and opening_sent else out.opening(offset, stream.num_choices)
                 if opening:
                     await response.send(opening)
                 # 2. from here the pump may write the lane's deltas to the socket itself

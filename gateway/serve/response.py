@@ -71,13 +71,13 @@ class ResponseStream:
 
     @classmethod
     async def open(cls, request, headers: dict, content_type: str, keepalive: bytes, keepalive_interval_s: float,
-                   write_stall_timeout_s: float, *, relay_direct: bool) -> "ResponseStream":
-        """Start the response: the status line and headers are written before this returns; then
-        keep-alives run and, with `relay_direct` (the lane's deltas are framed natively), the
-        socket is dup'd for the pump."""
+                   write_stall_timeout_s: float, *, relay_direct: bool, first: bytes = b"") -> "ResponseStream":
+        """Start the response: the status line and headers (in one write with `first`, the
+        stream's opening frames) are written before this returns; then keep-alives run and, with
+        `relay_direct` (the lane's deltas are framed natively), the socket is dup'd for the pump."""
         response = await request.respond(headers=headers, content_type=content_type)
         stream = cls(response, request.transport, keepalive, keepalive_interval_s, write_stall_timeout_s)
-        await stream.send(b"")
+        await stream.send(first)
         stream.start_keepalive()
         if relay_direct:
             stream.open_direct()

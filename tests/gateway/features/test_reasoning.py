@@ -22,7 +22,7 @@ def _load(name: str, path: Path):
     return module
 
 
-_gguf = _load("thinking_gguf", Path(__file__).with_name("thinking_gguf.py"))
+_gguf = _load("thinking_gguf", Path(__file__).parents[1] / "thinking_gguf.py")
 _servers = _load("conftest", Path(__file__).parents[1] / "conftest.py")
 CONTENT, REASONING = _gguf.CONTENT, _gguf.REASONING
 

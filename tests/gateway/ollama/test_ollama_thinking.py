@@ -21,7 +21,7 @@ def _load(name: str, path: Path):
     return module
 
 
-_gguf = _load("thinking_gguf", Path(__file__).parents[1] / "features" / "thinking_gguf.py")
+_gguf = _load("thinking_gguf", Path(__file__).parents[1] / "thinking_gguf.py")
 _servers = _load("conftest", Path(__file__).parents[1] / "conftest.py")
 USER = [{"role": "user", "content": "What is the answer?"}]
 GREEDY = {"temperature": 0}

@@ -158,3 +158,26 @@ def test_real_model_streams_start_with_the_status_line(server):
     for path, body, check in cases:
         for r in many(server.port, lambda i: post(path, {"model": "smollm2", **body}), timeout_s=300.0):
             check(r)
+
+
+def test_streams_cancelled_after_their_first_tokens(queueing_server):
+    """POST /stop while 50 streams run or wait: the running one ends in-band after its first
+    tokens, the queued ones (opened and kept alive) in-band too; every response is still whole."""
+    body = {"model": "fake", "messages": USER, "max_tokens": 200, "stream": True}
+
+    async def run():
+        streams = [asyncio.ensure_future(exchange(queueing_server.port, post("/v1/chat/completions", body)))
+                   for _ in range(TRIES)]
+        await asyncio.sleep(0.15)  # one stream is generating, the rest are queued and opened
+        stop = await exchange(queueing_server.port, post("/stop", {}))
+        return stop, await asyncio.gather(*streams)
+
+    stop, responses = asyncio.run(run())
+    assert stop.status == 200 and orjson.loads(stop.body)["count"] >= 1
+    after_tokens = 0
+    for r in responses:
+        events = check_openai_stream(r, expect_done=False)
+        if "error" in events[-1]:
+            assert events[-1]["error"]["code"] in ("request_cancelled", "server_busy"), events[-1]
+            after_tokens += any(e.get("choices") and e["choices"][0]["delta"].get("content") for e in events[:-1])
+    assert after_tokens >= 1

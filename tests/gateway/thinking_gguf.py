@@ -20,7 +20,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "data" / "templates" / "qwen3-0.6b.jinja"
+TEMPLATE_PATH = Path(__file__).resolve().parents[1] / "data" / "templates" / "qwen3-0.6b.jinja"
 REASONING = "Hmm, thinking"
 CONTENT = "The answer is 42."
 SPECIALS = [("<|endoftext|>", 3), ("<|im_start|>", 3), ("<|im_end|>", 3), ("<think>", 4), ("</think>", 4)]
