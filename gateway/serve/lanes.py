@@ -31,7 +31,7 @@ from lanes.pool import (  # noqa: F401  (re-exported)
     ScoredChunk,
 )
 
-from gateway.server.config import GatewayConfig
+from gateway.server.config import KV_MEMORY_FRACTION, MAX_AUTO_SLOTS, GatewayConfig
 from gateway.http.fields import F32_TINY, as_float32
 from gateway.text.gguf_meta import read_model_meta
 from gateway.openai.requests import Sampling
@@ -70,18 +70,15 @@ def text_model_path(lane_path: str) -> str:
     return str(find_model_file(SMOLLM2.name)) if is_synthetic(lane_path) else lane_path
 
 
-MAX_AUTO_SLOTS = 8
-KV_MEMORY_FRACTION = 0.5
-
-
 def memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def slots_for(config: GatewayConfig, path: str) -> int:
-    """Sequence slots per lane: --parallel, or automatically 8, fewer only when the K/V cache of
-    every lane (replicas × models × slots × ctx_size × bytes per token) would pass half of this
-    machine's memory. The cache is reserved, not resident: pages commit as sequences fill them."""
+    """Sequence slots per lane: --parallel, or automatically MAX_AUTO_SLOTS, fewer only when the
+    K/V cache of every lane (replicas × models × slots × ctx_size × bytes per token) would pass
+    KV_MEMORY_FRACTION of this machine's memory. The cache is reserved, not resident: pages
+    commit as sequences fill them."""
     if config.parallel:
         return config.parallel
     if is_synthetic(path):
