@@ -15,7 +15,7 @@ MODEL = os.environ.get("LANESERVE_FUZZ_MODEL", "smollm2")
 MAX_GENERATED = 4  # tokens per choice: SmolLM2 on one thread makes ~40 tokens/s
 MAX_N = 2
 _LENGTHS = ("max_tokens", "max_completion_tokens", "min_tokens")
-_LIMIT = 1 << 20  # gateway.openai.requests.MAX_TOKENS_LIMIT
+_LIMIT = 1 << 20  # gateway.http.limits.MAX_TOKENS_LIMIT
 
 
 def _is_int(value) -> bool:

@@ -13,7 +13,11 @@ def __getattr__(name: str):
         from lanes import model
 
         return getattr(model, name)
-    if name in ("KNOWN_MODELS", "find_model_file", "gemma3_path", "smollm2_path"):
+    if name == "KNOWN_MODELS":
+        from lanes import registry
+
+        return registry.KNOWN_MODELS
+    if name in ("find_model_file", "gemma3_path", "smollm2_path"):
         from lanes import model_files
 
         return getattr(model_files, name)

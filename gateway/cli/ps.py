@@ -8,7 +8,7 @@ import sys
 import urllib.error
 import urllib.request
 
-DEFAULT_URL = "http://127.0.0.1:8000"
+from gateway.server.config import DEFAULT_URL
 
 
 def _get_json(url: str, timeout_s: float, allow_503: bool = False) -> dict:

@@ -6,7 +6,8 @@ import sys
 
 
 def pull(name: str) -> int:
-    from lanes.model_files import KNOWN_MODELS, find_model_file
+    from lanes.model_files import find_model_file
+    from lanes.registry import KNOWN_MODELS
 
     known = KNOWN_MODELS.get(name)
     if known is None:

@@ -15,15 +15,13 @@ from dataclasses import dataclass
 from gateway.serve.lanes import GenerationParams, engine_top_p
 from gateway.http.errors import APIError
 from gateway.http.fields import as_float32
+from gateway.http.limits import MAX_MESSAGES, MAX_TOKENS_LIMIT, SEED_MAX
 from gateway.ollama.logprobs import ollama_logprobs
 from gateway.features.reasoning import OLLAMA_LEVELS, think_from_ollama
 from gateway.features.structured import from_ollama_format
 from gateway.features.tools import CALL_SHAPE, TOOL_SHAPES, Tools, parse_tools, tool_calls_of_message
 
-MAX_MESSAGES = 1024
 MAX_STOP_STRINGS = 16
-MAX_TOKENS_LIMIT = 1 << 20
-SEED_MAX = (1 << 64) - 1
 ROLES = ("system", "user", "assistant", "tool")
 
 

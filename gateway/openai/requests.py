@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from gateway.http.errors import APIError, invalid, safe_repr
 from gateway.http.fields import (Bool, Custom, Float, Int, NoOp, Obj, Str, get_bool, get_object, object_schema,
                             require_default, table)
+from gateway.http.limits import MAX_MESSAGES, MAX_TOKENS_LIMIT, SEED_MAX
 from gateway.openai.logprobs import (MAX_CHAT_TOP_LOGPROBS, MAX_COMPLETION_LOGPROBS, chat_top_logprobs, completion_echo,
                               completion_logprobs)
 from gateway.features.reasoning import EFFORTS, think_from_openai
@@ -23,9 +24,6 @@ MAX_STOP_CHARS = 256
 MAX_LOGIT_BIAS = 1024
 MAX_PROMPTS = 64
 MAX_TOKEN_ID = (1 << 31) - 1
-MAX_MESSAGES = 1024
-MAX_TOKENS_LIMIT = 1 << 20
-SEED_MAX = (1 << 64) - 1
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's legacy completions default; chat fills the context
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 

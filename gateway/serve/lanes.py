@@ -10,6 +10,7 @@ import os
 
 from lanes.api import ReasoningMarkers  # noqa: F401  (re-exported)
 from lanes.model_files import find_model_file
+from lanes.registry import SMOLLM2
 from lanes.wire import BATCH_TOKEN_BOUNDS, CHANNELS, CONTENT, FINISH_CODES, STEP_TIME_BOUNDS_NS  # noqa: F401  (re-exported)
 from lanes.wire import MAX_CHOICES as MAX_LANE_CHOICES  # noqa: F401  (re-exported)
 from lanes.pool import (  # noqa: F401  (re-exported)
@@ -31,7 +32,7 @@ from lanes.pool import (  # noqa: F401  (re-exported)
     ScoredChunk,
 )
 
-from gateway.server.config import GatewayConfig
+from gateway.server.config import KV_MEMORY_FRACTION, MAX_AUTO_SLOTS, GatewayConfig
 from gateway.http.fields import F32_TINY, as_float32
 from gateway.text.gguf_meta import read_model_meta
 from gateway.openai.requests import Sampling
@@ -67,11 +68,7 @@ AUDIO_CTX_SIZE = 448  # Whisper's decoder context; sizes the (tiny) request ring
 def text_model_path(lane_path: str) -> str:
     """The GGUF whose tokenizer and chat template the gateway uses for a lane's model; a
     synthetic lane has no vocabulary of its own and borrows SmolLM2's."""
-    return str(find_model_file("smollm2")) if is_synthetic(lane_path) else lane_path
-
-
-MAX_AUTO_SLOTS = 8
-KV_MEMORY_FRACTION = 0.5
+    return str(find_model_file(SMOLLM2.name)) if is_synthetic(lane_path) else lane_path
 
 
 def memory_bytes() -> int:
@@ -79,9 +76,10 @@ def memory_bytes() -> int:
 
 
 def slots_for(config: GatewayConfig, path: str) -> int:
-    """Sequence slots per lane: --parallel, or automatically 8, fewer only when the K/V cache of
-    every lane (replicas × models × slots × ctx_size × bytes per token) would pass half of this
-    machine's memory. The cache is reserved, not resident: pages commit as sequences fill them."""
+    """Sequence slots per lane: --parallel, or automatically MAX_AUTO_SLOTS, fewer only when the
+    K/V cache of every lane (replicas × models × slots × ctx_size × bytes per token) would pass
+    KV_MEMORY_FRACTION of this machine's memory. The cache is reserved, not resident: pages
+    commit as sequences fill them."""
     if config.parallel:
         return config.parallel
     if is_synthetic(path):

@@ -15,11 +15,15 @@ from typing import Any, Mapping
 
 from lanes.config import PoolConfig  # pure Python: the lanes' defaults, not the native runtime
 from lanes.model_files import default_repack_cache_dir
+from lanes.registry import KNOWN_MODELS, SMOLLM2
 
 # Model names end up in JSON bodies, Prometheus labels and log lines: keep them boring.
 MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
-DEFAULT_MODEL = "smollm2"
-KNOWN_ALIASES = ("smollm2", "gemma3", "whisper-base")
+DEFAULT_MODEL = SMOLLM2.name
+# parallel = 0 (automatic): this many sequence slots per lane, fewer only if the K/V cache of all
+# lanes would pass this fraction of the machine's memory (gateway/serve/lanes.py: slots_for).
+MAX_AUTO_SLOTS = 8
+KV_MEMORY_FRACTION = 0.5
 
 
 class ConfigError(ValueError):
@@ -29,7 +33,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class ModelEntry:
     name: str
-    source: str  # a known alias (smollm2, gemma3) or a path to a .gguf file
+    source: str  # a known model's alias (lanes/registry.py), a path, or a synthetic spec
 
     def __post_init__(self) -> None:
         if not MODEL_NAME_RE.match(self.name):
@@ -79,8 +83,8 @@ class GatewayConfig:
     replicas: int = 1
     threads: int = 0  # per lane; 0 = share this machine's cores evenly among all lanes
     ctx_size: int = 4096  # per sequence slot
-    # Sequence slots per lane (requests one forward pass serves at once); 0 = automatic: 8, fewer
-    # only if the K/V cache of all lanes would pass half of this machine's memory.
+    # Sequence slots per lane (requests one forward pass serves at once); 0 = automatic:
+    # MAX_AUTO_SLOTS, fewer only if the K/V cache would pass KV_MEMORY_FRACTION of the memory.
     parallel: int = 0
     max_batch_tokens: int = 256  # per-step token budget: decode tokens + one prompt chunk
     max_queue: int = 64          # requests waiting per model once every slot is taken; beyond → 429
@@ -218,10 +222,25 @@ class GatewayConfig:
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(GatewayConfig)}
+DEFAULT_URL = f"http://{FIELDS['host'].default}:{FIELDS['port'].default}"  # a server started with the defaults
 
 
 def flag_name(field_name: str) -> str:
     return "--" + ("model" if field_name == "models" else field_name.replace("_", "-"))
+
+
+def default_text(field_name: str) -> str:
+    """A field's default as `laneserve serve --help` and gateway/README.md's settings table state it."""
+    default = FIELDS[field_name].default
+    if field_name == "models":
+        return ",".join(e.source if e.name == e.source else f"{e.name}={e.source}" for e in default)
+    if default is None or default is False or default == ():
+        return "off"
+    if isinstance(default, float) and default.is_integer():
+        return str(int(default))
+    if field_name.endswith("_bytes") and default % (1 << 20) == 0:
+        return f"{default >> 20} MiB"
+    return str(default)
 
 
 def env_name(field_name: str) -> str:
@@ -245,7 +264,7 @@ def _split_list(value: str | list[str] | tuple[str, ...]) -> list[str]:
 
 def _starts_model_entry(segment: str) -> bool:
     value = segment.split("=", 1)[-1]
-    return "synthetic:" in segment or "/" in value or value.endswith(".gguf") or value in KNOWN_ALIASES
+    return "synthetic:" in segment or "/" in value or value.endswith(".gguf") or value in KNOWN_MODELS
 
 
 def _split_models(value: str | list[str] | tuple[str, ...]) -> list[str]:
@@ -305,11 +324,13 @@ def field_names() -> list[str]:
 __all__ = [
     "ConfigError",
     "DEFAULT_MODEL",
+    "DEFAULT_URL",
     "GatewayConfig",
     "MODEL_NAME_RE",
     "ModelEntry",
     "config_from_strings",
     "convert",
+    "default_text",
     "env_name",
     "field_names",
     "flag_name",

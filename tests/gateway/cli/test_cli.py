@@ -1,17 +1,45 @@
 """`laneserve` argument parsing: serve flags map 1:1 to config fields; env fills the rest."""
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from gateway.cli.main import build_parser, main, serve_config
-from gateway.server.config import FIELDS, flag_name
+from gateway.server.config import FIELDS, default_text, flag_name
+
+README = Path(__file__).resolve().parents[3] / "gateway" / "README.md"
+
+
+def _serve_parser():
+    return build_parser()._subparsers._group_actions[0].choices["serve"]
 
 
 def test_every_config_field_is_a_serve_flag():
-    serve = build_parser()._subparsers._group_actions[0].choices["serve"]
-    options = {opt for action in serve._actions for opt in action.option_strings}
+    options = {opt for action in _serve_parser()._actions for opt in action.option_strings}
     assert {flag_name(name) for name in FIELDS} <= options
+
+
+def test_serve_help_states_every_config_default():
+    helps = {action.option_strings[0]: action.help for action in _serve_parser()._actions if action.option_strings}
+    for name in FIELDS:
+        assert helps[flag_name(name)].endswith(f"(default {default_text(name)})"), name
+
+
+def test_readme_settings_table_states_every_config_default():
+    """gateway/README.md's settings table: a row for every setting, with the default --help states."""
+    text = README.read_text()
+    table = text[text.index("## Settings"):]
+    table = table[:table.index("\n## ")]
+    stated = {}
+    for row in re.findall(r"^\| `--.*$", table, re.M):
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        flags = re.findall(r"--[a-z][a-z-]*", cells[0])
+        defaults = [value.strip().strip("`") for value in cells[2].split(",")]
+        assert len(flags) == len(defaults), row
+        stated.update(zip(flags, defaults))
+    assert stated == {flag_name(name): default_text(name) for name in FIELDS}
 
 
 def test_serve_flags_build_the_config():
