@@ -8,19 +8,22 @@ Starts one laneserve per `--tree LABEL=PATH` (`python -m gateway.cli serve` with
 the working directory set to PATH, so that tree's gateway/ and lanes/ run; its compiled lanes/*.so
 must be there) on the lanes' synthetic backend, so lane compute is the same for every tree: one
 step of `--step-us` per token for all slots, no prefill time, `--parallel 16` slots, one thread.
-All servers stay up for the whole run and are measured one at a time: each phase runs on every
-tree back to back, in an order that alternates from phase to phase and round to round (AB BA, then
-BA AB), so drift on a shared machine falls on every tree alike.
+All servers stay up for the whole run and are measured one at a time, the trees taking turns
+request by request (a wave of 16 at c16), the first of each turn alternating, so drift on a shared
+machine falls on every tree alike; a gateway's CPU time is read just before its turn and 10 ms
+after its last response ended, so the other trees' turns are not in it.
 
 Per round and tree:
-  cpu/token c1    CPU time (user + system) of the gateway process only — its lanes are child
-                  processes and not counted — over `--c1-requests` streamed chat completions one
-                  after another, divided by the completion tokens of their usage chunks
-  cpu/token c16   the same with 16 streams at once (`--c16-waves` requests per stream)
-  TTFT c1 p50     request written → first SSE event with content, `--ttft-requests` requests of
-                  2 tokens per tree; trees alternate request by request and each request follows
-                  a `--idle-ms` pause (a request that reaches an idle server, as in serve_bench.py)
-Every request asks for `--tokens` (2 for TTFT) with ignore_eos and must get exactly that many.
+  cpu/token c1    CPU time (user + system, as /proc/PID/stat's utime + stime, read in ns) of the
+                  gateway process only — its lanes are child processes and not counted — over its
+                  `--c1-requests` streamed chat completions of `--tokens` tokens, one at a time,
+                  divided by the completion tokens of their usage chunks
+  cpu/token c16   the same over `--c16-waves` waves of 16 such requests at once
+  TTFT c1 p50     request written → first SSE event with content, p50 of `--ttft-requests`
+                  requests of 2 tokens, each after a `--idle-ms` pause (a request that reaches an
+                  idle server, as in serve_bench.py)
+Every request uses ignore_eos and must get exactly the tokens it asked for, else the run stops.
+Each phase's first turn per tree (connections opening) is not counted; a warm-up precedes round 1.
 Prints details per round to stderr and ONE summary line: the medians over rounds per tree and,
 for each tree against the reference (the tree labelled "before", else the first), the ratio of
 the medians with the range of the per-round ratios in brackets.
@@ -45,6 +48,7 @@ from gateway.cli.bench.server import ProcessServer, free_port  # noqa: E402
 MODEL = "fake"
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 REQUEST_TIMEOUT_S = 120.0
+SETTLE_S = 0.01  # after a unit, before its CPU reading: the gateway's work after the last byte counts
 
 
 class Tree:
@@ -79,9 +83,9 @@ def describe(path: str) -> str:
     """Short commit of a checkout, +dirty when its gateway/ or lanes/ differ from it."""
     try:
         rev = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             timeout=30).stdout.strip()
+                             timeout=30, check=False).stdout.strip()
         dirty = subprocess.run(["git", "-C", path, "status", "--porcelain", "--", "gateway", "lanes"],
-                               capture_output=True, text=True, timeout=30).stdout.strip()
+                               capture_output=True, text=True, timeout=30, check=False).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         return "?"
     return (rev or "?") + ("+dirty" if dirty else "")
@@ -107,49 +111,50 @@ def checked(record: dict, max_tokens: int, where: str) -> dict:
     return record
 
 
-async def streams(url: str, concurrency: int, per_stream: int, max_tokens: int, where: str) -> int:
-    """`concurrency` kept-alive connections, each sending `per_stream` requests one after another;
-    the completion tokens of all of them."""
-    async def one_stream() -> int:
-        conn = Conn(url)
+async def warm_up(url: str, where: str) -> None:
+    """Imports, first requests and slot buffers at full width, uncounted."""
+    for concurrency in (16, 1, 1):
+        conns = [Conn(url) for _ in range(concurrency)]
         try:
-            tokens = 0
-            for _ in range(per_stream):
-                record = await guarded_request(conn, "/v1/chat/completions", body(max_tokens), REQUEST_TIMEOUT_S)
-                tokens += checked(record, max_tokens, where)["output_tokens"]
-            return tokens
+            records = await asyncio.gather(*(guarded_request(c, "/v1/chat/completions", body(32), REQUEST_TIMEOUT_S)
+                                             for c in conns))
         finally:
-            conn.close()
-
-    return sum(await asyncio.gather(*(one_stream() for _ in range(concurrency))))
-
-
-def cpu_per_token_us(tree: Tree, concurrency: int, per_stream: int, max_tokens: int) -> float:
-    pid = tree.server.pid
-    cpu0 = cpu_seconds(pid)
-    tokens = asyncio.run(streams(tree.url, concurrency, per_stream, max_tokens, f"{tree.label} c{concurrency}"))
-    return (cpu_seconds(pid) - cpu0) / tokens * 1e6
+            for c in conns:
+                c.close()
+        for record in records:
+            checked(record, 32, where)
 
 
-def ttft_round(trees: list[Tree], requests: int, idle_s: float, round_index: int) -> dict[str, float]:
-    """p50 TTFT (ms) per tree; the trees take turns request by request, the first of each pair
-    alternating, every request after the same idle pause, one kept-alive connection per tree."""
-    async def run() -> dict[str, float]:
-        conns = {t.label: Conn(t.url) for t in trees}
-        samples: dict[str, list[float]] = {t.label: [] for t in trees}
+def alternate(trees: list[Tree], concurrency: int, units: int, max_tokens: int, round_index: int,
+              pause_s: float = 0.0, settle_s: float = 0.0) -> dict[str, tuple[list[dict], float]]:
+    """`units` times per tree: `concurrency` requests at once on kept-alive connections, the trees
+    taking turns unit by unit (the first of each turn alternating), each unit after `pause_s` and
+    its gateway's CPU time read `settle_s` after its last response ended. Unit 0 of each tree opens
+    the connections and is not counted. Per tree: the counted records and the CPU seconds of its
+    units."""
+    async def run() -> dict[str, tuple[list[dict], float]]:
+        conns = {t.label: [Conn(t.url) for _ in range(concurrency)] for t in trees}
+        out: dict[str, tuple[list[dict], float]] = {t.label: ([], 0.0) for t in trees}
         try:
-            for i in range(requests + 1):  # request 0 of each tree opens its connection, not counted
-                order = trees if (i + round_index) % 2 == 0 else trees[::-1]
-                for t in order:
-                    await asyncio.sleep(idle_s)
-                    record = await guarded_request(conns[t.label], "/v1/chat/completions", body(2), REQUEST_TIMEOUT_S)
-                    checked(record, 2, f"{t.label} ttft")
+            for i in range(units + 1):
+                for t in (trees if (i + round_index) % 2 == 0 else trees[::-1]):
+                    await asyncio.sleep(pause_s)
+                    cpu0 = cpu_seconds(t.server.pid)
+                    records = await asyncio.gather(*(
+                        guarded_request(c, "/v1/chat/completions", body(max_tokens), REQUEST_TIMEOUT_S)
+                        for c in conns[t.label]))
+                    await asyncio.sleep(settle_s)
+                    cpu = cpu_seconds(t.server.pid) - cpu0
+                    for record in records:
+                        checked(record, max_tokens, f"{t.label} c{concurrency}")
                     if i:
-                        samples[t.label].append(record["ttft_s"] * 1e3)
+                        kept, cpu_s = out[t.label]
+                        out[t.label] = (kept + records, cpu_s + cpu)
         finally:
-            for conn in conns.values():
-                conn.close()
-        return {label: percentile(values, 50) for label, values in samples.items()}
+            for conn_list in conns.values():
+                for conn in conn_list:
+                    conn.close()
+        return out
 
     return asyncio.run(run())
 
@@ -162,8 +167,8 @@ def ratio_text(values: list[float], reference: list[float]) -> str:
 
 def summary(trees: list[Tree], args: argparse.Namespace) -> str:
     ref = next((t for t in trees if t.label == "before"), trees[0])
-    parts = [f"gateway_bench | {' '.join(f'{t.label}={t.rev}' for t in trees)} | synthetic step {args.step_us} us, "
-             f"{args.tokens} tok/request, {args.rounds} rounds, medians"]
+    parts = [f"gateway_bench | {' '.join(f'{t.label}={t.rev}' for t in trees)}",
+             f"synthetic step {args.step_us} us, {args.tokens} tok/request, {args.rounds} rounds, medians"]
     metrics = [("cpu/token c1", lambda t: t.cpu_us[1], "us", 1), ("cpu/token c16", lambda t: t.cpu_us[16], "us", 1),
                ("ttft c1 p50", lambda t: t.ttft_ms, "ms", 2)]
     for name, values_of, unit, digits in metrics:
@@ -180,7 +185,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=256, help="max_tokens of the CPU phases (ignore_eos)")
     ap.add_argument("--c1-requests", type=int, default=12, help="requests per round for cpu/token c1")
-    ap.add_argument("--c16-waves", type=int, default=3, help="requests per stream per round for cpu/token c16")
+    ap.add_argument("--c16-waves", type=int, default=4, help="waves of 16 concurrent requests per round for cpu/token c16")
     ap.add_argument("--ttft-requests", type=int, default=50, help="TTFT requests per tree per round")
     ap.add_argument("--idle-ms", type=float, default=20.0, help="pause before each TTFT request")
     ap.add_argument("--step-us", type=int, default=1000, help="synthetic lane: time per decode step")
@@ -199,18 +204,17 @@ def main() -> int:
         for t in trees:
             t.start(args)
             print(f"{t.label}: {t.path} ({t.rev}) pid {t.server.pid} on {t.url}", file=sys.stderr, flush=True)
-        for t in trees:  # warm-up: imports, first requests, slot buffers at full width
-            asyncio.run(streams(t.url, 16, 1, 32, f"{t.label} warm-up"))
-            asyncio.run(streams(t.url, 1, 2, 32, f"{t.label} warm-up"))
-        ttft_round(trees, 5, args.idle_ms / 1e3, 0)
+        for t in trees:
+            asyncio.run(warm_up(t.url, f"{t.label} warm-up"))
         for r in range(args.rounds):
-            order = trees if r % 2 == 0 else trees[::-1]
-            for concurrency, per_stream in ((1, args.c1_requests), (16, args.c16_waves)):
-                for t in order:  # the trees back to back in each phase
-                    t.cpu_us[concurrency].append(cpu_per_token_us(t, concurrency, per_stream, args.tokens))
-                order = order[::-1]
-            for label, p50 in ttft_round(trees, args.ttft_requests, args.idle_ms / 1e3, r).items():
-                next(t for t in trees if t.label == label).ttft_ms.append(p50)
+            for concurrency, units in ((1, args.c1_requests), (16, args.c16_waves)):
+                phase = alternate(trees, concurrency, units, args.tokens, r + concurrency, settle_s=SETTLE_S)
+                for t in trees:
+                    records, cpu_s = phase[t.label]
+                    t.cpu_us[concurrency].append(cpu_s / sum(rec["output_tokens"] for rec in records) * 1e6)
+            phase = alternate(trees, 1, args.ttft_requests, 2, r, pause_s=args.idle_ms / 1e3)
+            for t in trees:
+                t.ttft_ms.append(percentile([rec["ttft_s"] * 1e3 for rec in phase[t.label][0]], 50))
             print(f"round {r + 1}/{args.rounds} ({time.monotonic() - t_start:.0f} s, load {os.getloadavg()[0]:.1f}): "
                   + " | ".join(f"{t.label} cpu/token c1 {t.cpu_us[1][-1]:.1f} us, c16 {t.cpu_us[16][-1]:.1f} us, "
                                f"ttft p50 {t.ttft_ms[-1]:.2f} ms" for t in trees), file=sys.stderr, flush=True)
