@@ -22,6 +22,8 @@ Per round and tree:
   TTFT c1 p50     request written → first SSE event with content, p50 of `--ttft-requests`
                   requests of 2 tokens, each after a `--idle-ms` pause (a request that reaches an
                   idle server, as in serve_bench.py)
+  cpu/request     the gateway's CPU time per request of that TTFT phase (the request path: parse,
+                  template, tokenize, admit, 2 tokens, end)
 Every request uses ignore_eos and must get exactly the tokens it asked for, else the run stops.
 Each phase's first turn per tree (connections opening) is not counted; a warm-up precedes round 1.
 Prints details per round to stderr and ONE summary line: the medians over rounds per tree and,
@@ -60,6 +62,7 @@ class Tree:
         self.server: ProcessServer | None = None
         self.cpu_us: dict[int, list[float]] = {1: [], 16: []}
         self.ttft_ms: list[float] = []
+        self.ttft_cpu_us: list[float] = []  # gateway CPU per TTFT request (2 tokens): the request path
 
     def start(self, args: argparse.Namespace) -> None:
         port = free_port()
@@ -170,7 +173,8 @@ def summary(trees: list[Tree], args: argparse.Namespace) -> str:
     parts = [f"gateway_bench | {' '.join(f'{t.label}={t.rev}' for t in trees)}",
              f"synthetic step {args.step_us} us, {args.tokens} tok/request, {args.rounds} rounds, medians"]
     metrics = [("cpu/token c1", lambda t: t.cpu_us[1], "us", 1), ("cpu/token c16", lambda t: t.cpu_us[16], "us", 1),
-               ("ttft c1 p50", lambda t: t.ttft_ms, "ms", 2)]
+               ("ttft c1 p50", lambda t: t.ttft_ms, "ms", 2),
+               ("cpu/request (2 tok)", lambda t: t.ttft_cpu_us, "us", 0)]
     for name, values_of, unit, digits in metrics:
         text = f"{name}: " + ", ".join(f"{t.label} {statistics.median(values_of(t)):.{digits}f} {unit}" for t in trees)
         ratios = [f"{t.label}/{ref.label} {ratio_text(values_of(t), values_of(ref))}" for t in trees if t is not ref]
@@ -212,12 +216,15 @@ def main() -> int:
                 for t in trees:
                     records, cpu_s = phase[t.label]
                     t.cpu_us[concurrency].append(cpu_s / sum(rec["output_tokens"] for rec in records) * 1e6)
-            phase = alternate(trees, 1, args.ttft_requests, 2, r, pause_s=args.idle_ms / 1e3)
+            phase = alternate(trees, 1, args.ttft_requests, 2, r, pause_s=args.idle_ms / 1e3, settle_s=SETTLE_S)
             for t in trees:
-                t.ttft_ms.append(percentile([rec["ttft_s"] * 1e3 for rec in phase[t.label][0]], 50))
+                records, cpu_s = phase[t.label]
+                t.ttft_ms.append(percentile([rec["ttft_s"] * 1e3 for rec in records], 50))
+                t.ttft_cpu_us.append(cpu_s / len(records) * 1e6)
             print(f"round {r + 1}/{args.rounds} ({time.monotonic() - t_start:.0f} s, load {os.getloadavg()[0]:.1f}): "
                   + " | ".join(f"{t.label} cpu/token c1 {t.cpu_us[1][-1]:.1f} us, c16 {t.cpu_us[16][-1]:.1f} us, "
-                               f"ttft p50 {t.ttft_ms[-1]:.2f} ms" for t in trees), file=sys.stderr, flush=True)
+                               f"ttft p50 {t.ttft_ms[-1]:.2f} ms ({t.ttft_cpu_us[-1]:.0f} us cpu/request)"
+                               for t in trees), file=sys.stderr, flush=True)
     finally:
         for t in trees:
             if t.server is not None:
