@@ -1,11 +1,15 @@
-"""laneserve bench parts that need no server: settings, metrics, ratios, table, plot."""
+"""laneserve bench parts that need no server: settings, metrics, ratios, table, plot, /proc readings."""
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 from gateway.cli.bench.args import add_bench_arguments, config_from_args
 from gateway.cli.bench.config import BenchConfig, BenchConfigError
 from gateway.cli.bench.metrics import meets_slo, percentile, summarize
+from gateway.cli.bench.proc import cpu_seconds
 from gateway.cli.bench.report import ratios, render
 
 
@@ -96,3 +100,34 @@ def test_plot_is_a_png_with_every_server(tmp_path):
     path = tmp_path / "p.png"
     write_plot(_fake_result(), str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+_BURNER = """
+import threading, time
+def burn(seconds):
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+worker = threading.Thread(target=burn, args=(0.3,))
+worker.start()
+worker.join()
+burn(0.1)
+print("done", flush=True)
+time.sleep(30)
+"""
+
+
+def test_cpu_seconds_counts_ended_threads_and_agrees_with_proc_stat():
+    child = subprocess.Popen([sys.executable, "-c", _BURNER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline() == "done\n"  # the burning thread has ended
+        cpu = cpu_seconds(child.pid)
+        with open(f"/proc/{child.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    finally:
+        child.kill()
+        child.wait(10)
+    assert cpu >= 0.4  # 0.3 s in the thread that ended + 0.1 s in the main thread (+ start-up)
+    assert abs(cpu - ticks_s) <= 0.02  # utime + stime, in 10 ms ticks
+    assert cpu_seconds(os.getpid()) > 0
