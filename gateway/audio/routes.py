@@ -17,7 +17,7 @@ from gateway.audio.formats import Transcript, delta_framing, done_event, render
 from gateway.audio.requests import AudioRequest, audio_body_max_bytes, parse_audio_form
 from gateway.http.errors import APIError, invalid, unavailable
 from gateway.serve.generation import AudioSubmission, next_submission_id
-from gateway.serve.handler import Adapter, Job, Parsed, serve
+from gateway.serve.handler import Adapter, Job, Parsed, route_handler
 from gateway.serve.lanes import CONTENT, Framing
 from gateway.serve.output import Output, unescape
 from lanes.api import TranscriptPart
@@ -119,13 +119,5 @@ class _Transcribe(Adapter):
         return Job([submission], out, cleanup=lambda: pcm.unlink_segment(segment))
 
 
-_TRANSCRIPTIONS = _Transcribe("transcriptions", translate=False)
-_TRANSLATIONS = _Transcribe("translations", translate=True)
-
-
-async def transcriptions(request):
-    return await serve(request, _TRANSCRIPTIONS)
-
-
-async def translations(request):
-    return await serve(request, _TRANSLATIONS)
+transcriptions = route_handler("transcriptions", _Transcribe("transcriptions", translate=False))
+translations = route_handler("translations", _Transcribe("translations", translate=True))

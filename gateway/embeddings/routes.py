@@ -17,7 +17,7 @@ from gateway.http.body import parse_json_object
 from gateway.http.errors import APIError, invalid, unavailable
 from gateway.ollama import errors as ollama_errors
 from gateway.serve.generation import EmbeddingSubmission
-from gateway.serve.handler import Adapter, Job, Parsed, serve
+from gateway.serve.handler import Adapter, Job, Parsed, route_handler
 from gateway.serve.lanes import MAX_LANE_CHOICES, Embedding
 from gateway.serve.output import Output
 
@@ -82,23 +82,14 @@ class _Embed(Adapter):
         return super().error_response(request_id, error)
 
 
-_OPENAI = _Embed("embeddings", lambda body, config: parse_openai(body, lenient=config.lenient),
-                 lambda req, served, vectors, prompt_tokens, _ns: openai_body(served.name, vectors, req.encoding_format,
-                                                                              prompt_tokens), ollama=False)
-_OLLAMA_EMBED = _Embed("ollama_embed", lambda body, config: parse_ollama(body, legacy=False),
-                       lambda req, served, vectors, prompt_tokens, ns: ollama_embed_body(req.model, vectors,
-                                                                                         prompt_tokens, ns), ollama=True)
-_OLLAMA_LEGACY = _Embed("ollama_embeddings", lambda body, config: parse_ollama(body, legacy=True),
-                        lambda req, served, vectors, prompt_tokens, ns: ollama_legacy_body(vectors), ollama=True)
-
-
-async def openai_embeddings(request):
-    return await serve(request, _OPENAI)
-
-
-async def ollama_embed(request):
-    return await serve(request, _OLLAMA_EMBED)
-
-
-async def ollama_embeddings(request):
-    return await serve(request, _OLLAMA_LEGACY)
+openai_embeddings = route_handler("openai_embeddings", _Embed(
+    "embeddings", lambda body, config: parse_openai(body, lenient=config.lenient),
+    lambda req, served, vectors, prompt_tokens, _ns: openai_body(served.name, vectors, req.encoding_format, prompt_tokens),
+    ollama=False))
+ollama_embed = route_handler("ollama_embed", _Embed(
+    "ollama_embed", lambda body, config: parse_ollama(body, legacy=False),
+    lambda req, served, vectors, prompt_tokens, ns: ollama_embed_body(req.model, vectors, prompt_tokens, ns),
+    ollama=True))
+ollama_embeddings = route_handler("ollama_embeddings", _Embed(
+    "ollama_embeddings", lambda body, config: parse_ollama(body, legacy=True),
+    lambda req, served, vectors, prompt_tokens, ns: ollama_legacy_body(vectors), ollama=True))

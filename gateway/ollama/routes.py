@@ -22,7 +22,7 @@ from gateway.ollama.requests import (CHAT_FIELDS, GENERATE_FIELDS, OllamaError, 
                                      parse_generate, unknown_fields)
 from gateway.openai.tool_stream import TOOL_TEXT_FRAMING
 from gateway.serve.generation import Submission
-from gateway.serve.handler import Adapter, Job, Parsed, serve
+from gateway.serve.handler import Adapter, Job, Parsed, route_handler
 from gateway.serve.lanes import CONTENT, REASONING, Framing, ReasoningMarkers
 
 
@@ -108,13 +108,5 @@ class _Generate(Adapter):
         return error_response(request_id, error)
 
 
-_CHAT = _Generate(chat=True)
-_GENERATE = _Generate(chat=False)
-
-
-async def chat(request):
-    return await serve(request, _CHAT)
-
-
-async def generate(request):
-    return await serve(request, _GENERATE)
+chat = route_handler("chat", _Generate(chat=True))
+generate = route_handler("generate", _Generate(chat=False))

@@ -18,7 +18,7 @@ from gateway.openai.output import OpenAIOutput
 from gateway.openai.requests import parse_chat, parse_completion
 from gateway.openai.tool_stream import TOOL_TEXT_FRAMING
 from gateway.serve.generation import Submission
-from gateway.serve.handler import Adapter, Job, Parsed, serve
+from gateway.serve.handler import Adapter, Job, Parsed, route_handler
 from gateway.serve.lanes import CONTENT, REASONING, Framing, RepeatedFraming, generation_params
 
 
@@ -102,13 +102,5 @@ class _Generate(Adapter):
         return Job(submissions, out)
 
 
-_COMPLETIONS = _Generate(chat=False)
-_CHAT = _Generate(chat=True)
-
-
-async def completions(request):
-    return await serve(request, _COMPLETIONS)
-
-
-async def chat_completions(request):
-    return await serve(request, _CHAT)
+completions = route_handler("completions", _Generate(chat=False))
+chat_completions = route_handler("chat_completions", _Generate(chat=True))

@@ -101,6 +101,14 @@ async def serve(request, adapter: Adapter):
         run.release()
 
 
+def route_handler(name: str, adapter: Adapter):
+    """The Sanic route handler of an adapter (`name` becomes the route's name)."""
+    async def handle(request):
+        return await serve(request, adapter)
+    handle.__name__ = handle.__qualname__ = name
+    return handle
+
+
 class _Run:
     """One request through the pipeline; `release` undoes whatever `execute` got to."""
 
