@@ -65,6 +65,12 @@ def with_request_id(handler):
     return handle_with_id
 
 
+def error_response(request_id: str, error: APIError) -> HTTPResponse:
+    """The OpenAI envelope of an error, with its headers (Retry-After …) and X-Request-ID."""
+    return HTTPResponse(error.body(), status=error.status, headers={HEADER: request_id, **error.headers},
+                        content_type="application/json")
+
+
 def install(app) -> None:
     @app.on_response
     async def echo_request_id(request, response):
@@ -80,7 +86,6 @@ def install(app) -> None:
             app.ctx.state.log.error("unhandled_exception", request_id=_request_id(request),
                                     error_type=type(exc).__name__)
             error = internal()
-        headers = {HEADER: _request_id(request), **error.headers}
-        return HTTPResponse(error.body(), status=error.status, headers=headers, content_type="application/json")
+        return error_response(_request_id(request), error)
 
     app.exception(Exception)(handle)

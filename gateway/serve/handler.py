@@ -23,6 +23,7 @@ from typing import Callable
 from sanic.response import HTTPResponse
 
 from gateway.http.cors import cors_headers
+from gateway.http.error_handler import error_response
 from gateway.http.errors import APIError, server_busy, unavailable
 from gateway.http.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.serve.admission import NoServingLane, QueueFull, QueueTimeout
@@ -69,8 +70,7 @@ class Adapter:
 
     def error_response(self, request_id: str, error: APIError) -> HTTPResponse:
         """The OpenAI error envelope; other protocols override it."""
-        return HTTPResponse(error.body(), status=error.status, headers={REQUEST_ID_HEADER: request_id, **error.headers},
-                            content_type="application/json")
+        return error_response(request_id, error)
 
 
 def admission_error(state, model: str, exc: Exception) -> APIError:
