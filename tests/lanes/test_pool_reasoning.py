@@ -1,5 +1,5 @@
 """A lane splits reasoning from content (channel 1) on the tiny scripted thinking model
-(tests/gateway/thinking_gguf.py): streamed per channel and collected per channel, with generation
+(tests/gateway/features/thinking_gguf.py): streamed per channel and collected per channel, with generation
 starting outside or inside the block."""
 import asyncio
 import importlib.util
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif("engine" not in _runtime.lane_backends(), reason
 
 
 def _thinking_gguf():
-    path = Path(__file__).resolve().parents[1] / "gateway" / "thinking_gguf.py"
+    path = Path(__file__).resolve().parents[1] / "gateway" / "features" / "thinking_gguf.py"
     spec = importlib.util.spec_from_file_location("_lanes_thinking_gguf", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
