@@ -2,8 +2,9 @@
 // in LS_SAMPLING_SCALARS (and max_tokens in LS_GENERATION_LIMITS); the SamplingParams fields, the
 // GenerationRequest limits (engine/engine.h), the REQUEST wire header (ring/wire.h), its decoder,
 // its layout export and the Python keyword bindings are all generated from those lists.
-// Python mirror: lanes.api.GenerationParams (tests/csrc/ring/test_wire_agreement.py checks the wire
-// layout; the gateway maps request fields onto GenerationParams by name).
+// Python: lanes.api.GenerationParams takes its sampling defaults from the exported list
+// (lanes._ring.sampling_defaults()) and lanes/wire.py packs the fields in the exported wire order;
+// the gateway maps request fields onto GenerationParams by name.
 #pragma once
 
 #include <cstdint>
