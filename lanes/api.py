@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from lanes import _ring
+
 
 # Lane replica states (one definition: metrics, health and admission import these).
 LANE_STATES = ("starting", "ready", "busy", "restarting", "failed", "stopped")
@@ -73,24 +75,29 @@ class ReasoningMarkers:
             raise ValueError("the reasoning close marker must be non-empty")
 
 
+# Defaults of the scalar sampling fields, from their one definition (LS_SAMPLING_SCALARS in
+# csrc/sampler/params.h); lanes/wire.py packs the same names in the exported wire order.
+_SAMPLING = _ring.sampling_defaults()
+
+
 @dataclass(frozen=True)
 class GenerationParams:
     """The ONE Python definition of a generation's parameters (the C++ one is
-    csrc/sampler/params.h; the wire layout between them is tested). The gateway fills it from
-    request fields of the same names."""
+    csrc/sampler/params.h, whose defaults the sampling scalars take). The gateway fills it from
+    request fields of the same names and takes the defaults it needs from its fields."""
     max_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float = 0.0
+    temperature: float = _SAMPLING["temperature"]
+    top_p: float = _SAMPLING["top_p"]
+    top_k: int = _SAMPLING["top_k"]
+    min_p: float = _SAMPLING["min_p"]
     seed: int | None = None
     stop: tuple[str, ...] = ()
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    repetition_penalty: float = 1.0
-    repeat_last_n: int = 64
+    presence_penalty: float = _SAMPLING["presence_penalty"]
+    frequency_penalty: float = _SAMPLING["frequency_penalty"]
+    repetition_penalty: float = _SAMPLING["repetition_penalty"]
+    repeat_last_n: int = _SAMPLING["repeat_last_n"]
     logit_bias: tuple[tuple[int, float], ...] = ()
-    min_tokens: int = 0
+    min_tokens: int = _SAMPLING["min_tokens"]
     ignore_eos: bool = False
     reasoning: ReasoningMarkers | None = None  # None: all text is content
     grammar: str | None = None  # llguidance grammar the output must follow (gateway.features.structured)
@@ -111,6 +118,11 @@ class GenerationParams:
             raise ValueError("seed must fit in 64 bits unsigned")
         if not 0 <= self.min_tokens < 2**31 or not -2**31 <= self.top_k < 2**31:
             raise ValueError("min_tokens/top_k out of range")
+
+
+def param_default(name: str):
+    """The default of a GenerationParams field: what the gateway's parsers fall back to."""
+    return GenerationParams.__dataclass_fields__[name].default
 
 
 @dataclass(frozen=True)

@@ -1,71 +1,54 @@
-"""Python mirror of csrc/ring/wire.h (the ONE wire-format definition) — keep the two in step.
+"""The ring wire format in Python, built at import from csrc/ring/wire.h (the ONE definition).
 
-tests/csrc/ring/test_wire_agreement.py compares every constant, struct size and field offset
-here with what the `_ring` extension reports from the C++ header. No pickle crosses processes:
-the gateway encodes REQUEST/CANCEL/SHUTDOWN and decodes HELLO/DELTA/DONE/ERROR/LOGPROBS with `struct`.
+Every constant, record type, struct size, field offset and field type comes from the layout the
+`_ring` extension exports (`_ring.wire_layout()`, generated from wire.h's field lists); the struct
+formats here are built from it, so nothing of the layout is written a second time.
+tests/csrc/ring/test_wire_agreement.py round-trips records between these codecs and the native ones.
+No pickle crosses processes: the gateway encodes REQUEST/CANCEL/SHUTDOWN and decodes
+HELLO/DELTA/DONE/ERROR/LOGPROBS with `struct`.
 """
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
+from functools import cached_property
 
-MAGIC = 0x474E524C
-VERSION = 2
-RECORD_HEADER_BYTES = 8
-RECORD_ALIGN_BYTES = 8
-SEGMENT_HEADER_BYTES = 512
+from lanes import _ring
 
-# RecordType
-PAD = 0
-REQUEST = 1
-CANCEL = 2
-SHUTDOWN = 3
-HELLO = 16
-DELTA = 17
-DONE = 18
-ERROR = 19
-STATS = 20
-EMBEDDING = 21
-LOGPROBS = 22
-AUDIO_REQUEST = 4   # audio lanes only (lanes/audio/)
-TRANSCRIPT = 30
-RECORD_TYPES = {"PAD": PAD, "REQUEST": REQUEST, "CANCEL": CANCEL, "SHUTDOWN": SHUTDOWN,
-                "HELLO": HELLO, "DELTA": DELTA, "DONE": DONE, "ERROR": ERROR, "STATS": STATS,
-                "EMBEDDING": EMBEDDING, "LOGPROBS": LOGPROBS, "AUDIO_REQUEST": AUDIO_REQUEST,
-                "TRANSCRIPT": TRANSCRIPT}
-CHANNELS = {"content": 0, "reasoning": 1, "tool_arguments": 2}
+LAYOUT = _ring.wire_layout()
+
+MAGIC = LAYOUT["magic"]
+VERSION = LAYOUT["version"]
+RECORD_HEADER_BYTES = LAYOUT["record_header_bytes"]
+RECORD_ALIGN_BYTES = LAYOUT["record_align_bytes"]
+SEGMENT_HEADER_BYTES = LAYOUT["structs"]["SegmentHeader"]["size"]
+# Only offsets of the segment header: Python never reads or writes it.
+SEGMENT_HEADER_OFFSETS: dict[str, int] = LAYOUT["structs"]["SegmentHeader"]["offsets"]
+
+# Record types as module constants: PAD, REQUEST, CANCEL, SHUTDOWN, HELLO, DELTA, DONE, ERROR, STATS,
+# EMBEDDING, LOGPROBS, AUDIO_REQUEST (audio lanes only, lanes/audio/), TRANSCRIPT.
+RECORD_TYPES: dict[str, int] = LAYOUT["record_types"]
+globals().update(RECORD_TYPES)
+CHANNELS: dict[str, int] = LAYOUT["channels"]  # content, reasoning, tool_arguments
 CONTENT = CHANNELS["content"]
 # STATS histograms: bucket i counts steps whose value is <= bound i; the last bucket is +Inf.
-STEP_BUCKETS = 12
-STEP_TIME_BOUNDS_NS = (1_000_000, 2_500_000, 5_000_000, 10_000_000, 20_000_000, 50_000_000, 100_000_000,
-                       200_000_000, 500_000_000, 1_000_000_000, 5_000_000_000)
-BATCH_TOKEN_BOUNDS = (1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 256)
+STEP_BUCKETS: int = LAYOUT["step_buckets"]
+STEP_TIME_BOUNDS_NS = tuple(LAYOUT["step_time_bounds_ns"])
+BATCH_TOKEN_BOUNDS = tuple(LAYOUT["batch_token_bounds"])
 
-FINISH_CODES = {"none": 0, "stop": 1, "length": 2, "cancelled": 3, "error": 4}
+FINISH_CODES: dict[str, int] = LAYOUT["finish_codes"]
 FINISH_NAMES = {v: k for k, v in FINISH_CODES.items()}
-ERROR_CODES = {"load_failed": 1, "bad_request": 2, "output_overflow": 3, "engine_error": 4,
-               "protocol_error": 5}
+ERROR_CODES: dict[str, int] = LAYOUT["error_codes"]
 ERROR_NAMES = {v: k for k, v in ERROR_CODES.items()}
+TRANSCRIPT_KINDS: dict[str, int] = LAYOUT["transcript_kinds"]
 
-REQUEST_HAS_SEED = 1
-REQUEST_IGNORE_EOS = 2
-REQUEST_EMBED = 4
-REQUEST_SPLIT_REASONING = 1 << 4          # open/close reasoning markers follow the stop strings
-REQUEST_REASONING_STARTS_INSIDE = 1 << 5  # the prompt already opened the reasoning block
-REQUEST_GRAMMAR = 1 << 6                  # an llguidance grammar (last section) constrains the output
-REQUEST_LOGPROBS = 1 << 8          # u32 num_top_logprobs follows; LOGPROBS records replace DELTAs
-REQUEST_PROMPT_LOGPROBS = 1 << 9   # score the prompt tokens too (echo); max_tokens may be 0
-DONE_LAST_CHOICE = 1
-AUDIO_TRANSLATE = 1
-AUDIO_WORD_TIMESTAMPS = 2
-TRANSCRIPT_KINDS = {"info": 1, "segment": 2}
-FLAGS = {"AUDIO_TRANSLATE": AUDIO_TRANSLATE, "AUDIO_WORD_TIMESTAMPS": AUDIO_WORD_TIMESTAMPS,
-         "REQUEST_HAS_SEED": REQUEST_HAS_SEED, "REQUEST_IGNORE_EOS": REQUEST_IGNORE_EOS,
-         "REQUEST_EMBED": REQUEST_EMBED, "REQUEST_SPLIT_REASONING": REQUEST_SPLIT_REASONING,
-         "REQUEST_REASONING_STARTS_INSIDE": REQUEST_REASONING_STARTS_INSIDE, "REQUEST_GRAMMAR": REQUEST_GRAMMAR,
-         "REQUEST_LOGPROBS": REQUEST_LOGPROBS, "REQUEST_PROMPT_LOGPROBS": REQUEST_PROMPT_LOGPROBS,
-         "DONE_LAST_CHOICE": DONE_LAST_CHOICE}
-MAX_CHOICES = 128  # per REQUEST: n choices, or the inputs of an embedding request
+# Flag bits as module constants (meanings in wire.h): REQUEST_HAS_SEED, REQUEST_IGNORE_EOS, REQUEST_EMBED,
+# REQUEST_SPLIT_REASONING, REQUEST_REASONING_STARTS_INSIDE, REQUEST_GRAMMAR, REQUEST_LOGPROBS,
+# REQUEST_PROMPT_LOGPROBS, DONE_LAST_CHOICE, AUDIO_TRANSLATE, AUDIO_WORD_TIMESTAMPS.
+FLAGS: dict[str, int] = LAYOUT["flags"]
+globals().update(FLAGS)
+MAX_CHOICES: int = LAYOUT["max_choices"]  # per REQUEST: n choices, or the inputs of an embedding request
 
 
 @dataclass(frozen=True)
@@ -82,6 +65,10 @@ class StructSpec:
     def size(self) -> int:
         return struct.calcsize(self.format)
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.fields)
+
     def offsets(self) -> dict[str, int]:
         out, fmt = {}, "<"
         for name, code in self.fields:
@@ -89,76 +76,59 @@ class StructSpec:
             fmt += code
         return out
 
+    @cached_property
+    def codec(self) -> struct.Struct:
+        return struct.Struct(self.format)
+
+    def pack(self, **values) -> bytes:
+        """Every field by name (a missing one raises KeyError); array fields take a sequence."""
+        flat: list = []
+        for name, code in self.fields:
+            if len(code) == 1:
+                flat.append(values[name])
+            else:
+                flat.extend(values[name])
+        return self.codec.pack(*flat)
+
+    def unpack(self, payload, offset: int = 0) -> dict:
+        """Field name → value (a tuple for array fields)."""
+        flat = self.codec.unpack_from(payload, offset)
+        out, i = {}, 0
+        for name, code in self.fields:
+            if len(code) == 1:
+                out[name] = flat[i]
+                i += 1
+            else:
+                n = int(code[:-1])
+                out[name] = tuple(flat[i:i + n])
+                i += n
+        return out
+
+
+def _spec(name: str) -> StructSpec:
+    """The StructSpec of a wire.h struct, from its exported fields (wire.h asserts there is no
+    implicit padding, so the packed format's offsets are the C++ ones; checked again here)."""
+    native = LAYOUT["structs"][name]
+    fields = sorted(native["fields"], key=lambda f: f[1])
+    spec = StructSpec(name, tuple((f, code if count == 1 else f"{count}{code}") for f, _, code, count in fields))
+    if spec.size != native["size"] or spec.offsets() != {f: offset for f, offset, _, _ in fields}:
+        raise ImportError(f"lanes.wire: no packed format matches the native layout of {name}")
+    return spec
+
 
 # The scalar sampling fields in wire order (C++: LS_SAMPLING_SCALARS in csrc/sampler/params.h); their
 # names, meanings and defaults are lanes.api.GenerationParams fields.
-SAMPLING_SCALARS = (
-    ("temperature", "f"), ("top_p", "f"), ("min_p", "f"), ("presence_penalty", "f"),
-    ("frequency_penalty", "f"), ("repetition_penalty", "f"), ("top_k", "i"), ("repeat_last_n", "i"),
-    ("min_tokens", "i"),
-)
-REQUEST_HEADER = StructSpec("RequestHeader", (
-    ("request_id", "Q"), ("seed", "Q"), ("num_choices", "I"), ("flags", "I"), ("max_tokens", "i"),
-    *SAMPLING_SCALARS,
-    ("num_prompt_ids", "I"), ("num_logit_bias", "I"), ("num_stop", "I"), ("reserved", "I"),
-))
-LOGIT_BIAS_ENTRY = StructSpec("LogitBiasEntry", (("token_id", "i"), ("bias", "f")))
-CANCEL_RECORD = StructSpec("CancelRecord", (("request_id", "Q"),))
-HELLO_RECORD = StructSpec("HelloRecord", (
-    ("pid", "I"), ("n_ctx", "i"), ("n_vocab", "i"), ("wire_version", "I"), ("load_ns", "Q"),
-    ("kv_cache_bytes", "Q"), ("num_slots", "i"), ("max_batch_tokens", "i"), ("n_embd", "i"), ("reserved", "I"),
-))
-DELTA_HEADER = StructSpec("DeltaHeader", (
-    ("request_id", "Q"), ("choice", "I"), ("channel", "I"), ("num_tokens", "I"), ("reserved", "I"),
-    ("emit_ns", "Q"),
-))
-DONE_RECORD = StructSpec("DoneRecord", (
-    ("request_id", "Q"), ("choice", "I"), ("finish_reason", "I"), ("prompt_tokens", "I"),
-    ("completion_tokens", "I"), ("cached_tokens", "I"), ("flags", "I"), ("prefill_ns", "Q"),
-    ("decode_ns", "Q"),
-))
-STATS_RECORD = StructSpec("StatsRecord", (
-    ("num_steps", "Q"), ("step_ns_sum", "Q"), ("batch_tokens_sum", "Q"),
-    ("step_ns_buckets", f"{STEP_BUCKETS}Q"), ("batch_tokens_buckets", f"{STEP_BUCKETS}Q"),
-    ("active_sequences", "I"), ("waiting_sequences", "I"),
-))
-EMBEDDING_HEADER = StructSpec("EmbeddingHeader", (
-    ("request_id", "Q"), ("choice", "I"), ("n_embd", "I"), ("prompt_tokens", "I"), ("reserved", "I"),
-))
-ERROR_HEADER = StructSpec("ErrorHeader", (("request_id", "Q"), ("code", "I"), ("reserved", "I")))
-LOGPROBS_HEADER = StructSpec("LogprobsHeader", (
-    ("request_id", "Q"), ("choice", "I"), ("num_positions", "I"), ("num_prompt_positions", "I"), ("num_top", "I"),
-    ("content_bytes", "I"), ("reasoning_bytes", "I"),
-))
-LOGPROB_ENTRY = StructSpec("LogprobEntry", (("token", "i"), ("logprob", "f")))
-AUDIO_REQUEST_HEADER = StructSpec("AudioRequestHeader", (
-    ("request_id", "Q"), ("num_samples", "Q"), ("flags", "I"), ("temperature", "f"), ("name_bytes", "I"),
-    ("language_bytes", "I"), ("prompt_bytes", "I"), ("reserved", "I"),
-))
-TRANSCRIPT_HEADER = StructSpec("TranscriptHeader", (("request_id", "Q"), ("kind", "I"), ("reserved", "I")))
-# Only sizes/offsets are mirrored for the segment header: Python never reads or writes it.
-SEGMENT_HEADER_OFFSETS = {
-    "magic": 0, "version": 4, "capacity_bytes": 8, "max_record_bytes": 16, "creator_pid": 24,
-    "tail": 128, "head": 256, "reader_waiting": 384, "closed": 388, "heartbeat_ns": 392,
-    "quiet_until_ns": 400, "writer_pid": 408, "reader_pid": 412,
-}
-STRUCTS = (REQUEST_HEADER, LOGIT_BIAS_ENTRY, CANCEL_RECORD, HELLO_RECORD, DELTA_HEADER,
-           DONE_RECORD, STATS_RECORD, EMBEDDING_HEADER, ERROR_HEADER, LOGPROBS_HEADER, LOGPROB_ENTRY,
-           AUDIO_REQUEST_HEADER, TRANSCRIPT_HEADER)
+SAMPLING_SCALARS: tuple[str, ...] = tuple(LAYOUT["sampling_scalars"])
+# Every wire.h record struct, as a module constant named after it: REQUEST_HEADER, LOGIT_BIAS_ENTRY,
+# CANCEL_RECORD, HELLO_RECORD, DELTA_HEADER, DONE_RECORD, STATS_RECORD, EMBEDDING_HEADER, ERROR_HEADER,
+# LOGPROBS_HEADER, LOGPROB_ENTRY, AUDIO_REQUEST_HEADER, TRANSCRIPT_HEADER.
+STRUCTS = tuple(_spec(name) for name in LAYOUT["structs"] if name != "SegmentHeader")
+globals().update((re.sub(r"(?<!^)(?=[A-Z])", "_", spec.name).upper(), spec) for spec in STRUCTS)
 
-_REQUEST = struct.Struct(REQUEST_HEADER.format)
-_CANCEL = struct.Struct(CANCEL_RECORD.format)
-_HELLO = struct.Struct(HELLO_RECORD.format)
-_DELTA = struct.Struct(DELTA_HEADER.format)
-_DONE = struct.Struct(DONE_RECORD.format)
-_ERROR = struct.Struct(ERROR_HEADER.format)
-_STATS = struct.Struct(STATS_RECORD.format)
-_EMBEDDING = struct.Struct(EMBEDDING_HEADER.format)
-_LOGPROBS = struct.Struct(LOGPROBS_HEADER.format)
 _U32 = struct.Struct("<I")
 _FLAGS_OFFSET = REQUEST_HEADER.offsets()["flags"]
-DELTA_HEADER_BYTES = _DELTA.size
-ERROR_HEADER_BYTES = _ERROR.size
+DELTA_HEADER_BYTES = DELTA_HEADER.size
+ERROR_HEADER_BYTES = ERROR_HEADER.size
 
 
 def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> bytes:
@@ -176,14 +146,14 @@ def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> byt
         flags |= REQUEST_LOGPROBS | (REQUEST_PROMPT_LOGPROBS if params.prompt_logprobs else 0)
     stops = [s.encode("utf-8") for s in params.stop]
     parts = [
-        _REQUEST.pack(
-            request_id, (seed or 0) & 0xFFFFFFFFFFFFFFFF, num_choices, flags, params.max_tokens,
-            *(getattr(params, name) for name, _ in SAMPLING_SCALARS),
-            len(prompt_ids), len(params.logit_bias), len(stops), 0),
+        REQUEST_HEADER.pack(
+            request_id=request_id, seed=(seed or 0) & 0xFFFFFFFFFFFFFFFF, num_choices=num_choices, flags=flags,
+            max_tokens=params.max_tokens, **{name: getattr(params, name) for name in SAMPLING_SCALARS},
+            num_prompt_ids=len(prompt_ids), num_logit_bias=len(params.logit_bias), num_stop=len(stops), reserved=0),
         struct.pack(f"<{len(prompt_ids)}i", *prompt_ids),
     ]
     for token_id, bias in params.logit_bias:
-        parts.append(struct.pack("<if", token_id, bias))
+        parts.append(LOGIT_BIAS_ENTRY.pack(token_id=token_id, bias=bias))
     markers = [reasoning.open.encode("utf-8"), reasoning.close.encode("utf-8")] if reasoning is not None else []
     for s in stops + markers:
         parts.append(_U32.pack(len(s)))
@@ -213,11 +183,12 @@ def encode_embed_request(request_id: int, inputs: list[list[int]]) -> bytes:
 
 def decode_embedding(payload: bytes) -> tuple[int, int, int, bytes]:
     """EMBEDDING → (request_id, choice, prompt_tokens, float32 little-endian vector bytes)."""
-    request_id, choice, n_embd, prompt_tokens, _ = _EMBEDDING.unpack_from(payload)
-    vector = bytes(payload[_EMBEDDING.size:_EMBEDDING.size + 4 * n_embd])
-    if len(vector) != 4 * n_embd:
+    h = EMBEDDING_HEADER.unpack(payload)
+    start = EMBEDDING_HEADER.size
+    vector = bytes(payload[start:start + 4 * h["n_embd"]])
+    if len(vector) != 4 * h["n_embd"]:
         raise ValueError("EMBEDDING record truncated")
-    return request_id, choice, prompt_tokens, vector
+    return h["request_id"], h["choice"], h["prompt_tokens"], vector
 
 
 def decode_logprobs(payload: bytes) -> tuple[int, int, tuple, int, bytes, bytes]:
@@ -225,11 +196,13 @@ def decode_logprobs(payload: bytes) -> tuple[int, int, tuple, int, bytes, bytes]
     ((token, logprob), ((alt_token, alt_logprob), ...) best first), logprob None = no value
     (prompt position 0); the first num_prompt positions score prompt tokens; content and
     reasoning are the UTF-8 text released at the same step."""
-    request_id, choice, n, num_prompt, num_top, content_bytes, reasoning_bytes = _LOGPROBS.unpack_from(payload)
-    stride = 1 + num_top
-    off = _LOGPROBS.size
-    flat = struct.unpack_from("<" + "if" * (n * stride), payload, off)
-    off += 8 * n * stride
+    h = LOGPROBS_HEADER.unpack(payload)
+    n, num_prompt, content_bytes, reasoning_bytes = (h["num_positions"], h["num_prompt_positions"],
+                                                    h["content_bytes"], h["reasoning_bytes"])
+    stride = 1 + h["num_top"]
+    off = LOGPROBS_HEADER.size
+    flat = struct.unpack_from("<" + LOGPROB_ENTRY.format[1:] * (n * stride), payload, off)  # (token, logprob) pairs
+    off += LOGPROB_ENTRY.size * n * stride
     content = bytes(payload[off:off + content_bytes])
     reasoning = bytes(payload[off + content_bytes:off + content_bytes + reasoning_bytes])
     if len(content) + len(reasoning) != content_bytes + reasoning_bytes:
@@ -241,11 +214,11 @@ def decode_logprobs(payload: bytes) -> tuple[int, int, tuple, int, bytes, bytes]
         taken = (flat[base], None if logprob != logprob else logprob)  # NaN: no value
         alts = tuple((flat[base + 2 * j], flat[base + 2 * j + 1]) for j in range(1, stride) if flat[base + 2 * j] >= 0)
         positions.append((taken, alts))
-    return request_id, choice, tuple(positions), num_prompt, content, reasoning
+    return h["request_id"], h["choice"], tuple(positions), num_prompt, content, reasoning
 
 
 def encode_cancel(request_id: int) -> bytes:
-    return _CANCEL.pack(request_id)
+    return CANCEL_RECORD.pack(request_id=request_id)
 
 
 @dataclass(frozen=True)
@@ -262,14 +235,17 @@ class Hello:
 
 
 def decode_hello(payload: bytes) -> Hello:
-    return Hello(*_HELLO.unpack_from(payload)[:-1])  # without the padding field
+    fields = HELLO_RECORD.unpack(payload)
+    del fields["reserved"]  # padding
+    return Hello(**fields)
 
 
-# DELTA: (request_id, choice, channel, num_tokens, reserved, emit_ns); text = payload[DELTA_HEADER_BYTES:]
-decode_delta_header = _DELTA.unpack_from
+# Tuples in wire.h field order. DELTA: (request_id, choice, channel, num_tokens, reserved, emit_ns);
+# text = payload[DELTA_HEADER_BYTES:]
+decode_delta_header = DELTA_HEADER.codec.unpack_from
 # DONE: (request_id, choice, finish_reason, prompt_tokens, completion_tokens, cached_tokens, flags,
 #        prefill_ns, decode_ns)
-decode_done = _DONE.unpack_from
+decode_done = DONE_RECORD.codec.unpack_from
 
 
 @dataclass(frozen=True)
@@ -285,13 +261,11 @@ class Stats:
 
 
 def decode_stats(payload: bytes) -> Stats:
-    v = _STATS.unpack_from(payload)
-    n = STEP_BUCKETS
-    return Stats(v[0], v[1], v[2], tuple(v[3:3 + n]), tuple(v[3 + n:3 + 2 * n]), v[3 + 2 * n], v[4 + 2 * n])
+    return Stats(**STATS_RECORD.unpack(payload))
 
 
 def decode_error(payload: bytes) -> tuple[int, str, str]:
     """→ (request_id, code name, message)."""
-    request_id, code, _ = _ERROR.unpack_from(payload)
+    h = ERROR_HEADER.unpack(payload)
     message = payload[ERROR_HEADER_BYTES:].decode("utf-8", "replace")
-    return request_id, ERROR_NAMES.get(code, f"error_{code}"), message
+    return h["request_id"], ERROR_NAMES.get(h["code"], f"error_{h['code']}"), message

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "ring/delta_relay.h"
 #include "ring/doorbell.h"
@@ -124,166 +125,83 @@ py::bytes struct_bytes(const T& v) {
   return py::bytes(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
-#define FIELD(S, f) d[#f] = offsetof(S, f)
+// struct module format code of a wire field's (element) type.
+template <class T>
+constexpr char struct_code() {
+  using E = std::remove_all_extents_t<T>;
+  if constexpr (std::is_same_v<E, uint64_t>) return 'Q';
+  else if constexpr (std::is_same_v<E, int64_t>) return 'q';
+  else if constexpr (std::is_same_v<E, uint32_t>) return 'I';
+  else if constexpr (std::is_same_v<E, int32_t>) return 'i';
+  else if constexpr (std::is_same_v<E, float>) return 'f';
+  else static_assert(sizeof(E) == 0, "wire field type without a struct code");
+}
+
+// (name, offset, struct code, count): count > 1 for array fields.
+template <class T>
+py::tuple field_entry(const char* name, size_t offset) {
+  const size_t count = sizeof(T) / sizeof(std::remove_all_extents_t<T>);
+  return py::make_tuple(name, offset, std::string(1, struct_code<T>()), count);
+}
+
+py::dict struct_entry(size_t size, const py::list& fields) {
+  py::dict offsets;
+  for (const auto& f : fields) offsets[f.cast<py::tuple>()[0]] = f.cast<py::tuple>()[1];
+  return py::dict(py::arg("size") = size, py::arg("offsets") = offsets, py::arg("fields") = fields);
+}
+
+// Expansions of the lists in ring/wire.h (S, E and the dicts are the block's locals).
+#define LS_EXPORT_FIELD(type, name, ...) fields.append(field_entry<decltype(S::name)>(#name, offsetof(S, name)));
+#define LS_EXPORT_STRUCT(Name, FIELDS)         \
+  {                                            \
+    using S = wire::Name;                      \
+    py::list fields;                           \
+    FIELDS(LS_EXPORT_FIELD)                    \
+    structs[#Name] = struct_entry(sizeof(S), fields); \
+  }
+#define LS_EXPORT_ENUMERATOR(cpp, py_name, value) d[#py_name] = uint32_t(E::cpp);
+#define LS_EXPORT_ENUM(Enum, LIST, key) \
+  {                                     \
+    using E = wire::Enum;               \
+    py::dict d;                         \
+    LIST(LS_EXPORT_ENUMERATOR)          \
+    out[key] = d;                       \
+  }
+#define LS_EXPORT_CONSTANT(cpp, py_name, value) flags[#py_name] = wire::cpp;
+#define LS_EXPORT_NAME(type, name, ...) sampling.append(#name);
 
 py::dict wire_layout() {
-  py::dict out, types, finish, errors, flags, structs;
-  types["PAD"] = uint32_t(wire::RecordType::Pad);
-  types["REQUEST"] = uint32_t(wire::RecordType::Request);
-  types["CANCEL"] = uint32_t(wire::RecordType::Cancel);
-  types["SHUTDOWN"] = uint32_t(wire::RecordType::Shutdown);
-  types["HELLO"] = uint32_t(wire::RecordType::Hello);
-  types["DELTA"] = uint32_t(wire::RecordType::Delta);
-  types["DONE"] = uint32_t(wire::RecordType::Done);
-  types["ERROR"] = uint32_t(wire::RecordType::Error);
-  types["STATS"] = uint32_t(wire::RecordType::Stats);
-  types["EMBEDDING"] = uint32_t(wire::RecordType::Embedding);
-  types["AUDIO_REQUEST"] = uint32_t(wire::RecordType::AudioRequest);
-  types["TRANSCRIPT"] = uint32_t(wire::RecordType::Transcript);
-  types["LOGPROBS"] = uint32_t(wire::RecordType::Logprobs);
-  finish["none"] = uint32_t(wire::FinishCode::None);
-  finish["stop"] = uint32_t(wire::FinishCode::Stop);
-  finish["length"] = uint32_t(wire::FinishCode::Length);
-  finish["cancelled"] = uint32_t(wire::FinishCode::Cancelled);
-  finish["error"] = uint32_t(wire::FinishCode::Error);
-  errors["load_failed"] = uint32_t(wire::ErrorCode::LoadFailed);
-  errors["bad_request"] = uint32_t(wire::ErrorCode::BadRequest);
-  errors["output_overflow"] = uint32_t(wire::ErrorCode::OutputOverflow);
-  errors["engine_error"] = uint32_t(wire::ErrorCode::EngineError);
-  errors["protocol_error"] = uint32_t(wire::ErrorCode::ProtocolError);
-  flags["REQUEST_HAS_SEED"] = wire::kRequestHasSeed;
-  flags["REQUEST_IGNORE_EOS"] = wire::kRequestIgnoreEos;
-  flags["REQUEST_SPLIT_REASONING"] = wire::kRequestSplitReasoning;
-  flags["REQUEST_REASONING_STARTS_INSIDE"] = wire::kRequestReasoningStartsInside;
-  flags["REQUEST_GRAMMAR"] = wire::kRequestGrammar;
-  flags["REQUEST_EMBED"] = wire::kRequestEmbed;
-  flags["REQUEST_LOGPROBS"] = wire::kRequestLogprobs;
-  flags["REQUEST_PROMPT_LOGPROBS"] = wire::kRequestPromptLogprobs;
-  flags["DONE_LAST_CHOICE"] = wire::kDoneLastChoice;
-  flags["AUDIO_TRANSLATE"] = wire::kAudioTranslate;
-  flags["AUDIO_WORD_TIMESTAMPS"] = wire::kAudioWordTimestamps;
+  py::dict out, flags, structs;
+  LS_EXPORT_ENUM(RecordType, LS_WIRE_RECORD_TYPES, "record_types")
+  LS_EXPORT_ENUM(FinishCode, LS_WIRE_FINISH_CODES, "finish_codes")
+  LS_EXPORT_ENUM(ErrorCode, LS_WIRE_ERROR_CODES, "error_codes")
+  LS_EXPORT_ENUM(Channel, LS_WIRE_CHANNELS, "channels")
+  LS_EXPORT_ENUM(TranscriptKind, LS_WIRE_TRANSCRIPT_KINDS, "transcript_kinds")
+  LS_WIRE_FLAGS(LS_EXPORT_CONSTANT)
+  LS_WIRE_STRUCTS(LS_EXPORT_STRUCT)
   {
-    py::dict d;
-    FIELD(wire::RequestHeader, request_id); FIELD(wire::RequestHeader, seed);
-    FIELD(wire::RequestHeader, num_choices); FIELD(wire::RequestHeader, flags);
-    FIELD(wire::RequestHeader, max_tokens);
-#define LS_LAYOUT_SAMPLING_FIELD(type, name, dflt) FIELD(wire::RequestHeader, name);
-    LS_SAMPLING_SCALARS(LS_LAYOUT_SAMPLING_FIELD)
-#undef LS_LAYOUT_SAMPLING_FIELD
-    FIELD(wire::RequestHeader, num_prompt_ids); FIELD(wire::RequestHeader, num_logit_bias);
-    FIELD(wire::RequestHeader, num_stop); FIELD(wire::RequestHeader, reserved);
-    structs["RequestHeader"] = py::dict(py::arg("size") = sizeof(wire::RequestHeader), py::arg("offsets") = d);
-  }
-  {
-    py::dict d;
-    FIELD(wire::LogitBiasEntry, token_id); FIELD(wire::LogitBiasEntry, bias);
-    structs["LogitBiasEntry"] = py::dict(py::arg("size") = sizeof(wire::LogitBiasEntry), py::arg("offsets") = d);
-  }
-  {
-    py::dict d;
-    FIELD(wire::CancelRecord, request_id);
-    structs["CancelRecord"] = py::dict(py::arg("size") = sizeof(wire::CancelRecord), py::arg("offsets") = d);
-  }
-  {
-    py::dict d;
-    FIELD(wire::HelloRecord, pid); FIELD(wire::HelloRecord, n_ctx); FIELD(wire::HelloRecord, n_vocab);
-    FIELD(wire::HelloRecord, wire_version); FIELD(wire::HelloRecord, load_ns);
-    FIELD(wire::HelloRecord, kv_cache_bytes); FIELD(wire::HelloRecord, num_slots);
-    FIELD(wire::HelloRecord, max_batch_tokens); FIELD(wire::HelloRecord, n_embd); FIELD(wire::HelloRecord, reserved);
-    structs["HelloRecord"] = py::dict(py::arg("size") = sizeof(wire::HelloRecord), py::arg("offsets") = d);
-  }
-  {
-    py::dict d;
-    FIELD(wire::DeltaHeader, request_id); FIELD(wire::DeltaHeader, choice); FIELD(wire::DeltaHeader, channel);
-    FIELD(wire::DeltaHeader, num_tokens); FIELD(wire::DeltaHeader, reserved); FIELD(wire::DeltaHeader, emit_ns);
-    structs["DeltaHeader"] = py::dict(py::arg("size") = sizeof(wire::DeltaHeader), py::arg("offsets") = d);
-  }
-  {
-    py::dict d;
-    FIELD(wire::DoneRecord, request_id); FIELD(wire::DoneRecord, choice);
-    FIELD(wire::DoneRecord, finish_reason); FIELD(wire::DoneRecord, prompt_tokens);
-    FIELD(wire::DoneRecord, completion_tokens); FIELD(wire::DoneRecord, cached_tokens);
-    FIELD(wire::DoneRecord, flags); FIELD(wire::DoneRecord, prefill_ns); FIELD(wire::DoneRecord, decode_ns);
-    structs["DoneRecord"] = py::dict(py::arg("size") = sizeof(wire::DoneRecord), py::arg("offsets") = d);
-  }
-  {
-    py::dict d;
-    FIELD(wire::StatsRecord, num_steps); FIELD(wire::StatsRecord, step_ns_sum);
-    FIELD(wire::StatsRecord, batch_tokens_sum); FIELD(wire::StatsRecord, step_ns_buckets);
-    FIELD(wire::StatsRecord, batch_tokens_buckets); FIELD(wire::StatsRecord, active_sequences);
-    FIELD(wire::StatsRecord, waiting_sequences);
-    structs["StatsRecord"] = py::dict(py::arg("size") = sizeof(wire::StatsRecord), py::arg("offsets") = d);
-  }
-  {
-    py::dict d;
-    FIELD(wire::EmbeddingHeader, request_id); FIELD(wire::EmbeddingHeader, choice);
-    FIELD(wire::EmbeddingHeader, n_embd); FIELD(wire::EmbeddingHeader, prompt_tokens);
-    FIELD(wire::EmbeddingHeader, reserved);
-    structs["EmbeddingHeader"] = py::dict(py::arg("size") = sizeof(wire::EmbeddingHeader), py::arg("offsets") = d);
-  }
-  {
-    py::dict d;
-    FIELD(wire::LogprobsHeader, request_id); FIELD(wire::LogprobsHeader, choice);
-    FIELD(wire::LogprobsHeader, num_positions); FIELD(wire::LogprobsHeader, num_prompt_positions);
-    FIELD(wire::LogprobsHeader, num_top); FIELD(wire::LogprobsHeader, content_bytes);
-    FIELD(wire::LogprobsHeader, reasoning_bytes);
-    structs["LogprobsHeader"] = py::dict(py::arg("size") = sizeof(wire::LogprobsHeader), py::arg("offsets") = d);
-  }
-  {
-    py::dict d;
-    FIELD(wire::LogprobEntry, token); FIELD(wire::LogprobEntry, logprob);
-    structs["LogprobEntry"] = py::dict(py::arg("size") = sizeof(wire::LogprobEntry), py::arg("offsets") = d);
-  }
-  {
-    py::dict d;
-    FIELD(wire::ErrorHeader, request_id); FIELD(wire::ErrorHeader, code); FIELD(wire::ErrorHeader, reserved);
-    structs["ErrorHeader"] = py::dict(py::arg("size") = sizeof(wire::ErrorHeader), py::arg("offsets") = d);
-  }
-  {
-    py::dict d;
-    FIELD(wire::AudioRequestHeader, request_id); FIELD(wire::AudioRequestHeader, num_samples);
-    FIELD(wire::AudioRequestHeader, flags); FIELD(wire::AudioRequestHeader, temperature);
-    FIELD(wire::AudioRequestHeader, name_bytes); FIELD(wire::AudioRequestHeader, language_bytes);
-    FIELD(wire::AudioRequestHeader, prompt_bytes); FIELD(wire::AudioRequestHeader, reserved);
-    structs["AudioRequestHeader"] = py::dict(py::arg("size") = sizeof(wire::AudioRequestHeader), py::arg("offsets") = d);
-  }
-  {
-    py::dict d;
-    FIELD(wire::TranscriptHeader, request_id); FIELD(wire::TranscriptHeader, kind);
-    FIELD(wire::TranscriptHeader, reserved);
-    structs["TranscriptHeader"] = py::dict(py::arg("size") = sizeof(wire::TranscriptHeader), py::arg("offsets") = d);
-  }
-  {
-    py::dict d;
-    FIELD(SegmentHeader, magic); FIELD(SegmentHeader, version); FIELD(SegmentHeader, capacity_bytes);
-    FIELD(SegmentHeader, max_record_bytes); FIELD(SegmentHeader, creator_pid); FIELD(SegmentHeader, tail);
-    FIELD(SegmentHeader, head); FIELD(SegmentHeader, reader_waiting); FIELD(SegmentHeader, closed);
-    FIELD(SegmentHeader, heartbeat_ns); FIELD(SegmentHeader, quiet_until_ns); FIELD(SegmentHeader, writer_pid);
-    FIELD(SegmentHeader, reader_pid);
+    py::dict d;  // SegmentHeader (ring/ring.h): offsets only, Python never reads or writes it
+#define LS_SEGMENT_OFFSET(f) d[#f] = offsetof(SegmentHeader, f);
+    LS_SEGMENT_OFFSET(magic) LS_SEGMENT_OFFSET(version) LS_SEGMENT_OFFSET(capacity_bytes)
+    LS_SEGMENT_OFFSET(max_record_bytes) LS_SEGMENT_OFFSET(creator_pid) LS_SEGMENT_OFFSET(tail) LS_SEGMENT_OFFSET(head)
+    LS_SEGMENT_OFFSET(reader_waiting) LS_SEGMENT_OFFSET(closed) LS_SEGMENT_OFFSET(heartbeat_ns)
+    LS_SEGMENT_OFFSET(quiet_until_ns) LS_SEGMENT_OFFSET(writer_pid) LS_SEGMENT_OFFSET(reader_pid)
+#undef LS_SEGMENT_OFFSET
     structs["SegmentHeader"] = py::dict(py::arg("size") = kSegmentHeaderBytes, py::arg("offsets") = d);
   }
-  py::dict channels;
-  channels["content"] = uint32_t(wire::Channel::Content);
-  channels["reasoning"] = uint32_t(wire::Channel::Reasoning);
-  channels["tool_arguments"] = uint32_t(wire::Channel::ToolArguments);
-  py::list step_bounds, batch_bounds;
+  py::list sampling, step_bounds, batch_bounds;
+  LS_SAMPLING_SCALARS(LS_EXPORT_NAME)
   for (uint64_t b : wire::kStepTimeBoundsNs) step_bounds.append(b);
   for (uint64_t b : wire::kBatchTokenBounds) batch_bounds.append(b);
-  out["channels"] = channels;
+  out["sampling_scalars"] = sampling;
   out["step_time_bounds_ns"] = step_bounds;
   out["batch_token_bounds"] = batch_bounds;
   out["step_buckets"] = wire::kStepBuckets;
-  py::dict transcript_kinds;
-  transcript_kinds["info"] = uint32_t(wire::TranscriptKind::Info);
-  transcript_kinds["segment"] = uint32_t(wire::TranscriptKind::Segment);
-  out["transcript_kinds"] = transcript_kinds;
+  out["max_choices"] = wire::kMaxChoices;
   out["magic"] = kMagic;
   out["version"] = kVersion;
   out["record_header_bytes"] = kRecordHeaderBytes;
   out["record_align_bytes"] = kRecordAlignBytes;
-  out["record_types"] = types;
-  out["finish_codes"] = finish;
-  out["error_codes"] = errors;
   out["flags"] = flags;
   out["structs"] = structs;
   return out;

@@ -30,7 +30,7 @@ const char* finish_reason_name(FinishReason r);  // "", "stop", "length", "cance
 struct GenerationRequest {
   std::vector<int32_t> prompt_ids;   // non-empty
   SamplingParams sampling;
-  int32_t max_tokens = 16;           // ≥ 1; also capped by the context
+  LS_GENERATION_LIMITS(LS_DECLARE_WITH_DEFAULT)  // max_tokens (sampler/params.h)
   std::vector<std::string> stop;     // stop strings (matched on emitted content, not reasoning)
   ReasoningFormat reasoning;         // markers to split reasoning out of the text (none: all content)
   std::string grammar;               // llguidance grammar (JSON) constraining the output; "" = none

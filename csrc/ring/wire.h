@@ -1,6 +1,8 @@
 // Wire format of laneserve rings: the ONE definition of record types and payload layouts.
-// Python mirror: lanes/wire.py; tests/csrc/ring/test_wire_agreement.py checks they agree
-// (the _ring extension exports every size and offset below).
+// Every record struct, enum and flag set below is generated from a list macro (LS_WIRE_*); the
+// same lists generate the _ring extension's layout export (bindings/ring_module.cpp
+// wire_layout()), from which lanes/wire.py builds its constants and struct formats at import.
+// Nothing of the layout is written a second time.
 //
 // All fields little-endian, fixed width, read with memcpy (records are only 8-byte aligned and
 // variable sections are unaligned). Version bumps go in ring.h kVersion.
@@ -26,21 +28,28 @@
 
 namespace ls::wire {
 
-enum class RecordType : uint32_t {
-  Pad = ring::kPadType,
-  Request = 1,
-  Cancel = 2,
-  Shutdown = 3,
-  Hello = 16,
-  Delta = 17,
-  Done = 18,
-  Error = 19,
-  Stats = 20,
-  Embedding = 21,
-  Logprobs = 22,
-  AudioRequest = 4,  // audio lanes only (see "Audio lanes" below)
-  Transcript = 30,
-};
+// Lists of fields: X(type, name) per field, in layout order (array fields have an array type).
+// X is variadic so that LS_SAMPLING_SCALARS' X(type, name, default) entries fit in a list.
+#define LS_WIRE_DECLARE_FIELD(type, name, ...) type name;
+// Lists of named values: X(CppName, python_name, value).
+#define LS_WIRE_DECLARE_ENUMERATOR(cpp, py, value) cpp = value,
+#define LS_WIRE_DECLARE_CONSTANT(cpp, py, value) constexpr uint32_t cpp = value;
+
+#define LS_WIRE_RECORD_TYPES(X)                                                 \
+  X(Pad, PAD, ring::kPadType)                                                   \
+  X(Request, REQUEST, 1)                                                        \
+  X(Cancel, CANCEL, 2)                                                          \
+  X(Shutdown, SHUTDOWN, 3)                                                      \
+  X(Hello, HELLO, 16)                                                           \
+  X(Delta, DELTA, 17)                                                           \
+  X(Done, DONE, 18)                                                             \
+  X(Error, ERROR, 19)                                                           \
+  X(Stats, STATS, 20)                                                           \
+  X(Embedding, EMBEDDING, 21)                                                   \
+  X(Logprobs, LOGPROBS, 22)                                                     \
+  X(AudioRequest, AUDIO_REQUEST, 4) /* audio lanes only ("Audio lanes" below) */ \
+  X(Transcript, TRANSCRIPT, 30)
+enum class RecordType : uint32_t { LS_WIRE_RECORD_TYPES(LS_WIRE_DECLARE_ENUMERATOR) };
 
 // REQUEST payload: RequestHeader, then in order
 //   int32 prompt_ids[num_prompt_ids]
@@ -51,94 +60,96 @@ enum class RecordType : uint32_t {
 //   only with kRequestSplitReasoning: 2 × { u32 size_bytes; utf8 bytes } (open, close marker)
 //   only with kRequestLogprobs: u32 num_top_logprobs (0..20)
 //   only with kRequestGrammar: { u32 size_bytes; utf8 bytes } (llguidance grammar, JSON)
-struct RequestHeader {
-  uint64_t request_id;
-  uint64_t seed;
-  uint32_t num_choices;
-  uint32_t flags;  // kRequestHasSeed | kRequestIgnoreEos | kRequestEmbed
-  int32_t max_tokens;
-#define LS_WIRE_SAMPLING_FIELD(type, name, dflt) type name;
-  LS_SAMPLING_SCALARS(LS_WIRE_SAMPLING_FIELD)  // sampler/params.h, in that order
-#undef LS_WIRE_SAMPLING_FIELD
-  uint32_t num_prompt_ids;
-  uint32_t num_logit_bias;
-  uint32_t num_stop;
-  uint32_t reserved;  // explicit padding to the 8-byte size
-};
-constexpr uint32_t kRequestHasSeed = 1u;
-constexpr uint32_t kRequestIgnoreEos = 2u;
-// An embedding request: each choice is its own input (prompt_lengths), run prefill-only; the lane
-// answers EMBEDDING then DONE per choice (sampling fields and stops are ignored).
-constexpr uint32_t kRequestEmbed = 4u;
-constexpr uint32_t kRequestSplitReasoning = 1u << 4;         // reasoning markers follow the stops
-constexpr uint32_t kRequestReasoningStartsInside = 1u << 5;  // the prompt opened the block
-constexpr uint32_t kRequestGrammar = 1u << 6;                // a grammar constrains the output
-// Score each generated token (LOGPROBS records replace the request's DELTAs); with
-// kRequestPromptLogprobs every prompt token too, and max_tokens may be 0 (score only).
-constexpr uint32_t kRequestLogprobs = 1u << 8;
-constexpr uint32_t kRequestPromptLogprobs = 1u << 9;
+#define LS_WIRE_REQUEST_HEADER(X)                                                          \
+  X(uint64_t, request_id)                                                                  \
+  X(uint64_t, seed)                                                                        \
+  X(uint32_t, num_choices)                                                                 \
+  X(uint32_t, flags) /* REQUEST_* flags below */                                           \
+  LS_GENERATION_LIMITS(X)  /* max_tokens (sampler/params.h) */                              \
+  LS_SAMPLING_SCALARS(X)   /* sampler/params.h, in that order */                            \
+  X(uint32_t, num_prompt_ids)                                                              \
+  X(uint32_t, num_logit_bias)                                                              \
+  X(uint32_t, num_stop)                                                                    \
+  X(uint32_t, reserved) /* explicit padding to the 8-byte size */
+struct RequestHeader { LS_WIRE_REQUEST_HEADER(LS_WIRE_DECLARE_FIELD) };
+
+// Flag bits: X(kCppName, PYTHON_NAME, value) (REQUEST flags, DONE flags, AUDIO_REQUEST flags).
+#define LS_WIRE_FLAGS(X)                                                                       \
+  X(kRequestHasSeed, REQUEST_HAS_SEED, 1u)                                                     \
+  X(kRequestIgnoreEos, REQUEST_IGNORE_EOS, 2u)                                                 \
+  /* An embedding request: each choice is its own input (prompt_lengths), run prefill-only; */ \
+  /* the lane answers EMBEDDING then DONE per choice (sampling fields and stops ignored). */   \
+  X(kRequestEmbed, REQUEST_EMBED, 4u)                                                          \
+  X(kRequestSplitReasoning, REQUEST_SPLIT_REASONING, 1u << 4) /* markers follow the stops */   \
+  X(kRequestReasoningStartsInside, REQUEST_REASONING_STARTS_INSIDE, 1u << 5) /* prompt opened it */ \
+  X(kRequestGrammar, REQUEST_GRAMMAR, 1u << 6) /* a grammar constrains the output */           \
+  /* Score each generated token (LOGPROBS records replace the request's DELTAs); with */       \
+  /* kRequestPromptLogprobs every prompt token too, and max_tokens may be 0 (score only). */   \
+  X(kRequestLogprobs, REQUEST_LOGPROBS, 1u << 8)                                               \
+  X(kRequestPromptLogprobs, REQUEST_PROMPT_LOGPROBS, 1u << 9)                                  \
+  X(kDoneLastChoice, DONE_LAST_CHOICE, 1u) /* DONE: the request is over (every choice ended) */ \
+  X(kAudioTranslate, AUDIO_TRANSLATE, 1u) /* translate to English instead of transcribing */  \
+  X(kAudioWordTimestamps, AUDIO_WORD_TIMESTAMPS, 2u) /* segments carry per-word timings */
+LS_WIRE_FLAGS(LS_WIRE_DECLARE_CONSTANT)
 constexpr uint32_t kMaxChoices = 128;  // per REQUEST (n, or inputs of an embedding request)
 
-struct LogitBiasEntry {
-  int32_t token_id;
-  float bias;
-};
+#define LS_WIRE_LOGIT_BIAS_ENTRY(X) X(int32_t, token_id) X(float, bias)
+struct LogitBiasEntry { LS_WIRE_LOGIT_BIAS_ENTRY(LS_WIRE_DECLARE_FIELD) };
 
-struct CancelRecord {
-  uint64_t request_id;
-};
+#define LS_WIRE_CANCEL_RECORD(X) X(uint64_t, request_id)
+struct CancelRecord { LS_WIRE_CANCEL_RECORD(LS_WIRE_DECLARE_FIELD) };
 
 // Readiness handshake: first record a lane writes after loading its model.
-struct HelloRecord {
-  uint32_t pid;
-  int32_t n_ctx;           // context per sequence slot
-  int32_t n_vocab;
-  uint32_t wire_version;
-  uint64_t load_ns;
-  uint64_t kv_cache_bytes;  // K/V cache reserved for all slots (pages commit as they fill)
-  int32_t num_slots;        // sequences one forward pass serves at once
-  int32_t max_batch_tokens;  // per-step token budget (decode tokens + prefill chunk)
-  int32_t n_embd;            // width of EMBEDDING vectors
-  uint32_t reserved;         // explicit padding to the 8-byte size
-};
+#define LS_WIRE_HELLO_RECORD(X)                                                                \
+  X(uint32_t, pid)                                                                             \
+  X(int32_t, n_ctx) /* context per sequence slot */                                            \
+  X(int32_t, n_vocab)                                                                          \
+  X(uint32_t, wire_version)                                                                    \
+  X(uint64_t, load_ns)                                                                         \
+  X(uint64_t, kv_cache_bytes)  /* K/V cache reserved for all slots (pages commit as they fill) */ \
+  X(int32_t, num_slots)        /* sequences one forward pass serves at once */                 \
+  X(int32_t, max_batch_tokens) /* per-step token budget (decode tokens + prefill chunk) */     \
+  X(int32_t, n_embd)           /* width of EMBEDDING vectors */                                \
+  X(uint32_t, reserved)        /* explicit padding to the 8-byte size */
+struct HelloRecord { LS_WIRE_HELLO_RECORD(LS_WIRE_DECLARE_FIELD) };
 
 // Output channels of a choice: what part of the message a delta's text belongs to.
-enum class Channel : uint32_t { Content = 0, Reasoning = 1, ToolArguments = 2 };
+#define LS_WIRE_CHANNELS(X) X(Content, content, 0) X(Reasoning, reasoning, 1) X(ToolArguments, tool_arguments, 2)
+enum class Channel : uint32_t { LS_WIRE_CHANNELS(LS_WIRE_DECLARE_ENUMERATOR) };
 constexpr uint32_t kNumChannels = 3;
 
 // DELTA payload: DeltaHeader + raw UTF-8 text (complete code points; merged deltas of the same
 // request/choice/channel are concatenated text).
-struct DeltaHeader {
-  uint64_t request_id;
-  uint32_t choice;
-  uint32_t channel;     // Channel
-  uint32_t num_tokens;  // deltas merged into this record (≥ 1)
-  uint32_t reserved;
-  uint64_t emit_ns;     // CLOCK_MONOTONIC when the first merged delta was produced
-};
+#define LS_WIRE_DELTA_HEADER(X)                                                      \
+  X(uint64_t, request_id)                                                            \
+  X(uint32_t, choice)                                                                \
+  X(uint32_t, channel)    /* Channel */                                              \
+  X(uint32_t, num_tokens) /* deltas merged into this record (≥ 1) */                 \
+  X(uint32_t, reserved)                                                              \
+  X(uint64_t, emit_ns) /* CLOCK_MONOTONIC when the first merged delta was produced */
+struct DeltaHeader { LS_WIRE_DELTA_HEADER(LS_WIRE_DECLARE_FIELD) };
 
-constexpr uint32_t kDoneLastChoice = 1u;  // the request is over (every choice ended)
-struct DoneRecord {
-  uint64_t request_id;
-  uint32_t choice;
-  uint32_t finish_reason;  // FinishCode
-  uint32_t prompt_tokens;
-  uint32_t completion_tokens;
-  uint32_t cached_tokens;  // prompt tokens whose K/V were reused (prefix cache)
-  uint32_t flags;          // kDoneLastChoice
-  uint64_t prefill_ns;     // admission into a slot → first token
-  uint64_t decode_ns;      // first token → end
-};
+#define LS_WIRE_DONE_RECORD(X)                                                       \
+  X(uint64_t, request_id)                                                            \
+  X(uint32_t, choice)                                                                \
+  X(uint32_t, finish_reason) /* FinishCode */                                        \
+  X(uint32_t, prompt_tokens)                                                         \
+  X(uint32_t, completion_tokens)                                                     \
+  X(uint32_t, cached_tokens) /* prompt tokens whose K/V were reused (prefix cache) */ \
+  X(uint32_t, flags)         /* kDoneLastChoice */                                   \
+  X(uint64_t, prefill_ns)    /* admission into a slot → first token */               \
+  X(uint64_t, decode_ns)     /* first token → end */
+struct DoneRecord { LS_WIRE_DONE_RECORD(LS_WIRE_DECLARE_FIELD) };
 
 // EMBEDDING payload: EmbeddingHeader + float32 vector[n_embd] (little-endian, L2 norm 1: the
 // mean of the input's final hidden states). Precedes the choice's DONE.
-struct EmbeddingHeader {
-  uint64_t request_id;
-  uint32_t choice;         // input index within the REQUEST
-  uint32_t n_embd;
-  uint32_t prompt_tokens;
-  uint32_t reserved;
-};
+#define LS_WIRE_EMBEDDING_HEADER(X)                                                  \
+  X(uint64_t, request_id)                                                            \
+  X(uint32_t, choice) /* input index within the REQUEST */                           \
+  X(uint32_t, n_embd)                                                                \
+  X(uint32_t, prompt_tokens)                                                         \
+  X(uint32_t, reserved)
+struct EmbeddingHeader { LS_WIRE_EMBEDDING_HEADER(LS_WIRE_DECLARE_FIELD) };
 
 // LOGPROBS payload (requests with kRequestLogprobs, instead of DELTA): LogprobsHeader, then
 // LogprobEntry[num_positions][1 + num_top] (engine/logprobs.h: the taken token, then the top
@@ -147,19 +158,17 @@ struct EmbeddingHeader {
 // same record keeps a token's text and its logprobs in one client chunk; text released later
 // (held-back UTF-8, stop-string prefixes) arrives with a later record. The first
 // num_prompt_positions positions score prompt tokens (position 0 first, with no value).
-struct LogprobsHeader {
-  uint64_t request_id;
-  uint32_t choice;
-  uint32_t num_positions;
-  uint32_t num_prompt_positions;
-  uint32_t num_top;
-  uint32_t content_bytes;
-  uint32_t reasoning_bytes;
-};
-struct LogprobEntry {
-  int32_t token;
-  float logprob;
-};
+#define LS_WIRE_LOGPROBS_HEADER(X)                                                   \
+  X(uint64_t, request_id)                                                            \
+  X(uint32_t, choice)                                                                \
+  X(uint32_t, num_positions)                                                         \
+  X(uint32_t, num_prompt_positions)                                                  \
+  X(uint32_t, num_top)                                                               \
+  X(uint32_t, content_bytes)                                                         \
+  X(uint32_t, reasoning_bytes)
+struct LogprobsHeader { LS_WIRE_LOGPROBS_HEADER(LS_WIRE_DECLARE_FIELD) };
+#define LS_WIRE_LOGPROB_ENTRY(X) X(int32_t, token) X(float, logprob)
+struct LogprobEntry { LS_WIRE_LOGPROB_ENTRY(LS_WIRE_DECLARE_FIELD) };
 
 // STATS payload: cumulative engine counters, written about every kStatsIntervalNs while the lane
 // works (and once when it goes idle). Bucket i counts steps with value ≤ the i-th bound; the
@@ -170,22 +179,20 @@ inline constexpr uint64_t kStepTimeBoundsNs[kStepBuckets - 1] = {
     1'000'000, 2'500'000, 5'000'000, 10'000'000, 20'000'000, 50'000'000,
     100'000'000, 200'000'000, 500'000'000, 1'000'000'000, 5'000'000'000};
 inline constexpr uint64_t kBatchTokenBounds[kStepBuckets - 1] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 256};
-struct StatsRecord {
-  uint64_t num_steps;
-  uint64_t step_ns_sum;
-  uint64_t batch_tokens_sum;
-  uint64_t step_ns_buckets[kStepBuckets];     // non-cumulative counts per bucket
-  uint64_t batch_tokens_buckets[kStepBuckets];
-  uint32_t active_sequences;   // sequences holding a slot now
-  uint32_t waiting_sequences;  // choices queued inside the lane for a slot
-};
+using StepBucketCounts = uint64_t[kStepBuckets];  // non-cumulative counts per bucket
+#define LS_WIRE_STATS_RECORD(X)                                                      \
+  X(uint64_t, num_steps)                                                             \
+  X(uint64_t, step_ns_sum)                                                           \
+  X(uint64_t, batch_tokens_sum)                                                      \
+  X(StepBucketCounts, step_ns_buckets)                                               \
+  X(StepBucketCounts, batch_tokens_buckets)                                          \
+  X(uint32_t, active_sequences)  /* sequences holding a slot now */                  \
+  X(uint32_t, waiting_sequences) /* choices queued inside the lane for a slot */
+struct StatsRecord { LS_WIRE_STATS_RECORD(LS_WIRE_DECLARE_FIELD) };
 
 // ERROR payload: ErrorHeader + UTF-8 message. Always ends the request (request_id 0: the lane).
-struct ErrorHeader {
-  uint64_t request_id;
-  uint32_t code;  // ErrorCode
-  uint32_t reserved;
-};
+#define LS_WIRE_ERROR_HEADER(X) X(uint64_t, request_id) X(uint32_t, code) /* ErrorCode */ X(uint32_t, reserved)
+struct ErrorHeader { LS_WIRE_ERROR_HEADER(LS_WIRE_DECLARE_FIELD) };
 
 // --- Audio lanes (lanes/audio/: a Python process running a speech-to-text model) -------------
 // AUDIO_REQUEST payload: AudioRequestHeader, then three UTF-8 strings back to back: the name of a
@@ -193,39 +200,62 @@ struct ErrorHeader {
 // creates, fills and unlinks it; the lane only reads it), the language code (empty: detect) and
 // the prompt. The lane answers DELTA (content text per decoded segment; the deltas concatenate to
 // the whole transcript), TRANSCRIPT records, then one DONE (choice 0, last) or an ERROR.
-struct AudioRequestHeader {
-  uint64_t request_id;
-  uint64_t num_samples;
-  uint32_t flags;  // kAudioTranslate | kAudioWordTimestamps
-  float temperature;  // < 0: the fallback schedule (0, 0.2, … 1.0, raised on a failed decode)
-  uint32_t name_bytes;
-  uint32_t language_bytes;
-  uint32_t prompt_bytes;
-  uint32_t reserved;  // explicit padding to the 8-byte size
-};
-constexpr uint32_t kAudioTranslate = 1u;       // translate to English instead of transcribing
-constexpr uint32_t kAudioWordTimestamps = 2u;  // segments carry per-word timings
+#define LS_WIRE_AUDIO_REQUEST_HEADER(X)                                                        \
+  X(uint64_t, request_id)                                                                      \
+  X(uint64_t, num_samples)                                                                     \
+  X(uint32_t, flags) /* kAudioTranslate | kAudioWordTimestamps */                              \
+  X(float, temperature) /* < 0: the fallback schedule (0, 0.2, … 1.0, raised on a failed decode) */ \
+  X(uint32_t, name_bytes)                                                                      \
+  X(uint32_t, language_bytes)                                                                  \
+  X(uint32_t, prompt_bytes)                                                                    \
+  X(uint32_t, reserved) /* explicit padding to the 8-byte size */
+struct AudioRequestHeader { LS_WIRE_AUDIO_REQUEST_HEADER(LS_WIRE_DECLARE_FIELD) };
 
 // TRANSCRIPT payload: TranscriptHeader + one UTF-8 JSON object: kind Info (sent once, before
 // the first DELTA: language, language_probability, duration) or kind Segment (after the
 // segment's DELTA: id, start, end, text, tokens, temperature, avg_logprob, compression_ratio,
 // no_speech_prob, words). JSON keeps this variable, nested metadata out of fixed structs; it is
 // never on a per-token path (one record per ~30 s window at most).
-struct TranscriptHeader {
-  uint64_t request_id;
-  uint32_t kind;  // TranscriptKind
-  uint32_t reserved;
-};
-enum class TranscriptKind : uint32_t { Info = 1, Segment = 2 };
+#define LS_WIRE_TRANSCRIPT_HEADER(X) X(uint64_t, request_id) X(uint32_t, kind) /* TranscriptKind */ X(uint32_t, reserved)
+struct TranscriptHeader { LS_WIRE_TRANSCRIPT_HEADER(LS_WIRE_DECLARE_FIELD) };
+#define LS_WIRE_TRANSCRIPT_KINDS(X) X(Info, info, 1) X(Segment, segment, 2)
+enum class TranscriptKind : uint32_t { LS_WIRE_TRANSCRIPT_KINDS(LS_WIRE_DECLARE_ENUMERATOR) };
 
-enum class FinishCode : uint32_t { None = 0, Stop = 1, Length = 2, Cancelled = 3, Error = 4 };
-enum class ErrorCode : uint32_t {
-  LoadFailed = 1,      // the lane could not load its model (handshake failure)
-  BadRequest = 2,      // the engine refused the request (context, ids, ...)
-  OutputOverflow = 3,  // the per-request pending output passed its cap (gateway not reading)
-  EngineError = 4,     // the engine threw mid-generation
-  ProtocolError = 5,   // undecodable record
-};
+#define LS_WIRE_FINISH_CODES(X) \
+  X(None, none, 0) X(Stop, stop, 1) X(Length, length, 2) X(Cancelled, cancelled, 3) X(Error, error, 4)
+enum class FinishCode : uint32_t { LS_WIRE_FINISH_CODES(LS_WIRE_DECLARE_ENUMERATOR) };
+#define LS_WIRE_ERROR_CODES(X)                                                                         \
+  X(LoadFailed, load_failed, 1)         /* the lane could not load its model (handshake failure) */    \
+  X(BadRequest, bad_request, 2)         /* the engine refused the request (context, ids, ...) */        \
+  X(OutputOverflow, output_overflow, 3) /* pending output passed its cap (gateway not reading) */ \
+  X(EngineError, engine_error, 4)       /* the engine threw mid-generation */                         \
+  X(ProtocolError, protocol_error, 5)   /* undecodable record */
+enum class ErrorCode : uint32_t { LS_WIRE_ERROR_CODES(LS_WIRE_DECLARE_ENUMERATOR) };
+
+// Every record struct with its field list (the layout export walks this).
+#define LS_WIRE_STRUCTS(X)                                                           \
+  X(RequestHeader, LS_WIRE_REQUEST_HEADER)                                           \
+  X(LogitBiasEntry, LS_WIRE_LOGIT_BIAS_ENTRY)                                        \
+  X(CancelRecord, LS_WIRE_CANCEL_RECORD)                                             \
+  X(HelloRecord, LS_WIRE_HELLO_RECORD)                                               \
+  X(DeltaHeader, LS_WIRE_DELTA_HEADER)                                               \
+  X(DoneRecord, LS_WIRE_DONE_RECORD)                                                 \
+  X(StatsRecord, LS_WIRE_STATS_RECORD)                                               \
+  X(EmbeddingHeader, LS_WIRE_EMBEDDING_HEADER)                                       \
+  X(ErrorHeader, LS_WIRE_ERROR_HEADER)                                               \
+  X(LogprobsHeader, LS_WIRE_LOGPROBS_HEADER)                                         \
+  X(LogprobEntry, LS_WIRE_LOGPROB_ENTRY)                                             \
+  X(AudioRequestHeader, LS_WIRE_AUDIO_REQUEST_HEADER)                                \
+  X(TranscriptHeader, LS_WIRE_TRANSCRIPT_HEADER)
+
+// No implicit padding anywhere: a struct's size is the sum of its fields' sizes, so a packed
+// little-endian format of the fields in order (lanes/wire.py's struct formats) is its layout.
+#define LS_WIRE_FIELD_SIZE(type, name, ...) +sizeof(type)
+#define LS_WIRE_ASSERT_PACKED(S, FIELDS) \
+  static_assert(sizeof(S) == 0 FIELDS(LS_WIRE_FIELD_SIZE), #S " has implicit padding");
+LS_WIRE_STRUCTS(LS_WIRE_ASSERT_PACKED)
+#undef LS_WIRE_ASSERT_PACKED
+#undef LS_WIRE_FIELD_SIZE
 
 class WireError : public std::runtime_error {
  public:

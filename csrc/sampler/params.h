@@ -1,8 +1,10 @@
 // Sampling parameters of one generation: the ONE C++ definition. The scalar knobs are listed once
-// in LS_SAMPLING_SCALARS; the SamplingParams fields, the REQUEST wire header (ring/wire.h), its
-// decoder, its layout export and the Python keyword bindings are all generated from that list.
-// Python mirror: lanes.api.GenerationParams (tests/csrc/ring/test_wire_agreement.py checks the wire
-// layout; the gateway maps request fields onto GenerationParams by name).
+// in LS_SAMPLING_SCALARS (and max_tokens in LS_GENERATION_LIMITS); the SamplingParams fields, the
+// GenerationRequest limits (engine/engine.h), the REQUEST wire header (ring/wire.h), its decoder,
+// its layout export and the Python keyword bindings are all generated from those lists.
+// Python: lanes.api.GenerationParams takes its sampling defaults from the exported list
+// (lanes._ring.sampling_defaults()) and lanes/wire.py packs the fields in the exported wire order;
+// the gateway maps request fields onto GenerationParams by name.
 #pragma once
 
 #include <cstdint>
@@ -23,10 +25,17 @@ namespace ls {
   X(int32_t, repeat_last_n, 64)     /* window of the repetition penalty */                     \
   X(int32_t, min_tokens, 0)         /* EOG tokens are masked until this many were generated */
 
+// X(type, name, default): per-generation limits beside the sampler, in wire order (the REQUEST
+// header carries them just before the sampling scalars); engine/engine.h GenerationRequest declares
+// its fields from this list.
+#define LS_GENERATION_LIMITS(X) \
+  X(int32_t, max_tokens, 16) /* ≥ 1 (0 only when scoring the prompt); also capped by the context */
+
+// Declares `type name = default;` for each entry of the lists above.
+#define LS_DECLARE_WITH_DEFAULT(type, name, dflt) type name = dflt;
+
 struct SamplingParams {
-#define LS_SAMPLING_FIELD(type, name, dflt) type name = dflt;
-  LS_SAMPLING_SCALARS(LS_SAMPLING_FIELD)
-#undef LS_SAMPLING_FIELD
+  LS_SAMPLING_SCALARS(LS_DECLARE_WITH_DEFAULT)
   uint64_t seed = 0;
   bool has_seed = false;          // false → seeded from a random device
   bool ignore_eos = false;        // mask every end-of-generation token

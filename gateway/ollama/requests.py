@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from gateway.serve.lanes import GenerationParams, engine_top_p
+from lanes.api import param_default
 from gateway.http.errors import APIError
 from gateway.http.fields import as_float32
 from gateway.http.limits import MAX_MESSAGES, MAX_TOKENS_LIMIT, SEED_MAX
@@ -25,15 +26,17 @@ MAX_STOP_STRINGS = 16
 ROLES = ("system", "user", "assistant", "tool")
 
 
-# Ollama's defaults for the options we honour (api/types.go DefaultOptions).
-DEFAULT_OPTIONS = {"temperature": 0.8, "top_k": 40, "top_p": 0.9, "min_p": 0.0, "repeat_penalty": 1.1,
-                   "repeat_last_n": 64, "presence_penalty": 0.0, "frequency_penalty": 0.0}
-# option name → (GenerationParams field, kind, lo, hi)
+# option name → (GenerationParams field, lo, hi)
 _FLOAT_OPTIONS = {"temperature": ("temperature", 0.0, 2.0), "top_p": ("top_p", 0.0, 1.0),
                   "min_p": ("min_p", 0.0, 1.0), "repeat_penalty": ("repetition_penalty", 0.0, 10.0),
                   "presence_penalty": ("presence_penalty", -2.0, 2.0),
                   "frequency_penalty": ("frequency_penalty", -2.0, 2.0)}
 _INT_OPTIONS = {"top_k": ("top_k", 0, (1 << 31) - 1), "repeat_last_n": ("repeat_last_n", -1, 1 << 20)}
+# Ollama's defaults for the options we honour (api/types.go DefaultOptions): these four differ from
+# ours; the others (min_p 0, repeat_last_n 64, presence/frequency penalty 0) are GenerationParams'.
+_OLLAMA_DEFAULTS = {"temperature": 0.8, "top_k": 40, "top_p": 0.9, "repeat_penalty": 1.1}
+DEFAULT_OPTIONS = {name: _OLLAMA_DEFAULTS.get(name, param_default(target))
+                   for name, (target, _, _) in {**_FLOAT_OPTIONS, **_INT_OPTIONS}.items()}
 # Accepted for compatibility, no effect here (the model, its context and threads are set at start).
 IGNORED_OPTIONS_NOTE = "num_ctx, num_keep, num_batch, num_thread, num_gpu, mirostat*, tfs_z, typical_p, ..."
 _CHECKED_INT_OPTIONS = ("num_ctx", "num_keep", "num_batch", "num_thread", "num_gpu", "main_gpu")

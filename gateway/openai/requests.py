@@ -6,6 +6,7 @@ token ids and logit_bias keys, context length) happen later, once the model is k
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from gateway.http.errors import APIError, invalid, safe_repr
@@ -18,6 +19,7 @@ from gateway.features.reasoning import EFFORTS, think_from_openai
 from gateway.features.structured import SCHEMA_SHAPES as STRUCTURED_SHAPES
 from gateway.features.structured import from_openai as structured_from_openai
 from gateway.features.tools import CALL_SHAPE, TOOL_SHAPES, Tools, parse_tools, tool_calls_of_message
+from lanes.api import GenerationParams, param_default
 
 MAX_STOP_STRINGS = 4
 MAX_STOP_CHARS = 256
@@ -33,28 +35,23 @@ _MESSAGE_FIELDS = frozenset({"role", "content", "name", "reasoning_content", "re
                              "tool_call_id", "tool_name", "refusal"})
 
 
-@dataclass(frozen=True)
-class Sampling:
-    model: str
-    max_tokens: int | None  # None: fill the remaining context
-    n: int = 1
-    stream: bool = False
-    include_usage: bool = False
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float = 0.0
-    seed: int | None = None
-    stop: tuple[str, ...] = ()
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    repetition_penalty: float = 1.0
-    logit_bias: tuple[tuple[int, float], ...] = ()
-    ignore_eos: bool = False
-    min_tokens: int = 0
-    grammar: str | None = None  # llguidance grammar (gateway.features.structured); None: free output
-    grammar_param: str | None = None  # the field that asked for it
-    logprobs: int | None = None  # alternatives per scored token (gateway.openai.logprobs); None: off
+# The lanes.api.GenerationParams fields an OpenAI request sets (names, types and defaults are
+# GenerationParams'; gateway.serve.lanes.generation_params copies them over by name). grammar:
+# gateway.features.structured; logprobs: alternatives per scored token (gateway.openai.logprobs).
+SAMPLING_PARAMS = ("temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty", "frequency_penalty",
+                   "repetition_penalty", "logit_bias", "ignore_eos", "min_tokens", "grammar", "logprobs")
+# A request's sampling: its own request-level fields, then the GenerationParams fields above.
+Sampling = dataclasses.make_dataclass("Sampling", [
+    ("model", "str"),
+    ("max_tokens", "int | None"),  # None: fill the remaining context
+    ("n", "int", field(default=1)),
+    ("stream", "bool", field(default=False)),
+    ("include_usage", "bool", field(default=False)),
+    ("grammar_param", "str | None", field(default=None)),  # the field that asked for a grammar
+    *((f.name, f.type, field(default=f.default)) for f in dataclasses.fields(GenerationParams)
+      if f.name in SAMPLING_PARAMS),
+], frozen=True)
+Sampling.__module__ = __name__
 
 
 @dataclass(frozen=True)
@@ -317,22 +314,22 @@ _SEED = Int("seed", "sampling seed; -1 = random", lo=-1, hi=SEED_MAX)
 COMMON_FIELDS = table(
     Custom("model", "a served model name (GET /v1/models)", reader=_model, shape={"type": "string"}),
     Int("max_tokens", "most tokens to generate (capped by the context)", lo=1, hi=MAX_TOKENS_LIMIT),
-    Float("temperature", default=1.0, lo=0.0, hi=2.0),
-    Float("top_p", "0 = only the most likely token", default=1.0, lo=0.0, hi=1.0),
-    Int("top_k", "0 or -1 = off", default=0, lo=-1, hi=MAX_TOKEN_ID),
-    Float("min_p", default=0.0, lo=0.0, hi=1.0),
+    Float("temperature", default=param_default("temperature"), lo=0.0, hi=2.0),
+    Float("top_p", "0 = only the most likely token", default=param_default("top_p"), lo=0.0, hi=1.0),
+    Int("top_k", "0 or -1 = off", default=param_default("top_k"), lo=-1, hi=MAX_TOKEN_ID),
+    Float("min_p", default=param_default("min_p"), lo=0.0, hi=1.0),
     Custom("seed", _SEED.doc, reader=_seed, shape=_SEED.json_schema()),
     Int("n", "choices per prompt (the server's --max-n caps it)", default=1, lo=1, hi=1 << 30),
     Custom("stop", f"up to {MAX_STOP_STRINGS} stop strings", reader=_stop, shape={"anyOf": [
         _STOP_STRING, {"type": "array", "items": _STOP_STRING, "maxItems": MAX_STOP_STRINGS}, {"type": "null"}]}),
-    Float("presence_penalty", default=0.0, lo=-2.0, hi=2.0),
-    Float("frequency_penalty", default=0.0, lo=-2.0, hi=2.0),
-    Float("repetition_penalty", default=1.0, lo=0.0, hi=10.0, lo_open=True),
+    Float("presence_penalty", default=param_default("presence_penalty"), lo=-2.0, hi=2.0),
+    Float("frequency_penalty", default=param_default("frequency_penalty"), lo=-2.0, hi=2.0),
+    Float("repetition_penalty", default=param_default("repetition_penalty"), lo=0.0, hi=10.0, lo_open=True),
     Custom("logit_bias", "token id (decimal string) → bias", reader=_logit_bias, shape={
         "type": ["object", "null"], "maxProperties": MAX_LOGIT_BIAS, "propertyNames": {"pattern": "^[0-9]{1,10}$"},
         "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}}),
-    Bool("ignore_eos", default=False),
-    Int("min_tokens", default=0, lo=0, hi=MAX_TOKENS_LIMIT),
+    Bool("ignore_eos", default=param_default("ignore_eos")),
+    Int("min_tokens", default=param_default("min_tokens"), lo=0, hi=MAX_TOKENS_LIMIT),
     Bool("stream", default=False),
     Custom("stream_options", "only with stream: true", reader=lambda body: None, shape={
         **object_schema(_STREAM_OPTION_FIELDS), "type": ["object", "null"]}),

@@ -1,5 +1,5 @@
 """Encode/decode the audio lane's records (layouts: lanes.wire AUDIO_REQUEST_HEADER,
-TRANSCRIPT_HEADER, mirrored from csrc/ring/wire.h). Both the gateway and the lane use these."""
+TRANSCRIPT_HEADER, built from csrc/ring/wire.h). Both the gateway and the lane use these."""
 from __future__ import annotations
 
 import json
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from lanes import wire
 from lanes.api import TranscriptPart
 
-_AUDIO = struct.Struct(wire.AUDIO_REQUEST_HEADER.format)
-_TRANSCRIPT = struct.Struct(wire.TRANSCRIPT_HEADER.format)
+_AUDIO = wire.AUDIO_REQUEST_HEADER
+_TRANSCRIPT = wire.TRANSCRIPT_HEADER
 MAX_PROMPT_BYTES = 4096
 FALLBACK_TEMPERATURE = -1.0  # wire value: use the fallback schedule
 
@@ -39,27 +39,29 @@ class AudioJob:
 def encode_audio_request(job: AudioJob) -> bytes:
     flags = (wire.AUDIO_TRANSLATE if job.translate else 0) | (wire.AUDIO_WORD_TIMESTAMPS if job.word_timestamps else 0)
     name, language, prompt = (s.encode("utf-8") for s in (job.shm_name, job.language, job.prompt))
-    return _AUDIO.pack(job.request_id, job.num_samples, flags, job.temperature, len(name), len(language),
-                       len(prompt), 0) + name + language + prompt
+    return _AUDIO.pack(request_id=job.request_id, num_samples=job.num_samples, flags=flags,
+                       temperature=job.temperature, name_bytes=len(name), language_bytes=len(language),
+                       prompt_bytes=len(prompt), reserved=0) + name + language + prompt
 
 
 def decode_audio_request(payload: bytes) -> AudioJob:
     """ValueError names the problem if the payload is truncated or inconsistent."""
     if len(payload) < _AUDIO.size:
         raise ValueError("AUDIO_REQUEST record truncated")
-    rid, num_samples, flags, temperature, n_name, n_lang, n_prompt, _ = _AUDIO.unpack_from(payload)
-    if _AUDIO.size + n_name + n_lang + n_prompt != len(payload):
+    h = _AUDIO.unpack(payload)
+    n_name, n_lang, flags = h["name_bytes"], h["language_bytes"], h["flags"]
+    if _AUDIO.size + n_name + n_lang + h["prompt_bytes"] != len(payload):
         raise ValueError("AUDIO_REQUEST string sizes do not match the record")
     at = _AUDIO.size
     name, language, prompt = (payload[at:at + n_name], payload[at + n_name:at + n_name + n_lang],
                               payload[at + n_name + n_lang:])
-    return AudioJob(rid, name.decode("utf-8"), num_samples, bool(flags & wire.AUDIO_TRANSLATE),
+    return AudioJob(h["request_id"], name.decode("utf-8"), h["num_samples"], bool(flags & wire.AUDIO_TRANSLATE),
                     bool(flags & wire.AUDIO_WORD_TIMESTAMPS), language.decode("utf-8"), prompt.decode("utf-8"),
-                    temperature)
+                    h["temperature"])
 
 
 def encode_transcript(request_id: int, kind: str, value: dict) -> bytes:
-    return _TRANSCRIPT.pack(request_id, wire.TRANSCRIPT_KINDS[kind], 0) + json.dumps(
+    return _TRANSCRIPT.pack(request_id=request_id, kind=wire.TRANSCRIPT_KINDS[kind], reserved=0) + json.dumps(
         value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
@@ -71,13 +73,14 @@ def transcript_part(payload: bytes) -> tuple[int, TranscriptPart | None]:
     try:
         request_id, kind, value = decode_transcript(payload)
     except (ValueError, struct.error):
-        return (_TRANSCRIPT.unpack_from(payload)[0] if len(payload) >= _TRANSCRIPT.size else 0), None
+        return (_TRANSCRIPT.unpack(payload)["request_id"] if len(payload) >= _TRANSCRIPT.size else 0), None
     return request_id, TranscriptPart(kind, value)
 
 
 def decode_transcript(payload: bytes) -> tuple[int, str, dict]:
     """→ (request_id, "info" | "segment", the JSON object)."""
-    request_id, kind, _ = _TRANSCRIPT.unpack_from(payload)
+    h = _TRANSCRIPT.unpack(payload)
+    request_id, kind = h["request_id"], h["kind"]
     value = json.loads(payload[_TRANSCRIPT.size:])
     if kind not in _KIND_NAMES or not isinstance(value, dict):
         raise ValueError(f"TRANSCRIPT record of unknown kind {kind}")

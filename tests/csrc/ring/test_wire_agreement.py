@@ -1,5 +1,6 @@
-"""csrc/ring/wire.h and lanes/wire.py agree: constants, struct sizes, field offsets, and
-records encoded on one side decode identically on the other."""
+"""csrc/ring/wire.h and lanes/wire.py agree: lanes/wire.py builds its constants and struct formats
+from the layout the _ring extension exports; the packed formats reproduce the native sizes and
+offsets, and records encoded on one side decode identically on the other."""
 import dataclasses
 import json
 import random
@@ -26,6 +27,14 @@ def test_constants_agree():
     assert LAYOUT["step_buckets"] == wire.STEP_BUCKETS
     assert tuple(LAYOUT["step_time_bounds_ns"]) == wire.STEP_TIME_BOUNDS_NS
     assert tuple(LAYOUT["batch_token_bounds"]) == wire.BATCH_TOKEN_BOUNDS
+    assert LAYOUT["max_choices"] == wire.MAX_CHOICES == 128
+
+
+def test_module_constants_are_the_exported_values():
+    for name, value in {**LAYOUT["record_types"], **LAYOUT["flags"]}.items():
+        assert getattr(wire, name) == value, name
+    assert (wire.PAD, wire.REQUEST, wire.DELTA, wire.DONE) == (0, 1, 17, 18)
+    assert wire.CONTENT == wire.CHANNELS["content"] == 0
 
 
 @pytest.mark.parametrize("spec", wire.STRUCTS, ids=lambda s: s.name)
@@ -33,12 +42,26 @@ def test_struct_layouts_agree(spec):
     native = LAYOUT["structs"][spec.name]
     assert native["size"] == spec.size
     assert native["offsets"] == spec.offsets()
+    assert [(name, offset) for name, offset, _, _ in native["fields"]] == list(spec.offsets().items())
+
+
+@pytest.mark.parametrize("spec", wire.STRUCTS, ids=lambda s: s.name)
+def test_struct_codecs_round_trip(spec):
+    values = {}
+    for i, (name, code) in enumerate(spec.fields):
+        one = (lambda k: 0.5 * k) if code[-1] == "f" else (lambda k: 3 * k + 1)
+        values[name] = tuple(one(i + j) for j in range(int(code[:-1]))) if len(code) > 1 else one(i)
+    packed = spec.pack(**values)
+    assert len(packed) == LAYOUT["structs"][spec.name]["size"]
+    assert spec.unpack(packed) == values
+    with pytest.raises(KeyError):
+        spec.pack(**{k: v for k, v in values.items() if k != spec.fields[-1][0]})
 
 
 def test_sampling_defaults_agree():
     defaults = {f.name: f.default for f in dataclasses.fields(GenerationParams)}
     native = _ring.sampling_defaults()
-    assert set(native) == {name for name, _ in wire.SAMPLING_SCALARS}
+    assert tuple(native) == wire.SAMPLING_SCALARS  # wire order
     for name, value in native.items():
         assert defaults[name] == pytest.approx(value), name
 

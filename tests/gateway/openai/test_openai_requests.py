@@ -32,6 +32,24 @@ def test_minimal_chat_defaults():
     assert req.messages == ({"role": "user", "content": "Hi"},)
 
 
+def test_sampling_fields_are_generation_params_fields_with_their_defaults():
+    import dataclasses
+
+    from lanes.api import GenerationParams
+
+    params = {f.name: f for f in dataclasses.fields(GenerationParams)}
+    s = chat().sampling
+    own = {"model", "max_tokens", "n", "stream", "include_usage", "grammar_param"}
+    for f in dataclasses.fields(s):
+        if f.name not in own:
+            assert f.type == params[f.name].type and f.default == params[f.name].default, f.name
+            assert getattr(s, f.name) == params[f.name].default, f.name
+    assert {f.name for f in dataclasses.fields(s)} - own >= {"temperature", "top_p", "top_k", "min_p", "seed", "stop",
+                                                           "presence_penalty", "frequency_penalty",
+                                                           "repetition_penalty", "logit_bias", "ignore_eos",
+                                                           "min_tokens", "grammar", "logprobs"}
+
+
 def test_completions_default_max_tokens_is_openai_legacy_16():
     assert completion().sampling.max_tokens == COMPLETIONS_DEFAULT_MAX_TOKENS == 16
 
