@@ -5,41 +5,11 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from lanes import _ring
-
+from lanes.config import LANE_KINDS, LaneModelSpec  # noqa: F401  (re-exported: the lanes' API)
 
 # Lane replica states (one definition: metrics, health and admission import these).
 LANE_STATES = ("starting", "ready", "busy", "restarting", "failed", "stopped")
 SERVING_STATES = ("ready", "busy")  # handshaken and alive: ready = idle, busy = serving requests
-LANE_KINDS = ("text", "audio")  # text: the native GGUF lane; audio: lanes/audio (speech to text)
-
-
-@dataclass(frozen=True)
-class LaneModelSpec:
-    name: str
-    path: str            # GGUF path, or "synthetic:..." (test/benchmark backend, see csrc/lane)
-    replicas: int = 1
-    threads: int = 1
-    ctx_size: int = 4096     # per sequence slot
-    num_slots: int = 8       # sequences one replica serves at once (one forward pass per step)
-    max_batch_tokens: int = 256  # per-step token budget: decode tokens + one prefill chunk
-    kind: str = "text"       # LANE_KINDS
-    repack_cache_dir: str = ""  # shared repacked weights (csrc/model/repack_store.h); "" = lane-private
-
-    def __post_init__(self) -> None:
-        if self.kind not in LANE_KINDS:
-            raise ValueError(f"kind must be one of {LANE_KINDS}, got {self.kind!r}")
-        if not 1 <= self.num_slots <= 256:
-            raise ValueError(f"num_slots must be in [1, 256], got {self.num_slots}")
-        if self.max_batch_tokens < self.num_slots:
-            raise ValueError(f"max_batch_tokens ({self.max_batch_tokens}) must be >= num_slots ({self.num_slots})")
-        if not self.name:
-            raise ValueError("model name must be non-empty")
-        if self.replicas < 1:
-            raise ValueError(f"replicas must be >= 1, got {self.replicas}")
-        if self.threads < 0:
-            raise ValueError(f"threads must be >= 0, got {self.threads}")
-        if self.ctx_size < 16:
-            raise ValueError(f"ctx_size must be >= 16, got {self.ctx_size}")
 
 
 class Framing(NamedTuple):

@@ -9,7 +9,6 @@ HELLO/DELTA/DONE/ERROR/LOGPROBS with `struct`.
 """
 from __future__ import annotations
 
-import re
 import struct
 from dataclasses import dataclass
 from functools import cached_property
@@ -26,10 +25,12 @@ SEGMENT_HEADER_BYTES = LAYOUT["structs"]["SegmentHeader"]["size"]
 # Only offsets of the segment header: Python never reads or writes it.
 SEGMENT_HEADER_OFFSETS: dict[str, int] = LAYOUT["structs"]["SegmentHeader"]["offsets"]
 
-# Record types as module constants: PAD, REQUEST, CANCEL, SHUTDOWN, HELLO, DELTA, DONE, ERROR, STATS,
-# EMBEDDING, LOGPROBS, AUDIO_REQUEST (audio lanes only, lanes/audio/), TRANSCRIPT.
+# Record types (AUDIO_REQUEST: audio lanes only, lanes/audio/). Names are bound here so that readers
+# and linters see them; a name the native layout lacks fails the import.
 RECORD_TYPES: dict[str, int] = LAYOUT["record_types"]
-globals().update(RECORD_TYPES)
+(PAD, REQUEST, CANCEL, SHUTDOWN, HELLO, DELTA, DONE, ERROR, STATS, EMBEDDING, LOGPROBS, AUDIO_REQUEST,
+ TRANSCRIPT) = (RECORD_TYPES[n] for n in ("PAD", "REQUEST", "CANCEL", "SHUTDOWN", "HELLO", "DELTA", "DONE", "ERROR",
+                                         "STATS", "EMBEDDING", "LOGPROBS", "AUDIO_REQUEST", "TRANSCRIPT"))
 CHANNELS: dict[str, int] = LAYOUT["channels"]  # content, reasoning, tool_arguments
 CONTENT = CHANNELS["content"]
 # STATS histograms: bucket i counts steps whose value is <= bound i; the last bucket is +Inf.
@@ -43,11 +44,14 @@ ERROR_CODES: dict[str, int] = LAYOUT["error_codes"]
 ERROR_NAMES = {v: k for k, v in ERROR_CODES.items()}
 TRANSCRIPT_KINDS: dict[str, int] = LAYOUT["transcript_kinds"]
 
-# Flag bits as module constants (meanings in wire.h): REQUEST_HAS_SEED, REQUEST_IGNORE_EOS, REQUEST_EMBED,
-# REQUEST_SPLIT_REASONING, REQUEST_REASONING_STARTS_INSIDE, REQUEST_GRAMMAR, REQUEST_LOGPROBS,
-# REQUEST_PROMPT_LOGPROBS, DONE_LAST_CHOICE, AUDIO_TRANSLATE, AUDIO_WORD_TIMESTAMPS.
+# Flag bits (meanings in wire.h).
 FLAGS: dict[str, int] = LAYOUT["flags"]
-globals().update(FLAGS)
+(REQUEST_HAS_SEED, REQUEST_IGNORE_EOS, REQUEST_EMBED, REQUEST_SPLIT_REASONING, REQUEST_REASONING_STARTS_INSIDE,
+ REQUEST_GRAMMAR, REQUEST_LOGPROBS, REQUEST_PROMPT_LOGPROBS, DONE_LAST_CHOICE, AUDIO_TRANSLATE,
+ AUDIO_WORD_TIMESTAMPS) = (FLAGS[n] for n in (
+    "REQUEST_HAS_SEED", "REQUEST_IGNORE_EOS", "REQUEST_EMBED", "REQUEST_SPLIT_REASONING",
+    "REQUEST_REASONING_STARTS_INSIDE", "REQUEST_GRAMMAR", "REQUEST_LOGPROBS", "REQUEST_PROMPT_LOGPROBS",
+    "DONE_LAST_CHOICE", "AUDIO_TRANSLATE", "AUDIO_WORD_TIMESTAMPS"))
 MAX_CHOICES: int = LAYOUT["max_choices"]  # per REQUEST: n choices, or the inputs of an embedding request
 
 
@@ -119,11 +123,14 @@ def _spec(name: str) -> StructSpec:
 # The scalar sampling fields in wire order (C++: LS_SAMPLING_SCALARS in csrc/sampler/params.h); their
 # names, meanings and defaults are lanes.api.GenerationParams fields.
 SAMPLING_SCALARS: tuple[str, ...] = tuple(LAYOUT["sampling_scalars"])
-# Every wire.h record struct, as a module constant named after it: REQUEST_HEADER, LOGIT_BIAS_ENTRY,
-# CANCEL_RECORD, HELLO_RECORD, DELTA_HEADER, DONE_RECORD, STATS_RECORD, EMBEDDING_HEADER, ERROR_HEADER,
-# LOGPROBS_HEADER, LOGPROB_ENTRY, AUDIO_REQUEST_HEADER, TRANSCRIPT_HEADER.
+# Every wire.h record struct.
 STRUCTS = tuple(_spec(name) for name in LAYOUT["structs"] if name != "SegmentHeader")
-globals().update((re.sub(r"(?<!^)(?=[A-Z])", "_", spec.name).upper(), spec) for spec in STRUCTS)
+_BY_NAME = {spec.name: spec for spec in STRUCTS}
+(REQUEST_HEADER, LOGIT_BIAS_ENTRY, CANCEL_RECORD, HELLO_RECORD, DELTA_HEADER, DONE_RECORD, STATS_RECORD,
+ EMBEDDING_HEADER, ERROR_HEADER, LOGPROBS_HEADER, LOGPROB_ENTRY, AUDIO_REQUEST_HEADER, TRANSCRIPT_HEADER) = (
+    _BY_NAME[n] for n in ("RequestHeader", "LogitBiasEntry", "CancelRecord", "HelloRecord", "DeltaHeader",
+                          "DoneRecord", "StatsRecord", "EmbeddingHeader", "ErrorHeader", "LogprobsHeader",
+                          "LogprobEntry", "AudioRequestHeader", "TranscriptHeader"))
 
 _U32 = struct.Struct("<I")
 _FLAGS_OFFSET = REQUEST_HEADER.offsets()["flags"]

@@ -11,13 +11,14 @@
 namespace ls {
 
 const char* finish_reason_name(FinishReason r) {
+  if (r == FinishReason::None) return "";  // not finished
   switch (r) {
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Length: return "length";
-    case FinishReason::Cancelled: return "cancelled";
-    case FinishReason::Error: return "error";
-    default: return "";
+#define LS_FINISH_NAME(cpp, py, value) \
+    case FinishReason::cpp: return #py;
+    LS_FINISH_REASONS(LS_FINISH_NAME)
+#undef LS_FINISH_NAME
   }
+  return "";
 }
 
 struct Engine::Impl {

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/finish_reason.h"
 #include "engine/reasoning_splitter.h"
 #include "sampler/params.h"
 
@@ -24,8 +25,6 @@ class ModelRuntime;  // model/model.h
 class Tokenizer;     // tokenizer/tokenizer.h
 class GgufFile;      // gguf/gguf.h
 
-enum class FinishReason : uint32_t { None = 0, Stop = 1, Length = 2, Cancelled = 3, Error = 4 };
-const char* finish_reason_name(FinishReason r);  // "", "stop", "length", "cancelled", "error"
 
 struct GenerationRequest {
   std::vector<int32_t> prompt_ids;   // non-empty

@@ -12,13 +12,8 @@
 
 namespace ls::lane {
 
-struct BackendOptions {
-  int threads = 0;
-  int ctx_size = 0;            // per slot
-  int num_slots = 8;
-  int max_batch_tokens = 256;
-  std::string repack_cache_dir;  // empty: repacked weights private to the lane
-};
+// A lane's backend takes the engine's options (the synthetic one reads the slot and batch fields).
+using BackendOptions = BatchEngineOptions;
 
 class Backend {
  public:

@@ -7,7 +7,7 @@ namespace {
 class EngineBackend final : public Backend {
  public:
   EngineBackend(const std::string& path, const BackendOptions& o)
-      : engine_(path, BatchEngineOptions{o.threads, o.ctx_size, o.num_slots, o.max_batch_tokens, o.repack_cache_dir}) {}
+      : engine_(path, o) {}
   int32_t n_ctx() const override { return engine_.n_ctx(); }
   int32_t n_vocab() const override { return engine_.n_vocab(); }
   int32_t num_slots() const override { return engine_.num_slots(); }

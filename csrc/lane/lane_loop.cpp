@@ -9,12 +9,6 @@ namespace ls::lane {
 
 using wire::RecordType;
 
-static_assert(uint32_t(FinishReason::Stop) == uint32_t(wire::FinishCode::Stop) &&
-                  uint32_t(FinishReason::Length) == uint32_t(wire::FinishCode::Length) &&
-                  uint32_t(FinishReason::Cancelled) == uint32_t(wire::FinishCode::Cancelled) &&
-                  uint32_t(FinishReason::Error) == uint32_t(wire::FinishCode::Error),
-              "engine finish reasons and wire finish codes must share values");
-
 namespace {
 uint32_t bucket(const uint64_t* bounds, uint64_t value) {
   uint32_t i = 0;

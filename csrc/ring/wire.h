@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/finish_reason.h"
 #include "engine/reasoning_splitter.h"
 #include "ring/ring.h"
 #include "sampler/params.h"
@@ -221,9 +222,8 @@ struct TranscriptHeader { LS_WIRE_TRANSCRIPT_HEADER(LS_WIRE_DECLARE_FIELD) };
 #define LS_WIRE_TRANSCRIPT_KINDS(X) X(Info, info, 1) X(Segment, segment, 2)
 enum class TranscriptKind : uint32_t { LS_WIRE_TRANSCRIPT_KINDS(LS_WIRE_DECLARE_ENUMERATOR) };
 
-#define LS_WIRE_FINISH_CODES(X) \
-  X(None, none, 0) X(Stop, stop, 1) X(Length, length, 2) X(Cancelled, cancelled, 3) X(Error, error, 4)
-enum class FinishCode : uint32_t { LS_WIRE_FINISH_CODES(LS_WIRE_DECLARE_ENUMERATOR) };
+#define LS_WIRE_FINISH_CODES(X) LS_FINISH_REASONS(X)  // engine/finish_reason.h
+using FinishCode = ::ls::FinishReason;
 #define LS_WIRE_ERROR_CODES(X)                                                                         \
   X(LoadFailed, load_failed, 1)         /* the lane could not load its model (handshake failure) */    \
   X(BadRequest, bad_request, 2)         /* the engine refused the request (context, ids, ...) */        \

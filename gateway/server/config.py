@@ -13,7 +13,7 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from lanes.config import PoolConfig  # pure Python: the lanes' defaults, not the native runtime
+from lanes.config import LaneModelSpec, PoolConfig  # pure Python: the lanes' defaults, not the native runtime
 from lanes.model_files import default_repack_cache_dir
 from lanes.registry import KNOWN_MODELS, SMOLLM2
 
@@ -22,7 +22,7 @@ MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 DEFAULT_MODEL = SMOLLM2.name
 # parallel = 0 (automatic): this many sequence slots per lane, fewer only if the K/V cache of all
 # lanes would pass this fraction of the machine's memory (gateway/serve/lanes.py: slots_for).
-MAX_AUTO_SLOTS = 8
+MAX_AUTO_SLOTS = LaneModelSpec.num_slots
 KV_MEMORY_FRACTION = 0.5
 
 
@@ -82,11 +82,11 @@ class GatewayConfig:
     models: tuple[ModelEntry, ...] = (ModelEntry(DEFAULT_MODEL, DEFAULT_MODEL),)
     replicas: int = 1
     threads: int = 0  # per lane; 0 = share this machine's cores evenly among all lanes
-    ctx_size: int = 4096  # per sequence slot
+    ctx_size: int = LaneModelSpec.ctx_size  # per sequence slot
     # Sequence slots per lane (requests one forward pass serves at once); 0 = automatic:
     # MAX_AUTO_SLOTS, fewer only if the K/V cache would pass KV_MEMORY_FRACTION of the memory.
     parallel: int = 0
-    max_batch_tokens: int = 256  # per-step token budget: decode tokens + one prompt chunk
+    max_batch_tokens: int = LaneModelSpec.max_batch_tokens  # per-step token budget: decode tokens + one prompt chunk
     max_queue: int = 64          # requests waiting per model once every slot is taken; beyond → 429
     queue_timeout_s: float = 60.0  # a queued request gets a slot within this long, else 429
     host: str = "127.0.0.1"

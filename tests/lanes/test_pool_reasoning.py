@@ -1,5 +1,5 @@
 """A lane splits reasoning from content (channel 1) on the tiny scripted thinking model
-(tests/gateway/features/thinking_gguf.py): streamed per channel and collected per channel, with generation
+(tests/gateway/thinking_gguf.py): streamed per channel and collected per channel, with generation
 starting outside or inside the block."""
 import asyncio
 import importlib.util
