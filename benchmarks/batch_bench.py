@@ -41,7 +41,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 from gateway.cli.bench.client import Conn, guarded_request  # noqa: E402  (the raw asyncio HTTP/1.1 + SSE client)
 from gateway.cli.bench.metrics import percentile  # noqa: E402
-from gateway.cli.bench.server import ProcessServer, free_port  # noqa: E402
+from gateway.cli.bench.launcher import free_port, serve_command, source_env  # noqa: E402
+from gateway.cli.bench.server import ProcessServer  # noqa: E402
 
 DEFAULT_LLAMA_SERVER = "/work/llama-build/build/bin/llama-server"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -158,19 +159,17 @@ def smollm2_gguf() -> str | None:
 
 def laneserve_has_parallel() -> bool:
     out = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--help"], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": REPO_ROOT}, cwd=REPO_ROOT, timeout=60)
+                         env=source_env(), cwd=REPO_ROOT, timeout=60)
     return "--parallel" in out.stdout
 
 
 def laneserve_server(args: argparse.Namespace, with_parallel: bool) -> ProcessServer:
     port = free_port()
-    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--model", args.model, "--port", str(port),
-           "--threads", str(args.threads), "--log-level", "warning"]
+    cmd = serve_command(port, "--model", args.model, "--threads", str(args.threads), "--log-level", "warning")
     if with_parallel:
         cmd += ["--parallel", str(args.parallel)]
     cmd += shlex.split(args.laneserve_args)
-    return ProcessServer(LS, cmd, port, "/health/ready", env={**os.environ, "PYTHONPATH": REPO_ROOT},
-                         startup_timeout_s=240)
+    return ProcessServer(LS, cmd, port, "/health/ready", env=source_env(), startup_timeout_s=240)
 
 
 def llama_server(args: argparse.Namespace) -> ProcessServer:

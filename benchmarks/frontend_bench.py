@@ -38,7 +38,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway.cli.bench.client import Conn, body_parts  # noqa: E402
 from gateway.cli.bench.metrics import percentile  # noqa: E402
-from gateway.cli.bench.server import ProcessServer, StartedServer, free_port  # noqa: E402
+from gateway.cli.bench.launcher import free_port  # noqa: E402
+from gateway.cli.bench.server import ProcessServer, StartedServer  # noqa: E402
 from paced_server import synthetic_text  # noqa: E402
 
 

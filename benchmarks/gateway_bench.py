@@ -45,7 +45,8 @@ sys.path.insert(0, REPO_ROOT)
 from gateway.cli.bench.client import Conn, guarded_request  # noqa: E402
 from gateway.cli.bench.metrics import percentile  # noqa: E402
 from gateway.cli.bench.proc import cpu_seconds  # noqa: E402
-from gateway.cli.bench.server import ProcessServer, free_port  # noqa: E402
+from gateway.cli.bench.launcher import free_port, serve_command  # noqa: E402
+from gateway.cli.bench.server import ProcessServer  # noqa: E402
 
 MODEL = "fake"
 PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
@@ -66,10 +67,11 @@ class Tree:
 
     def start(self, args: argparse.Namespace) -> None:
         port = free_port()
-        cmd = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--model", f"{MODEL}=synthetic:step_us={args.step_us},prefill_us_per_token=0,n_ctx=4096",
-               "--threads", "1", "--parallel", "16", "--ctx-size", "4096", "--log-level", "warning"]
-        # cwd too: `python -m` puts the working directory before PYTHONPATH on sys.path
+        model = f"{MODEL}=synthetic:step_us={args.step_us},prefill_us_per_token=0,n_ctx=4096"
+        cmd = serve_command(port, "--model", model, "--threads", "1", "--parallel", "16", "--ctx-size", "4096",
+                            "--log-level", "warning")
+        # This tree's code, not this process's (so not launcher.source_env); cwd too: `python -m`
+        # puts the working directory before PYTHONPATH on sys.path
         env = {**os.environ, "PYTHONPATH": self.path}
         self.server = ProcessServer(f"laneserve_{self.label}", cmd, port, "/health/ready", env=env,
                                     startup_timeout_s=180, cwd=self.path).start()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import subprocess
 import sys
 import time
 
@@ -27,7 +26,8 @@ import httpx
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from gateway.cli.bench.server import free_port, stop_process_group as stop  # noqa: E402
+from gateway.cli.bench.launcher import free_port  # noqa: E402
+from gateway.cli.bench.server import ProcessServer, StartedServer  # noqa: E402
 from gateway.cli.bench.client import Conn, guarded_request  # noqa: E402
 from gateway.cli.bench.metrics import percentile  # noqa: E402
 
@@ -35,43 +35,19 @@ HAPROXY_CFG = os.path.join(REPO_ROOT, "deploy", "haproxy", "haproxy.cfg")
 LEVELS = (1, 8)
 
 
-def _wait_ready(url: str, proc: subprocess.Popen, what: str) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"{what} exited with {proc.returncode}")
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise SystemExit(f"{what} did not become ready")
+def start_laneserve(threads: int) -> StartedServer:
+    return StartedServer("smollm2", ["--threads", str(threads), "--ctx-size", "1024", "--parallel", str(max(LEVELS)),
+                                     "--log-level", "warning"], startup_timeout_s=120).start()
 
 
-def start_laneserve(threads: int) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), "--threads",
-                             str(threads), "--ctx-size", "1024", "--parallel", str(max(LEVELS)), "--log-level",
-                             "warning"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "PYTHONPATH": REPO_ROOT}, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    _wait_ready(base + "/health/ready", proc, "laneserve")
-    return proc, base
-
-
-def start_haproxy(backend: str) -> tuple[subprocess.Popen, str]:
+def start_haproxy(backend: str) -> ProcessServer:
     binary = next((p for p in ("/usr/sbin/haproxy", "/usr/local/sbin/haproxy") if os.path.exists(p)), "haproxy")
     port, stats_port = free_port(), free_port()
     env = {**os.environ, "LB_BIND": f"127.0.0.1:{port}", "LB_STATS_BIND": f"127.0.0.1:{stats_port}",
            "LB_SERVER1": backend, "LB_SERVER2": backend}
     env.pop("LB_SESSION_AFFINITY", None)
-    proc = subprocess.Popen([binary, "-db", "-f", HAPROXY_CFG], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    _wait_ready(base + "/health/ready", proc, "haproxy")
-    return proc, base
+    return ProcessServer("haproxy", [binary, "-db", "-f", HAPROXY_CFG], port, "/health/ready", env=env,
+                         startup_timeout_s=120).start()
 
 
 async def run_level(paths: dict[str, str], concurrency: int, count: int, first_index: int,
@@ -118,13 +94,13 @@ def main() -> int:
     parser.add_argument("--output-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1, help="laneserve compute threads (the rest: HAProxy, client)")
     args = parser.parse_args()
-    server, direct = start_laneserve(args.threads)
+    server = start_laneserve(args.threads)
     try:
-        balancer, via_lb = start_haproxy(direct.removeprefix("http://"))
+        balancer = start_haproxy(f"127.0.0.1:{server.port}")
     except BaseException:
-        stop(server)
+        server.stop()
         raise
-    paths = {"direct": direct, "haproxy": via_lb}
+    paths = {"direct": server.base_url, "haproxy": balancer.base_url}
     ttft = {(p, c): [] for p in paths for c in LEVELS}
     paired_ms: list[float] = []  # c=1: haproxy TTFT − the direct TTFT just before or after it
     itl = {(p, c): [] for p in paths for c in LEVELS}
@@ -153,9 +129,8 @@ def main() -> int:
                 rtt[name] += health_rtts_ms(paths[name], 50)
         load = os.getloadavg()[0]
     finally:
-        balancer.terminate()
-        balancer.wait(10)
-        stop(server)
+        balancer.stop()
+        server.stop()
 
     def p(values, q):
         return percentile(values, q)

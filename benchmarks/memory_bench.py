@@ -14,9 +14,9 @@ most its K/V cache + 20 MB of PSS. Prints detail lines to stderr and ONE summary
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +25,7 @@ import httpx
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from gateway.cli.bench.server import free_port  # noqa: E402
+from gateway.cli.bench.launcher import free_port, start_laneserve  # noqa: E402
 
 MB = 1024 * 1024
 
@@ -39,33 +39,21 @@ def pss_bytes(pid: int) -> int:
 
 
 def launch(workdir: str, model: str, replicas: int, cache: str, args) -> dict:
-    """Starts a server, waits for every lane (20 ms polls: finer than gateway.cli.bench.server's launcher,
+    """Starts a server, waits for every lane (20 ms polls: finer than the launcher's default,
     whose 0.2 s polls would blur a ~1 s launch), measures, stops it."""
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-           "--model", model, "--replicas", str(replicas), "--threads", "1", "--parallel", str(args.parallel),
-           "--ctx-size", str(args.ctx_size), "--repack-cache-dir", cache]
-    log = open(os.path.join(workdir, f"server-{port}.log"), "wb")
+    lanes: list[dict] = []
+
+    def every_lane_ready(body: bytes) -> bool:
+        lanes[:] = [lane for m in json.loads(body)["models"].values() for lane in m["lanes"]]
+        return len(lanes) == replicas and all(lane["state"] == "ready" and lane["pid"] for lane in lanes)
+
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": REPO_ROOT})
+    srv = start_laneserve("--model", model, "--replicas", str(replicas), "--threads", "1", "--parallel",
+                          str(args.parallel), "--ctx-size", str(args.ctx_size), "--repack-cache-dir", cache, port=port,
+                          log_path=os.path.join(workdir, f"server-{port}.log"), cwd=workdir)
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited with {proc.returncode}")
-            try:
-                r = httpx.get(url + "/health/ready", timeout=2.0)
-                lanes = [lane for m in r.json()["models"].values() for lane in m["lanes"]]
-                if r.status_code == 200 and len(lanes) == replicas and all(
-                        lane["state"] == "ready" and lane["pid"] for lane in lanes):
-                    break
-            except (httpx.HTTPError, ValueError, KeyError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("not ready within 180 s")
-            time.sleep(0.02)
+        srv.wait_ready(180, poll_s=0.02, check=every_lane_ready)
         ready_s = time.perf_counter() - t0
         # A greedy and a sampled request per lane (one at a time: the gateway spreads them), so
         # each lane has run a forward pass and its sampler's buffers.
@@ -75,17 +63,12 @@ def launch(workdir: str, model: str, replicas: int, cache: str, args) -> dict:
         with httpx.Client(timeout=120.0) as c:
             for _ in range(2 * replicas):
                 for body in (greedy, sampled):
-                    c.post(url + "/v1/chat/completions", json=body).raise_for_status()
+                    c.post(srv.base_url + "/v1/chat/completions", json=body).raise_for_status()
         pss = [pss_bytes(lane["pid"]) for lane in lanes]
         kv = [lane["kv_cache_bytes"] for lane in lanes]
         return {"ready_s": ready_s, "pss": pss, "kv": kv}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        srv.stop_group(wait_s=30)
 
 
 def main() -> int:

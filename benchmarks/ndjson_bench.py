@@ -14,13 +14,12 @@ import argparse
 import asyncio
 import os
 import sys
-import time
 
 import httpx
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
-from gateway.cli.bench.server import free_port, stop_process_group as stop  # noqa: E402
+from gateway.cli.bench.server import StartedServer  # noqa: E402
 
 
 def cpu_s(pid: int) -> float:
@@ -34,26 +33,10 @@ def cpu_s(pid: int) -> float:
     return total_ns / 1e9
 
 
-def start(step_us: int, streams: int):
-    import subprocess
-
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port), "--log-level", "warning",
-         "--model", f"fake=synthetic:step_us={step_us},n_ctx=8192", "--ctx-size", "8192",
-         "--parallel", str(max(streams, 1))],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": REPO_ROOT},
-        start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(base + "/health/ready", timeout=2).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("laneserve did not become ready")
+def start(step_us: int, streams: int) -> StartedServer:
+    return StartedServer(f"fake=synthetic:step_us={step_us},n_ctx=8192",
+                         ["--log-level", "warning", "--ctx-size", "8192", "--parallel", str(max(streams, 1))],
+                         startup_timeout_s=120).start()
 
 
 async def one(client: httpx.AsyncClient, protocol: str, tokens: int) -> int:
@@ -81,18 +64,19 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--step-us", type=int, default=1000)
     args = ap.parse_args()
-    proc, base = start(args.step_us, args.streams)
+    server = start(args.step_us, args.streams)
+    base, pid = server.base_url, server.pid
     try:
         asyncio.run(level(base, "sse", args.streams, 50))  # warm-up
         asyncio.run(level(base, "ndjson", args.streams, 50))
         per_token: dict[str, list[float]] = {"sse": [], "ndjson": []}
         for r in range(args.rounds):
             for protocol in (("sse", "ndjson") if r % 2 == 0 else ("ndjson", "sse")):
-                c0 = cpu_s(proc.pid)
+                c0 = cpu_s(pid)
                 asyncio.run(level(base, protocol, args.streams, args.tokens))
-                per_token[protocol].append((cpu_s(proc.pid) - c0) / (args.streams * args.tokens) * 1e6)
+                per_token[protocol].append((cpu_s(pid) - c0) / (args.streams * args.tokens) * 1e6)
     finally:
-        stop(proc)
+        server.stop()
     sse, nd = (sorted(per_token[p])[len(per_token[p]) // 2] for p in ("sse", "ndjson"))
     print(f"ndjson_bench | {args.streams} streams x {args.tokens} tokens, step {args.step_us} us, median of "
           f"{args.rounds}: gateway cpu/token sse {sse:.1f} us, ndjson {nd:.1f} us, ndjson/sse {nd / sse:.2f}x "

@@ -14,7 +14,6 @@ import os
 import re
 import threading
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -22,6 +21,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from gateway.cli.bench import launcher
+from gateway.cli.bench.launcher import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -32,9 +34,8 @@ if "gateway_test_servers" in sys.modules:
 else:
     _spec = importlib.util.spec_from_file_location("gateway_test_servers", REPO / "tests" / "gateway" / "conftest.py")
     servers = importlib.util.module_from_spec(_spec)
-    sys.modules[_spec.name] = servers  # dataclasses look their module up there
+    sys.modules[_spec.name] = servers  # where tests/reliability/conftest.py puts it too
     _spec.loader.exec_module(servers)
-free_port = servers.free_port
 start_server = servers.start_server
 serving_stack_missing = servers.serving_stack_missing
 
@@ -67,28 +68,18 @@ def require_binary(name: str, package: str) -> str:
     pytest.skip(message)
 
 
-@dataclass
-class Balancer:
-    proc: subprocess.Popen
-    port: int
-    stats_port: int | None
-    log_path: Path
+class Balancer(launcher.Launched):
+    """A balancer process the launcher started; `stats_port`: HAProxy's exporter."""
 
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+    def __init__(self, launched: launcher.Launched, stats_port: int | None = None) -> None:
+        super().__init__(launched.proc, launched.port, launched.log_path, launched.name)
+        self.stats_port = stats_port
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(STOP_TIMEOUT_S)
+        try:
+            self.terminate(STOP_TIMEOUT_S)
+        except RuntimeError:
+            pass  # killed
 
     def server_states(self) -> dict[str, str]:
         """HAProxy only: server name → UP/DOWN/… from the shipped Prometheus exporter."""
@@ -112,26 +103,16 @@ def start_haproxy(tmp_dir: Path, backends: list[str], affinity: bool = False, wa
         env["LB_SESSION_AFFINITY"] = "1"
     else:
         env.pop("LB_SESSION_AFFINITY", None)
-    log_path = tmp_dir / f"haproxy-{port}.log"
-    with open(log_path, "wb") as log:
-        # -db: stay in the foreground, one process (the one this test kills)
-        proc = subprocess.Popen([binary, "-db", "-f", str(DEPLOY / "haproxy" / "haproxy.cfg")], stdout=log,
-                                stderr=subprocess.STDOUT, env=env, cwd=tmp_dir, start_new_session=True)
-    balancer = Balancer(proc, port, stats_port, log_path)
-    deadline = time.monotonic() + 15
-    while True:  # up once it forwards a readiness check and has seen every server pass its checks
-        if proc.poll() is not None:
-            raise RuntimeError(f"haproxy exited with {proc.returncode}:\n{balancer.log_text()[-3000:]}")
-        try:
-            states = balancer.server_states()
-            if states and (not wait_up or set(states.values()) == {"UP"}):
-                break
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            balancer.stop()
-            raise RuntimeError(f"haproxy not ready:\n{balancer.log_text()[-3000:]}")
-        time.sleep(0.1)
+    # -db: stay in the foreground, one process (the one this test kills)
+    balancer = Balancer(launcher.start([binary, "-db", "-f", str(DEPLOY / "haproxy" / "haproxy.cfg")], port,
+                                       name="haproxy", log_path=tmp_dir / f"haproxy-{port}.log", env=env, cwd=tmp_dir),
+                        stats_port)
+
+    def up() -> bool:  # it forwards a readiness check and has seen every server pass its checks
+        states = balancer.server_states()
+        return bool(states) and (not wait_up or set(states.values()) == {"UP"})
+
+    balancer.wait_until(up, timeout_s=15, poll_s=0.1)
     return balancer
 
 
@@ -204,24 +185,9 @@ def start_nginx(tmp_dir: Path, backends: list[str], affinity: bool = False) -> B
     (prefix / "nginx.conf").write_text(render_nginx({
         "LB_BIND": f"127.0.0.1:{port}", "LB_SERVER1": backends[0], "LB_SERVER2": backends[1],
         "LB_BALANCE": NGINX_BALANCE[affinity]}))
-    log_path = prefix / "nginx.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([binary, "-p", str(prefix), "-c", "nginx.conf", "-e", "stderr", "-g", "daemon off;"],
-                                stdout=log, stderr=subprocess.STDOUT, cwd=prefix, start_new_session=True)
-    balancer = Balancer(proc, port, None, log_path)
-    deadline = time.monotonic() + 15
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"nginx exited with {proc.returncode}:\n{balancer.log_text()[-3000:]}")
-        try:
-            if httpx.get(balancer.base_url + "/health/live", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            balancer.stop()
-            raise RuntimeError(f"nginx not ready:\n{balancer.log_text()[-3000:]}")
-        time.sleep(0.1)
+    balancer = Balancer(launcher.start([binary, "-p", str(prefix), "-c", "nginx.conf", "-e", "stderr", "-g",
+                                        "daemon off;"], port, name="nginx", log_path=prefix / "nginx.log", cwd=prefix))
+    balancer.wait_ready(timeout_s=15, path="/health/live", poll_s=0.1)
     return balancer
 
 

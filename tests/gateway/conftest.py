@@ -5,102 +5,30 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
-import gateway
+# The one launcher (shared with benchmarks/); ServerProcess: .proc .port .base_url .log_path .records_path
+# .log_text() .wait_ready() .terminate() .kill(). STOP_TIMEOUT_S: the reliability battery's too.
+from gateway.cli.bench.launcher import STOP_TIMEOUT_S, free_port, start_laneserve  # noqa: F401
+from gateway.cli.bench.launcher import Launched as ServerProcess
 
-READY_TIMEOUT_S = 120.0
 # Small enough that a full-context prefill (the context-limit tests) takes ~3 s on one thread.
 CTX_SIZE = 512
-STOP_TIMEOUT_S = 40.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class ServerProcess:
-    proc: subprocess.Popen
-    port: int
-    log_path: Path
-    records_path: Path | None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_text()[-4000:]}")
-            try:
-                if httpx.get(self.base_url + "/health/ready", timeout=2.0).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.kill()
-        raise RuntimeError(f"server not ready after {timeout_s} s:\n{self.log_text()[-4000:]}")
-
-    def terminate(self, timeout_s: float = STOP_TIMEOUT_S) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                raise RuntimeError(f"server did not stop within {timeout_s} s:\n{self.log_text()[-4000:]}")
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 def start_server(tmp_dir: Path, *extra_args: str, command: list[str] | None = None, records: bool = True,
                  env: dict | None = None) -> ServerProcess:
-    """`laneserve serve` (or `command`, with {port} substituted) on a free loopback port."""
+    """`laneserve serve` (or `command`, with {port} substituted) on a free loopback port, with
+    the tests' defaults (1 replica, 1 thread, CTX_SIZE) and, with `records`, a records file; run
+    in tmp_dir, so a source checkout never shadows an installed build by accident."""
     port = free_port()
-    log_path = tmp_dir / f"server-{port}.log"
     records_path = tmp_dir / f"records-{port}.jsonl" if records else None
-    if command is None:
-        command = [sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                   "--replicas", "1", "--threads", "1", "--ctx-size", str(CTX_SIZE)]
-        if records_path:
-            command += ["--records", str(records_path)]
-    else:
-        command = [part.replace("{port}", str(port)) for part in command]
-    # The child imports the same gateway/lanes as this test process (installed or source tree);
-    # it runs in tmp_dir so a source checkout never shadows an installed build by accident.
-    import_root = str(Path(gateway.__file__).resolve().parent.parent)
-    child_env = {**os.environ, "PYTHONPATH": import_root, **(env or {})}
-    with open(log_path, "wb") as log:
-        # Own session: Sanic's manager kills its whole process group when a worker fails to start,
-        # which must not include the test runner.
-        proc = subprocess.Popen(command + list(extra_args), stdout=log, stderr=subprocess.STDOUT, env=child_env,
-                                cwd=tmp_dir, start_new_session=True)
-    return ServerProcess(proc, port, log_path, records_path)
-
-
-
+    defaults = () if command is not None else ("--replicas", "1", "--threads", "1", "--ctx-size", str(CTX_SIZE))
+    return start_laneserve(*defaults, *extra_args, command=command, port=port, log_path=tmp_dir / f"server-{port}.log",
+                           records_path=records_path, env=env, cwd=tmp_dir, name="server")
 
 
 def serving_stack_missing(real_model: bool = True) -> str | None:

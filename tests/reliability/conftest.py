@@ -27,7 +27,7 @@ from harness import PROBE, proc_counts, ready_body, settled, shm_names, zombies_
 _spec = importlib.util.spec_from_file_location("gateway_test_servers",
                                                Path(__file__).resolve().parents[1] / "gateway" / "conftest.py")
 servers = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = servers  # dataclasses look their module up there
+sys.modules[_spec.name] = servers  # tests/deploy/balancers.py reuses it from there
 _spec.loader.exec_module(servers)
 start_server = servers.start_server
 serving_stack_missing = servers.serving_stack_missing

@@ -101,7 +101,7 @@ def test_bad_flags_are_a_message_not_a_traceback(tmp_path):
 
 def test_a_server_that_answers_nothing_gives_a_table_of_errors_and_exit_1(tmp_path):
     pytest.importorskip("matplotlib")
-    from gateway.cli.bench.server import free_port
+    from gateway.cli.bench.launcher import free_port
 
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     proc = subprocess.run([sys.executable, "-m", "gateway.cli", "bench", "--url", url, "--model", "m", "--no-progress",
