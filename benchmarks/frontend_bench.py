@@ -35,12 +35,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway.cli.bench.client import Conn, body_parts  # noqa: E402
 from gateway.cli.bench.metrics import percentile  # noqa: E402
 from gateway.cli.bench.launcher import free_port  # noqa: E402
 from gateway.cli.bench.server import ProcessServer, StartedServer  # noqa: E402
-from paced_server import synthetic_text  # noqa: E402
+from gateway.cli.bench.synthetic import synthetic_text  # noqa: E402
 
 
 def laneserve_server(num_slots: int, step_us: int, ctx_size: int = 2048) -> StartedServer:
@@ -88,7 +87,7 @@ def token_arrivals(events: list[tuple[float, str]], num_tokens: int) -> list[flo
     """Per token, the arrival of the event that carried it; raises if any token is missing,
     repeated or out of order (each synthetic token's text ends with its only space)."""
     text = "".join(t for _, t in events)
-    expected = "".join(synthetic_text(i) for i in range(num_tokens))
+    expected = synthetic_text(num_tokens)
     if text != expected:
         raise AssertionError(f"stream text differs from the lane's tokens at char "
                              f"{next((i for i, (a, b) in enumerate(zip(text, expected)) if a != b), min(len(text), len(expected)))}")

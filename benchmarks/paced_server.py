@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 
 from sanic import Sanic
 from sanic.response import json as json_response
 
-
-def synthetic_text(i: int) -> str:
-    """Token i of the lanes' synthetic backend (csrc/lane/synthetic_backend.cpp)."""
-    return f"{i}" + ('"\\\n\u2028é ' if i % 7 == 6 else " ")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gateway.cli.bench.synthetic import synthetic_token  # noqa: E402
 
 
 def create_app() -> Sanic:
@@ -57,7 +56,7 @@ def create_app() -> Sanic:
             for i in range(tokens):
                 await ticker["step"]
                 chunk = {"id": "cmpl-paced", "object": "text_completion", "created": 0, "model": "paced",
-                         "choices": [{"index": 0, "text": synthetic_text(i), "logprobs": None, "finish_reason": None}]}
+                         "choices": [{"index": 0, "text": synthetic_token(i), "logprobs": None, "finish_reason": None}]}
                 await response.send(b"data: " + json.dumps(chunk).encode() + b"\n\n")
         finally:
             ticker["streams"] -= 1

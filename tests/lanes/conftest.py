@@ -5,14 +5,10 @@ import os
 
 import pytest
 
+from gateway.cli.bench.synthetic import synthetic_token
 from lanes.config import PoolConfig
 from lanes.names import list_names
 from lanes.pool import LanePool
-
-
-def synthetic_text(i: int) -> str:
-    """Text of token i of a synthetic-backend sequence (csrc/lane/synthetic_backend.cpp)."""
-    return f"{i}" + ('"\\\n\u2028é ' if i % 7 == 6 else " ")
 
 
 def escaped(text: str) -> bytes:
@@ -23,7 +19,7 @@ def escaped(text: str) -> bytes:
 
 def synthetic_events(n: int, prefix: bytes = b"", suffix: bytes = b"") -> bytes:
     """The framed events of the first n tokens of one synthetic sequence, concatenated."""
-    return b"".join(prefix + escaped(synthetic_text(i)) + suffix for i in range(n))
+    return b"".join(prefix + escaped(synthetic_token(i)) + suffix for i in range(n))
 
 
 @pytest.fixture

@@ -7,12 +7,13 @@ import time
 
 import pytest
 
+from gateway.cli.bench.synthetic import synthetic_token
 from lanes import wire
 from lanes.api import ChoiceDone, Chunk, Framing, GenerationParams, LaneBusy, LaneError, LaneModelSpec, LaneStartupError
 from lanes.names import list_names
 from lanes.pool import LanePool
 
-from .conftest import escaped, synthetic_events, synthetic_text, unframe, wait_for
+from .conftest import escaped, synthetic_events, unframe, wait_for
 
 SSE = (b'data: {"t":"', b'"}\n\n')
 
@@ -81,7 +82,7 @@ async def test_collect_mode_delivers_each_choices_escaped_text_with_its_done(mak
     assert all(isinstance(i, ChoiceDone) for i in items)  # no chunks in collect mode
     assert sorted(d.choice for d in items) == [0, 1, 2]
     for d in items:
-        assert d.text == b"".join(escaped(synthetic_text(i)) for i in range(15))
+        assert d.text == b"".join(escaped(synthetic_token(i)) for i in range(15))
         assert (d.finish_reason, d.prompt_tokens, d.completion_tokens, d.cached_tokens) == ("length", 2, 15, 0)
 
 

@@ -8,6 +8,8 @@ import httpx
 import ollama
 import pytest
 
+from gateway.cli.bench.synthetic import synthetic_text
+
 pytestmark = pytest.mark.real_model
 
 MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
@@ -155,8 +157,7 @@ def test_lane_death_mid_stream_ends_with_an_error_line_and_concurrent_streams(ow
             t.join(30)
         for objs in results:
             assert objs[-1]["done"] is True and objs[-1]["eval_count"] == 20
-            assert "".join(o["message"]["content"] for o in objs) == "".join(
-                f"{i}" + ('"\\\n\u2028é ' if i % 7 == 6 else " ") for i in range(20))
+            assert "".join(o["message"]["content"] for o in objs) == synthetic_text(20)
         pid = http.get("/health/ready").json()["models"]["fake"]["lanes"][0]["pid"]
         lines = []
         with http.stream("POST", "/api/generate", json={"model": "fake", "prompt": "x", "raw": True,

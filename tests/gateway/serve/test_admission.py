@@ -12,12 +12,10 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.cli.bench.synthetic import synthetic_text
+
 LONG = {"model": "fake", "prompt": "Count:", "max_tokens": 1000, "stream": True}  # 20 s at 20 ms a step
 SHORT = {"model": "fake", "prompt": "x", "max_tokens": 3}
-
-
-def synthetic_text(num_tokens: int) -> str:
-    return "".join(f"{i}" + ("\"\\\n\u2028é " if i % 7 == 6 else " ") for i in range(num_tokens))
 
 
 def metric(client: httpx.Client, name: str, **labels) -> float | None:

@@ -11,9 +11,7 @@ import time
 
 import httpx
 
-
-def synthetic_text(num_tokens: int) -> str:
-    return "".join(f"{i}" + ("\"\\\n\u2028é " if i % 7 == 6 else " ") for i in range(num_tokens))
+from gateway.cli.bench.synthetic import synthetic_text
 
 
 async def test_cancel_storm_leaves_no_state_and_spares_the_others(own_server):

@@ -14,10 +14,7 @@ import httpx
 import openai
 import pytest
 
-
-def synthetic_text(num_tokens: int) -> str:
-    """What the synthetic backend emits: step i → "<i> ", every 7th step with escapes."""
-    return "".join(f"{i}" + ("\"\\\n\u2028é " if i % 7 == 6 else " ") for i in range(num_tokens))
+from gateway.cli.bench.synthetic import synthetic_text
 
 
 @pytest.fixture
