@@ -3,9 +3,10 @@
 // `slots` sequences run at once (one step_us sleep per step for all of them; prefill_us_per_token
 // for each prompt token admitted in the step), the rest wait FIFO. Token i of a sequence is
 // text_i = "<i> " with, every 7th token, characters that need JSON escaping ("\"\\\n\u2028é ");
-// tests/lanes/synthetic.py reproduces the text. Embedding inputs finish in the step that admits
-// them with an 8-dimensional vector derived from the ids: raw_j = Σ_i ((id_i + 1)·(j + 1) mod 13 + 1),
-// divided (in double) by its L2 norm, then rounded to float (tests/gateway/test_embeddings.py too).
+// gateway/cli/bench/synthetic.py reproduces the text. Embedding inputs finish in the step that
+// admits them with an 8-dimensional vector derived from the ids:
+// raw_j = Σ_i ((id_i + 1)·(j + 1) mod 13 + 1), divided (in double) by its L2 norm, then rounded to
+// float (tests/gateway/embeddings/test_embeddings.py reproduces it too).
 #include <cmath>
 #include <array>
 #include <chrono>

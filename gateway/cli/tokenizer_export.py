@@ -3,7 +3,7 @@ from a GGUF file, so that benchmark clients (AIPerf, `vllm bench serve`, llama-b
 `transformers` count tokens exactly as our runtime does, offline.
 
 Both files are written as plain JSON (no `tokenizers` import needed at run time). The mapping,
-checked id for id against our tokenizer on the golden data (tests/gateway/test_tokenizer_export.py):
+checked id for id against our tokenizer on the golden data (tests/gateway/cli/test_tokenizer_export.py):
 
 - `gpt2` (byte-level BPE): the GGUF merges in rank order; pre-tokenizer ByteLevel (the GPT-2
   regex), preceded by Digits(individual) for the starcoder family (`smollm`, ...).

@@ -1,5 +1,5 @@
 """Clients that leave or stop reading: R5 stalled reader, R6 disconnect during decode, R8
-disconnect while queued (R7, during prefill, is tests/gateway/test_batching.py's
+disconnect while queued (R7, during prefill, is tests/gateway/serve/test_batching.py's
 test_disconnect_during_prefill_frees_the_slot_at_the_next_chunk). Synthetic lanes: a fixed step
 time makes "how many tokens after the disconnect" a count."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """R23 cross-lane isolation: one model saturated (every slot taken, queue full, excess refused)
 while another is lightly used: the light model's latency stays near its solo baseline and none of
-the heavy model's 429s reach it. (R15, the overload burst itself, is tests/gateway/test_admission.py's
+the heavy model's 429s reach it. (R15, the overload burst itself, is tests/gateway/serve/test_admission.py's
 test_overload_burst_beyond_slots_and_queue_is_rejected_at_once.)"""
 from __future__ import annotations
 

@@ -310,7 +310,7 @@ def test_key_file_through_the_sanic_cli(own_server, tmp_path):
     with httpx.Client(base_url=srv.base_url, timeout=10) as http:
         assert http.get("/v1/models").status_code == 401
         assert http.get("/v1/models", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
-    time.sleep(1.0)  # Sanic's manager may still be collecting startup acks (see test_launch.py)
+    time.sleep(1.0)  # Sanic's manager may still be collecting startup acks (see server/test_launch.py)
     assert srv.terminate() == 0
 
 

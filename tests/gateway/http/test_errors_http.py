@@ -129,7 +129,7 @@ def test_log_injection_in_headers_and_model_is_escaped(own_server):
     """Client text cannot forge a log line (CWE-117). The hostile value goes where client text
     comes closest to the log: an unknown field's name under --lenient (logged, through safe_repr),
     the model name (logged as a served name or `unknown`), and header values (refused by the HTTP
-    parser or by X-Request-ID's rule). The escaping itself is tested in test_logs.py."""
+    parser or by X-Request-ID's rule). The escaping itself is tested in server/test_logs.py."""
     srv = own_server("--model", "fake=synthetic:step_us=1000,n_ctx=512", "--lenient", real_model=False)
     srv.wait_ready()
     with httpx.Client(base_url=srv.base_url, timeout=30) as client:
