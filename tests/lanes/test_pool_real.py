@@ -11,10 +11,7 @@ from lanes.api import ChoiceDone, Chunk, GenerationParams, LaneError, LaneModelS
 
 from .conftest import wait_for
 
-pytestmark = [
-    pytest.mark.real_model,
-    pytest.mark.skipif("engine" not in _runtime.lane_backends(), reason="engine not built into the runtime yet"),
-]
+pytestmark = pytest.mark.real_model
 RAW = [(0, 0, b"", b"")]
 
 

@@ -11,8 +11,6 @@ import pytest
 from lanes import _runtime
 from lanes.api import ChoiceDone, Chunk, GenerationParams, LaneModelSpec, ReasoningMarkers
 
-pytestmark = pytest.mark.skipif("engine" not in _runtime.lane_backends(), reason="engine not built")
-
 
 def _thinking_gguf():
     path = Path(__file__).resolve().parents[1] / "gateway" / "thinking_gguf.py"
