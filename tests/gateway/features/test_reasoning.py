@@ -5,25 +5,14 @@ The scripted model answers "<th" "ink>" "Hmm" "," " think" "ing" "</think>" "\\n
 " is" " 42" "." with thinking on, and "The answer is 42." when the template closed an empty block."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import httpx
 import pytest
 
+from .. import conftest as _servers
+from .. import thinking_gguf as _gguf
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(f"_reasoning_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-_gguf = _load("thinking_gguf", Path(__file__).parents[1] / "thinking_gguf.py")
-_servers = _load("conftest", Path(__file__).parents[1] / "conftest.py")
 CONTENT, REASONING = _gguf.CONTENT, _gguf.REASONING
 
 GREEDY = {"temperature": 0}

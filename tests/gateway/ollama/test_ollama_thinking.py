@@ -3,26 +3,15 @@ client: `message.thinking` / `thinking` carry the reasoning (the split `<th` + `
 leaks), content carries the answer, streamed and not; `think: false` gives content only."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import httpx
 import ollama
 import pytest
 
+from .. import conftest as _servers
+from .. import thinking_gguf as _gguf
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(f"_ollama_think_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_gguf = _load("thinking_gguf", Path(__file__).parents[1] / "thinking_gguf.py")
-_servers = _load("conftest", Path(__file__).parents[1] / "conftest.py")
 USER = [{"role": "user", "content": "What is the answer?"}]
 GREEDY = {"temperature": 0}
 
