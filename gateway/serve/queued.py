@@ -36,6 +36,7 @@ class QueuedStream:
         except BaseException:
             start.cancel()  # the client left (CancelledError): leave the queue too; a no-op once done
             if self.response is not None:
+                self.response.close_direct()  # its dup of the socket: no relay will ever use it
                 self.response.stop_keepalive()
             raise
 

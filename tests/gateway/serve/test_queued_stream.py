@@ -120,3 +120,33 @@ def test_client_gone_while_queued_leaves_the_queue():
         return generation
 
     assert asyncio.run(run()).cancelled
+
+
+def test_client_gone_after_the_response_opened_closes_its_socket_dup():
+    """The opened response holds a dup of the socket for the relay; a client that leaves while
+    still queued must not leak it."""
+    import socket
+
+    a, b = socket.socketpair()
+
+    class SocketTransport(FakeTransport):
+        def get_extra_info(self, name):
+            return a if name == "socket" else None
+
+    async def run():
+        request = FakeRequest()
+        request.transport = SocketTransport()
+        queued = _queued(request)
+        task = asyncio.ensure_future(queued.admit(FakeGeneration(10.0)))
+        await asyncio.sleep(3 * INTERVAL_S)
+        assert queued.response is not None and queued.response.fd >= 0
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return queued
+
+    try:
+        assert asyncio.run(run()).response.fd == -1
+    finally:
+        a.close()
+        b.close()
