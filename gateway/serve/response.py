@@ -5,8 +5,8 @@ native relay (framed deltas written to a dup of the socket by the ring pump), th
 direct batch's unsent tail) and the keep-alive watchdog. Their order is a property of this class,
 not of the routes: the response is opened only by `ResponseStream.open`, which sends the status
 line and headers (with the first frames) before it returns, and the pump may write only while
-`ready()` — which is false until that first send completed and whenever bytes of ours wait in
-the transport.
+`ready()` — which is false until that first send completed, while a send of ours is in
+progress and whenever bytes of ours wait in the transport.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import time
+
 
 class WriteStalled(Exception):
     """The client stopped reading: its socket buffer stayed full for the write-stall timeout."""
