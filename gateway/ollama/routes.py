@@ -24,6 +24,7 @@ from gateway.openai.tool_stream import TOOL_TEXT_FRAMING
 from gateway.serve.generation import Submission
 from gateway.serve.handler import Adapter, Job, Parsed, route_handler
 from gateway.serve.lanes import CONTENT, REASONING, Framing, ReasoningMarkers
+from gateway.serve.output import Output
 
 
 def _prompt_ids(served, parsed: OllamaRequest, chat: bool) -> tuple[list[int], ReasoningMarkers | None]:
@@ -52,12 +53,18 @@ def _max_tokens(num_predict: int | None, prompt_len: int, n_ctx: int) -> int:
     return room if num_predict is None else min(num_predict, room)
 
 
-def _load_answer(served, parsed: OllamaRequest, frames: OllamaFrames, chat: bool) -> bytes:
-    """Ollama's load/unload call (no messages / no prompt): our models stay loaded."""
-    obj = {"model": served.name, "created_at": frames.created_at}
-    obj.update({"message": {"role": "assistant", "content": ""}} if chat else {"response": ""})
-    obj.update(done_reason="unload" if parsed.keep_alive_zero else "load", done=True)
-    return orjson.dumps(obj)
+class _LoadAnswer(Output):
+    """Ollama's load/unload call (no messages / no prompt), answered at once: our models stay loaded."""
+
+    def __init__(self, served, parsed: OllamaRequest, frames: OllamaFrames, chat: bool) -> None:
+        super().__init__(0)
+        obj = {"model": served.name, "created_at": frames.created_at}
+        obj.update({"message": {"role": "assistant", "content": ""}} if chat else {"response": ""})
+        obj.update(done_reason="unload" if parsed.keep_alive_zero else "load", done=True)
+        self.answer = orjson.dumps(obj)
+
+    def body(self, tracker) -> tuple[bytes, str]:
+        return self.answer, "application/json; charset=utf-8"
 
 
 class _Generate(Adapter):
@@ -79,7 +86,7 @@ class _Generate(Adapter):
         chat, parsed, served = self.chat, p.fields, state.models[p.model]
         frames = OllamaFrames(served.name, chat)
         if (chat and not parsed.messages) or (not chat and not parsed.prompt and not parsed.context):
-            return Job([], None, answer_now=_load_answer(served, parsed, frames, chat))
+            return Job([], _LoadAnswer(served, parsed, frames, chat))
         ids, reasoning = _prompt_ids(served, parsed, chat)
         if not ids:
             raise OllamaError(400, "the prompt is empty after tokenization")

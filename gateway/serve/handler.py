@@ -51,9 +51,8 @@ class Parsed:
 @dataclass
 class Job:
     """A planned request: lane submissions and how to answer."""
-    submissions: list
-    output: Output | None  # None only with answer_now
-    answer_now: bytes | None = None  # answered without a lane (a JSON body), e.g. Ollama's load call
+    submissions: list  # none: answered by output.body() alone (Ollama's load call, no inputs)
+    output: Output
     cleanup: Callable[[], None] | None = None  # runs when the request ends, whatever ends it
 
 
@@ -138,10 +137,10 @@ class _Run:
         self.claimed = True
         # 4. tokenize and plan
         job = await self._plan(parsed)
-        headers = {REQUEST_ID_HEADER: self.request_id, **(job.output.headers if job.output else {}),
+        headers = {REQUEST_ID_HEADER: self.request_id, **job.output.headers,
                    **cors_headers(state.config.cors_origins, request.headers.get("origin"))}
-        if job.answer_now is not None or not job.submissions:
-            return self._answer_without_lane(job, headers)
+        if not job.submissions:
+            return self._answer_without_lane(job.output, headers)
         if parsed.stream:
             headers["Cache-Control"] = "no-cache"
         # 5. cancellable from here on, queued or running
@@ -158,10 +157,9 @@ class _Run:
         # 7. the answer
         return await self._answer(parsed.stream, job, headers, response)
 
-    def _answer_without_lane(self, job: Job, headers: dict) -> HTTPResponse:
-        """Ollama's load call, or nothing for a lane to do (an empty list of inputs)."""
-        body, content_type = (job.answer_now, "application/json") if job.answer_now is not None \
-            else job.output.body(self.tracker)
+    def _answer_without_lane(self, out: Output, headers: dict) -> HTTPResponse:
+        """Nothing for a lane to do: Ollama's load call, an empty list of inputs."""
+        body, content_type = out.body(self.tracker)
         self.tracker.finish("success", 200)
         return HTTPResponse(body, headers=headers, content_type=content_type)
 
