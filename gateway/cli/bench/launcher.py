@@ -7,6 +7,7 @@ the process exits or never gets ready; stopped by the pid, or the process group,
 started and of nothing else."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -110,6 +111,21 @@ class Launched:
 
     def log_tail(self, chars: int = TAIL_CHARS) -> str:
         return f"log {self.log_path}:\n{self.log_text()[-chars:]}"
+
+    def records(self, *request_ids: str, timeout_s: float = 5.0) -> list[dict]:
+        """The request records written so far. With request ids: waits (up to `timeout_s`) until
+        each has one, since a record is written as its handler ends, which may be after the
+        client has read the whole response; returns only theirs, in file order."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            lines = self.records_path.read_text().splitlines() if self.records_path.exists() else []
+            found = [json.loads(line) for line in lines if line.strip()]
+            if not request_ids:
+                return found
+            found = [r for r in found if r.get("request_id") in request_ids]
+            if {r["request_id"] for r in found} >= set(request_ids) or time.monotonic() > deadline:
+                return found
+            time.sleep(0.05)
 
     def wait_until(self, ready: Callable[[], bool], timeout_s: float = READY_TIMEOUT_S, poll_s: float = 0.2) -> None:
         """Polls `ready()` (an exception counts as not ready) until it is true. When the process

@@ -74,10 +74,6 @@ def client(audio_server):
     return openai.OpenAI(base_url=audio_server.base_url + "/v1", api_key="none", max_retries=0, timeout=120)
 
 
-def _records(srv) -> list[dict]:
-    return [json.loads(line) for line in srv.records_path.read_text().splitlines() if line.strip()]
-
-
 def test_json_and_text(client):
     result = client.audio.transcriptions.create(model="whisper", file=CLIP.open("rb"))
     assert wer(SCRIPT, result.text) <= MAX_WER, result.text
@@ -130,12 +126,13 @@ def test_verbose_json_with_words(client):
 
 def test_stream_deltas_concatenate_to_the_text(client, audio_server):
     expected = client.audio.transcriptions.create(model="whisper", file=CLIP.open("rb")).text
-    events = list(client.audio.transcriptions.create(model="whisper", file=CLIP.open("rb"), stream=True))
+    events = list(client.audio.transcriptions.create(model="whisper", file=CLIP.open("rb"), stream=True,
+                                                     extra_headers={"X-Request-ID": "audio-stream"}))
     deltas = [e.delta for e in events if e.type == "transcript.text.delta"]
     assert len(deltas) >= 2  # one per decoded segment
     assert events[-1].type == "transcript.text.done" and events[-1].text == expected == "".join(deltas)
     assert events[-1].usage.output_tokens > 0
-    rec = _records(audio_server)[-1]
+    [rec] = audio_server.records("audio-stream")
     assert (rec["route"], rec["stream"], rec["outcome"], rec["status"]) == ("transcriptions", True, "success", 200)
     assert rec["ttft_ms"] > 0 and rec["completion_tokens"] > 0
 
@@ -245,9 +242,9 @@ def test_cancel_by_disconnect(audio_server, client, tmp_path):
     # ones faster-whisper already queued (2.9 and 3.5 windows measured under CI load).
     assert time.monotonic() - hung_up < 4.5 * first_window_s + 10, first_window_s
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not any(r["outcome"] == "disconnect" for r in _records(audio_server)):
+    while time.monotonic() < deadline and not any(r["outcome"] == "disconnect" for r in audio_server.records()):
         time.sleep(0.1)
-    assert any(r["outcome"] == "disconnect" and r["route"] == "transcriptions" for r in _records(audio_server))
+    assert any(r["outcome"] == "disconnect" and r["route"] == "transcriptions" for r in audio_server.records())
     assert client.audio.transcriptions.create(model="whisper", file=CLIP.open("rb")).text  # still serving
 
 

@@ -2,8 +2,6 @@
 server writes it into the request's record and its `request_finished` log line, escaped."""
 from __future__ import annotations
 
-import json
-import time
 
 import httpx
 import orjson
@@ -28,16 +26,6 @@ def test_invalid_or_repeated_header_is_400(values):
     assert info.value.code == "invalid_session_id"
 
 
-def _records(path, request_id: str, timeout_s: float = 5.0) -> list[dict]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = [json.loads(line) for line in path.read_text().splitlines() if request_id in line]
-        if found:
-            return found
-        time.sleep(0.05)
-    return []
-
-
 def test_server_records_and_logs_the_session_id(synthetic_server):
     session = 'chat"42\\x{}'  # quotes, a backslash and braces: the JSON log must escape them
     with httpx.Client(base_url=synthetic_server.base_url, timeout=30) as client:
@@ -47,7 +35,7 @@ def test_server_records_and_logs_the_session_id(synthetic_server):
             request_id = "session-" + route.strip("/").replace("/", "-")
             r = client.post(route, json=body, headers={"X-Session-ID": session, "X-Request-ID": request_id})
             assert r.status_code == 200, r.text
-            [record] = _records(synthetic_server.records_path, request_id)
+            [record] = synthetic_server.records(request_id)
             assert record["session_id"] == session
             logged = [orjson.loads(line) for line in synthetic_server.log_text().splitlines()
                       if request_id in line and "request_finished" in line]
@@ -55,7 +43,7 @@ def test_server_records_and_logs_the_session_id(synthetic_server):
         plain = client.post("/v1/completions", json={"model": "fake", "prompt": "x", "max_tokens": 1},
                             headers={"X-Request-ID": "session-none"})
         assert plain.status_code == 200
-        [record] = _records(synthetic_server.records_path, "session-none")
+        [record] = synthetic_server.records("session-none")
         assert record["session_id"] is None
         bad = client.post("/v1/completions", json={"model": "fake", "prompt": "x", "max_tokens": 1},
                           headers={"X-Session-ID": "x" * (MAX_SESSION_ID_CHARS + 1)})

@@ -104,15 +104,8 @@ def start_streams(base_url: str, prefix: str, count: int, max_tokens, model: str
     return streams
 
 
-def records(server, ids) -> dict[str, dict]:
-    """The records of these request ids (waits briefly: a record is written as the handler ends)."""
-    deadline = time.monotonic() + 5
-    while True:
-        found = {r["request_id"]: r for r in map(json.loads, server.records_path.read_text().splitlines())
-                 if r["request_id"] in ids}
-        if len(found) == len(ids) or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
+def by_id(records: list[dict]) -> dict[str, dict]:
+    return {r["request_id"]: r for r in records}
 
 
 def metric(client, name: str, **labels) -> float | None:
@@ -149,7 +142,7 @@ def test_stop_model_ends_every_stream_within_1s(client, ctl_server):
         assert s.cancelled_terminal, s.events[-3:]
         assert s.ended_s - stopped_s < 1.0
         assert all("error" not in e for e in s.events[:-2] if isinstance(e, dict))
-    found = records(ctl_server, {s.request_id for s in streams})
+    found = by_id(ctl_server.records(*(s.request_id for s in streams)))
     assert {(r["outcome"], r["status"], r["error_code"]) for r in found.values()} == {
         ("cancelled", 200, "request_cancelled")} and len(found) == 8
     assert metric(client, "laneserve_requests_total", model="fake", outcome="cancelled") >= 8
@@ -195,7 +188,7 @@ def test_cancel_two_of_eight_by_id_leaves_the_others_complete(client, ctl_server
         assert s.usage["completion_tokens"] == 60
         finishes = [e["choices"][0]["finish_reason"] for e in s.events if isinstance(e, dict) and e["choices"]]
         assert finishes[-1] == "length"
-    found = records(ctl_server, {s.request_id for s in streams})
+    found = by_id(ctl_server.records(*(s.request_id for s in streams)))
     assert [found[s.request_id]["outcome"] for s in streams] == ["cancelled"] * 2 + ["success"] * 6
     # a finished id is no longer cancellable
     assert client.delete(f"/v1/requests/{streams[2].request_id}").status_code == 404
@@ -219,7 +212,7 @@ def test_queued_requests_cancelled_by_id_leave_the_queue_at_once(client, ctl_ser
         assert q.status == 499 and q.json["error"]["code"] == "request_cancelled"
         assert q.json["error"]["type"] == "cancelled_error"
     assert metric(client, "laneserve_queue_depth", model="fake") == 0
-    found = records(ctl_server, {"queued-stream", "queued-plain"})
+    found = by_id(ctl_server.records("queued-stream", "queued-plain"))
     assert {(r["outcome"], r["status"], r["n_choices"]) for r in found.values()} == {("cancelled", 499, 0)}
     assert all(s.is_alive() for s in running)  # untouched
     assert client.post("/stop", json={"model": "fake"}).json()["count"] == 8
@@ -237,7 +230,7 @@ def test_running_non_stream_request_cancelled_answers_499(client, ctl_server):
     assert client.delete("/v1/requests/plain-running").json() == {"id": "plain-running", "cancelled": True}
     plain.finish(5)
     assert plain.status == 499 and plain.json["error"]["code"] == "request_cancelled"
-    assert records(ctl_server, {"plain-running"})["plain-running"]["outcome"] == "cancelled"
+    assert by_id(ctl_server.records("plain-running"))["plain-running"]["outcome"] == "cancelled"
     wait_idle(client)
 
 
@@ -308,7 +301,7 @@ def test_real_model_stop_ends_eight_streams_within_1s(server, http):
     for s in streams:
         s.finish(5)
         assert s.cancelled_terminal and s.ended_s - stopped_s < 1.0
-    found = records(server, {s.request_id for s in streams})
+    found = by_id(server.records(*(s.request_id for s in streams)))
     assert len(found) == 8 and {r["outcome"] for r in found.values()} == {"cancelled"}
     wait_idle(http, "smollm2", 5.0)
     assert lane_identity(http, "smollm2") == before
@@ -326,6 +319,6 @@ def test_real_model_cancel_two_of_eight_others_complete_with_full_usage(server, 
     for s in streams[2:]:
         s.finish(120)
         assert s.events[-1] == "[DONE]" and s.usage["completion_tokens"] == 24, s.events[-3:]
-    found = records(server, {s.request_id for s in streams})
+    found = by_id(server.records(*(s.request_id for s in streams)))
     assert [found[s.request_id]["outcome"] for s in streams] == ["cancelled"] * 2 + ["success"] * 6
     wait_idle(http, "smollm2", 5.0)

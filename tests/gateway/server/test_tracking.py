@@ -1,17 +1,12 @@
 """Records and logs: one line per finished request, outcomes right, never prompt or output text."""
 from __future__ import annotations
 
-import json
 import time
 import uuid
 
 import pytest
 
 pytestmark = pytest.mark.real_model  # the session server runs the real SmolLM2
-
-
-def records(server) -> list[dict]:
-    return [json.loads(line) for line in server.records_path.read_text().splitlines()]
 
 
 def test_records_and_logs_hold_no_prompt_or_output_text(server, http):
@@ -28,7 +23,7 @@ def test_records_and_logs_hold_no_prompt_or_output_text(server, http):
     assert marker not in text
     if len(output.strip()) > 12:
         assert output.strip() not in text
-    mine = [r for r in records(server) if r["request_id"] == request_id]
+    mine = server.records(request_id)
     assert len(mine) == 1
     record = mine[0]
     assert record["outcome"] == "success" and record["status"] == 200 and record["route"] == "chat"
@@ -41,6 +36,5 @@ def test_error_outcomes_are_recorded(server, http):
     request_id = "bad-" + uuid.uuid4().hex[:8]
     assert http.post("/v1/completions", headers={"x-request-id": request_id},
                      json={"model": "smollm2", "prompt": "x", "max_tokens": -1}).status_code == 400
-    time.sleep(0.1)
-    (record,) = [r for r in records(server) if r["request_id"] == request_id]
+    (record,) = server.records(request_id)
     assert record["outcome"] == "error" and record["status"] == 400 and record["error_code"] == "invalid_value"
