@@ -9,7 +9,6 @@ LANESERVE_TEST_REQUIRE_BALANCERS=1 after installing them) a missing one fails th
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import re
 import threading
@@ -126,10 +125,7 @@ class Pair:
         return [f"127.0.0.1:{srv.port}" for srv in self.instances]
 
     def records(self, index: int) -> list[dict]:
-        path = self.instances[index].records_path
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return self.instances[index].records()
 
     def served_by(self, request_id: str, timeout_s: float = 5.0) -> int:
         deadline = time.monotonic() + timeout_s

@@ -155,8 +155,7 @@ async def test_queued_request_that_disconnects_never_reaches_a_lane(own_server):
             assert time.monotonic() < deadline, "the queue kept a disconnected request"
             await asyncio.sleep(0.01)
         assert (await running)["usage"]["completion_tokens"] == 200
-    records = [json.loads(line) for line in srv.records_path.read_text().splitlines()]
-    gone = [r for r in records if r["request_id"] == "queued-then-gone"]
+    gone = srv.records("queued-then-gone")
     assert len(gone) == 1 and gone[0]["outcome"] == "disconnect"
     assert gone[0]["admission_ms"] is None and gone[0]["prompt_tokens"] == 0  # never admitted to a lane
 
@@ -222,6 +221,5 @@ async def test_disconnect_during_prefill_frees_the_slot_at_the_next_chunk(server
         while ready(server8)["slots_in_use"]:
             assert time.monotonic() - t0 < 2.0, "the prefill was not dropped"
             await asyncio.sleep(0.01)
-    records = [json.loads(line) for line in server8.records_path.read_text().splitlines()]
-    gone = [r for r in records if r["request_id"] == "prefill-gone"]
+    gone = server8.records("prefill-gone")
     assert gone[0]["outcome"] == "disconnect" and gone[0]["completion_tokens"] == 0 and gone[0]["ttft_ms"] is None

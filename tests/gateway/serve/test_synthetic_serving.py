@@ -184,13 +184,8 @@ def test_stalled_reader_is_cut_off_and_frees_the_lane(own_server):
                 time.sleep(0.1)
             # Whichever limit trips first ends it: our write-stall timeout, or the pool's cap on
             # undelivered output per request (the lane may be free before the handler is done).
-            while True:
-                mine = [r for r in map(json.loads, srv.records_path.read_text().splitlines())
-                        if r["request_id"] == "stalled"]
-                if mine:
-                    break
-                assert time.monotonic() < deadline, "the stalled request was never finished"
-                time.sleep(0.1)
+            mine = srv.records("stalled", timeout_s=max(0.0, deadline - time.monotonic()))
+            assert mine, "the stalled request was never finished"
             assert (mine[0]["outcome"], mine[0]["error_code"]) in (("timeout", "write_stalled"),
                                                                    ("error", "output_overflow"))
     finally:
