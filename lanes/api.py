@@ -31,6 +31,18 @@ class RepeatedFraming(NamedTuple):
     suffix: bytes
 
 
+class NumberedFraming(NamedTuple):
+    """Numbered events: prefix + N + middle + json_escaped(text) + suffix, where N counts the
+    request's numbered events from `first_number` (the Responses API's sequence_number);
+    ChoiceDone.next_number says where the count stands when a choice ends."""
+    choice: int
+    channel: int
+    prefix: bytes
+    middle: bytes
+    suffix: bytes
+    first_number: int
+
+
 @dataclass(frozen=True)
 class ReasoningMarkers:
     """How the lane splits a model's reasoning out of its text (csrc/engine/reasoning_splitter.h):
@@ -126,6 +138,7 @@ class ChoiceDone:
     cached_tokens: int = 0
     text: bytes = b""    # collect mode (non-stream): the choice's JSON-escaped content
     reasoning: bytes = b""  # collect mode: its JSON-escaped reasoning (channel "reasoning")
+    next_number: int = 0  # NumberedFraming: the number the request's next event carries
 
 
 @dataclass(frozen=True)

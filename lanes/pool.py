@@ -16,7 +16,7 @@ from typing import Callable
 
 from lanes import wire
 from lanes.api import (LANE_STATES, SERVING_STATES, ChoiceDone, Chunk, Embedding, Framing, GenerationParams,
-                       RepeatedFraming,
+                       NumberedFraming, RepeatedFraming,
                        LaneBusy, LaneError, LaneModelSpec, LaneStartupError, LaneStatus, ScoredChunk)
 from lanes.channels import request_ring_capacity, total_bytes
 from lanes.config import PoolConfig, config_from_env
@@ -24,7 +24,7 @@ from lanes.names import ShmSpaceError, check_free_space, new_run_id, sweep_stale
 from lanes.replica import LaneReplica
 from lanes.stream import RequestStream
 
-__all__ = ["LanePool", "LaneModelSpec", "Framing", "RepeatedFraming", "GenerationParams", "Chunk", "ChoiceDone", "Embedding", "LaneBusy",
+__all__ = ["LanePool", "LaneModelSpec", "Framing", "RepeatedFraming", "NumberedFraming", "GenerationParams", "Chunk", "ChoiceDone", "Embedding", "LaneBusy",
            "LaneError", "LaneStartupError", "LaneStatus", "RequestStream", "PoolConfig", "LANE_STATES",
            "SERVING_STATES", "ScoredChunk"]
 
@@ -169,7 +169,7 @@ class LanePool:
 
     # --- requests -----------------------------------------------------------------------------
     def submit(self, model: str, prompt_ids: list[int], params: GenerationParams, request_id: int, *,
-               num_choices: int = 1, framings: list[Framing | RepeatedFraming] = (),
+               num_choices: int = 1, framings: list[Framing | RepeatedFraming | NumberedFraming] = (),
                collect: bool = False, keep_text: bool = False) -> RequestStream:
         """Start a request on the replica with the most free sequence slots; LaneBusy when every
         slot of the model is taken (the caller queues or answers 429). framings: one per (choice,
@@ -193,7 +193,7 @@ class LanePool:
         payload = wire.encode_embed_request(request_id, inputs)
         return self._send(model, best, request_id, payload, len(inputs), [], True)
 
-    def submit_audio(self, model: str, job, framings: list[Framing | RepeatedFraming] = (),
+    def submit_audio(self, model: str, job, framings: list[Framing | RepeatedFraming | NumberedFraming] = (),
                      collect: bool = False, keep_text: bool = False) -> RequestStream:
         """Start a transcription (a lanes.audio.records.AudioJob whose samples are already in
         its shared-memory segment) on an audio model's replica: the stream yields

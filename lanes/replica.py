@@ -240,12 +240,12 @@ class LaneReplica:
             reader = self.channels.reader
             text = reader.take_text(rid, choice)
             reasoning = reader.take_text(rid, choice, wire.CHANNELS["reasoning"])
-            num_direct, first_ns = reader.route_stats(rid)
+            _, first_ns, next_number = reader.route_stats(rid)
             if first_ns and not stream.first_direct_ns:
                 stream.first_direct_ns = first_ns
             last = bool(flags & wire.DONE_LAST_CHOICE)
             stream.push_done(ChoiceDone(choice, wire.FINISH_NAMES.get(reason, "stop"), pt, ct, pre, dec, cached, text,
-                                        reasoning),
+                                        reasoning, next_number),
                              last)
             if last:
                 self._request_over(rid)

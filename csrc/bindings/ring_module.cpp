@@ -94,20 +94,25 @@ class RingReader {
     const bool more = r.full || r.control || consumer_.arm();
     return py::make_tuple(std::move(queued), std::move(partial), std::move(control), more);
   }
-  // framings: (choice, channel, prefix, suffix) or (choice, channel, prefix, middle, suffix): the
-  // 5-tuple inserts the escaped text twice (prefix + text + middle + text + suffix).
+  // framings: (choice, channel, prefix, suffix); (choice, channel, prefix, middle, suffix): the
+  // escaped text twice (prefix + text + middle + text + suffix); (choice, channel, prefix, middle,
+  // suffix, first_number): numbered events (prefix + N + middle + text + suffix, N from first_number).
   void add_route(uint64_t rid, uint32_t num_choices, const std::vector<py::tuple>& framings, bool collect,
                  bool keep_text) {
     std::vector<DeltaRelay::Framing> fs;
     fs.reserve(framings.size());
     for (const py::tuple& t : framings) {
-      if (t.size() != 4 && t.size() != 5) throw py::value_error("a framing is (choice, channel, prefix[, middle], suffix)");
-      DeltaRelay::Framing f{t[0].cast<uint32_t>(), t[1].cast<uint32_t>(), std::string(t[2].cast<py::bytes>()),
-                            std::string(t[t.size() - 1].cast<py::bytes>())};
-      if (t.size() == 5) {
-        f.middle = std::string(t[3].cast<py::bytes>());
-        f.twice = true;
+      if (t.size() < 4 || t.size() > 6) {
+        throw py::value_error("a framing is (choice, channel, prefix[, middle], suffix[, first_number])");
       }
+      const size_t suffix_at = t.size() == 6 ? 4 : t.size() - 1;
+      DeltaRelay::Framing f{t[0].cast<uint32_t>(), t[1].cast<uint32_t>(), std::string(t[2].cast<py::bytes>()),
+                            std::string(t[suffix_at].cast<py::bytes>())};
+      if (t.size() >= 5) {
+        f.middle = std::string(t[3].cast<py::bytes>());
+        f.kind = t.size() == 5 ? DeltaRelay::kTwice : DeltaRelay::kNumbered;
+      }
+      if (t.size() == 6) f.first_number = t[5].cast<uint64_t>();
       fs.push_back(std::move(f));
     }
     relay_.add_route(rid, num_choices, fs, collect, keep_text);
@@ -340,8 +345,11 @@ PYBIND11_MODULE(_ring, m) {
       .def("take_text", [](RingReader& r, uint64_t rid, uint32_t choice, uint32_t channel) {
              return py::bytes(r.relay().take_text(rid, choice, channel));
            }, py::arg("request_id"), py::arg("choice"), py::arg("channel") = 0)
-      .def("route_stats", [](RingReader& r, uint64_t rid) { return r.relay().route_stats(rid); },
-           "(direct deltas sent, CLOCK_MONOTONIC ns of the first direct send or 0)")
+      .def("route_stats", [](RingReader& r, uint64_t rid) {
+             const DeltaRelay::RouteStats s = r.relay().route_stats(rid);
+             return py::make_tuple(s.num_direct_deltas, s.first_send_ns, s.next_number);
+           },
+           "(direct deltas sent, CLOCK_MONOTONIC ns of the first direct send or 0, the next numbered event's number)")
       .def_property_readonly("num_routes", [](RingReader& r) { return r.relay().num_routes(); })
       .def("arm", [](RingReader& r) { return r.consumer().arm(); },
            "Arm the doorbell; True means data is already there (read again instead of sleeping).")

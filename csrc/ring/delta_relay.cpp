@@ -23,14 +23,15 @@ void DeltaRelay::add_route(uint64_t request_id, uint32_t num_choices, const std:
   r.prefix.assign(size_t(num_choices) * kNumChannels, std::string());
   r.suffix.assign(size_t(num_choices) * kNumChannels, std::string());
   r.middle.assign(size_t(num_choices) * kNumChannels, std::string());
-  r.twice.assign(size_t(num_choices) * kNumChannels, 0);
+  r.kind.assign(size_t(num_choices) * kNumChannels, kPlain);
   for (const Framing& f : framings) {
     if (f.choice >= num_choices || f.channel >= kNumChannels) continue;
     const size_t k = f.choice * kNumChannels + f.channel;
     r.prefix[k] = f.prefix;
     r.suffix[k] = f.suffix;
     r.middle[k] = f.middle;
-    r.twice[k] = f.twice;
+    r.kind[k] = f.kind;
+    if (f.kind == kNumbered) r.next_number = f.first_number;
   }
   if (collect || keep_text) r.collected.assign(size_t(num_choices) * kNumChannels, std::string());
   if (!collect) r.out.reserve(16 * 1024);
@@ -60,10 +61,10 @@ std::string DeltaRelay::take_text(uint64_t request_id, uint32_t choice, uint32_t
   return out;
 }
 
-std::pair<uint64_t, uint64_t> DeltaRelay::route_stats(uint64_t request_id) const {
+DeltaRelay::RouteStats DeltaRelay::route_stats(uint64_t request_id) const {
   auto it = routes_.find(request_id);
-  if (it == routes_.end()) return {0, 0};
-  return {it->second.num_direct_deltas, it->second.first_send_ns};
+  if (it == routes_.end()) return {};
+  return {it->second.num_direct_deltas, it->second.first_send_ns, it->second.next_number};
 }
 
 // One delta into its route: escaped once, then framed for the route's mode.
@@ -78,18 +79,27 @@ void DeltaRelay::frame(Route& r, uint64_t request_id, uint32_t choice, uint32_t 
   }
   if (r.keep_text) r.collected[choice * kNumChannels + channel] += scratch_;
   size_t k = choice * kNumChannels + channel;
-  if (r.prefix[k].empty() && r.suffix[k].empty() && !r.twice[k]) k = choice * kNumChannels;  // unframed: content's
+  if (r.prefix[k].empty() && r.suffix[k].empty() && r.kind[k] == kPlain) k = choice * kNumChannels;  // unframed: content's
   const std::string& prefix = r.prefix[k];
   const std::string& suffix = r.suffix[k];
-  const bool twice = r.twice[k];
-  const std::string_view middle = twice ? std::string_view(r.middle[k]) : std::string_view();
-  const std::string_view second = twice ? std::string_view(scratch_) : std::string_view();
-  const size_t event_bytes = prefix.size() + scratch_.size() + middle.size() + second.size() + suffix.size();
+  const Kind kind = r.kind[k];
+  // The event is prefix + first + middle + second + suffix; first/second are the text or the number.
+  std::string_view first = scratch_, middle, second;
+  if (kind == kTwice) {
+    middle = r.middle[k];
+    second = scratch_;
+  } else if (kind == kNumbered) {
+    const int n = std::snprintf(number_, sizeof number_, "%llu", static_cast<unsigned long long>(r.next_number++));
+    first = std::string_view(number_, size_t(n));
+    middle = r.middle[k];
+    second = scratch_;
+  }
+  const size_t event_bytes = prefix.size() + first.size() + middle.size() + second.size() + suffix.size();
   if (event_bytes == 0) return;  // nothing to say (and a 0-size chunk would end the HTTP body)
   if (r.direct) {
     char head[24];
     const int n = std::snprintf(head, sizeof head, "%zx\r\n", event_bytes);
-    r.out.append(head, size_t(n)).append(prefix).append(scratch_).append(middle).append(second).append(suffix);
+    r.out.append(head, size_t(n)).append(prefix).append(first).append(middle).append(second).append(suffix);
     r.out.append("\r\n", 2);
     r.num_direct_deltas += 1;
     if (!r.touched) {
@@ -103,7 +113,7 @@ void DeltaRelay::frame(Route& r, uint64_t request_id, uint32_t choice, uint32_t 
   } else {
     queued_.push_back(Queued{request_id, choice, queued_bytes_.size(), event_bytes});
   }
-  queued_bytes_.append(prefix).append(scratch_).append(middle).append(second).append(suffix);
+  queued_bytes_.append(prefix).append(first).append(middle).append(second).append(suffix);
 }
 
 void DeltaRelay::send(uint64_t request_id, Route& r) {

@@ -3,9 +3,15 @@
 //
 // The gateway registers a *route* per request: per (choice, channel) a framing prefix and suffix
 // (an OpenAI SSE event around a JSON string, an Ollama NDJSON line, …; empty for collect mode).
-// A DELTA's text is JSON-escaped here and becomes prefix + escaped + suffix, or with `twice`
-// prefix + escaped + middle + escaped + suffix (one delta filling two JSON fields, e.g. OpenAI's
-// "reasoning_content" and "reasoning"). A channel without framing uses channel 0's. Per route mode:
+// A DELTA's text is JSON-escaped here and becomes, by the framing's kind:
+//   kPlain     prefix + escaped + suffix;
+//   kTwice     prefix + escaped + middle + escaped + suffix (one delta filling two JSON fields,
+//              e.g. OpenAI's "reasoning_content" and "reasoning");
+//   kNumbered  prefix + N + middle + escaped + suffix, N the route's event counter in decimal,
+//              incremented per event (the Responses API's `sequence_number`, which counts every
+//              event of a response: the gateway numbers its own events around the relay's from
+//              route_stats().next_number).
+// A channel without framing uses channel 0's. Per route mode:
 //   direct  — a socket is attached and nothing of the gateway's own is pending on it: events go
 //             out as HTTP/1.1 chunks (`<hex>\r\n` event `\r\n`), one non-blocking send per
 //             route per pump; a partial send turns direct off and hands the tail back;
@@ -35,11 +41,18 @@ namespace ls::ring {
 
 class DeltaRelay {
  public:
+  enum Kind : uint8_t { kPlain = 0, kTwice = 1, kNumbered = 2 };
   struct Framing {
     uint32_t choice, channel;
     std::string prefix, suffix;
-    std::string middle;  // with twice: between the two copies of the text
-    bool twice = false;
+    std::string middle;  // kTwice: between the two copies of the text; kNumbered: after the number
+    Kind kind = kPlain;
+    uint64_t first_number = 0;  // kNumbered: the route's counter starts here
+  };
+  struct RouteStats {
+    uint64_t num_direct_deltas = 0;
+    uint64_t first_send_ns = 0;  // CLOCK_MONOTONIC of the first direct send, 0: none
+    uint64_t next_number = 0;    // the number the route's next numbered event would carry
   };
   struct Queued {  // framed events for a queued route: queued_bytes()[offset, offset + size)
     uint64_t request_id;
@@ -67,8 +80,7 @@ class DeltaRelay {
   void set_direct(uint64_t request_id, bool direct);  // only with a socket attached
   // Collect mode: escaped text of (choice, channel) so far; clears it.
   std::string take_text(uint64_t request_id, uint32_t choice, uint32_t channel = 0);
-  // Direct deltas sent for the route and the CLOCK_MONOTONIC time of the first (0: none).
-  std::pair<uint64_t, uint64_t> route_stats(uint64_t request_id) const;
+  RouteStats route_stats(uint64_t request_id) const;
 
   Result pump(Consumer& consumer, int bell_fd, size_t max_records);
   void finish(Consumer& consumer) { consumer.commit(end_pos_); }
@@ -88,11 +100,12 @@ class DeltaRelay {
     int fd = -1;
     bool touched = false;
     std::vector<std::string> prefix, suffix;  // [num_choices * kNumChannels]
-    std::vector<std::string> middle;          // [num_choices * kNumChannels], used where twice
-    std::vector<char> twice;                  // [num_choices * kNumChannels]
+    std::vector<std::string> middle;          // [num_choices * kNumChannels], used by kTwice / kNumbered
+    std::vector<Kind> kind;                   // [num_choices * kNumChannels]
     std::vector<std::string> collected;       // collect / keep_text, [num_choices * kNumChannels]
     std::string out;                          // direct mode: chunks of this pump
     uint64_t num_direct_deltas = 0, first_send_ns = 0;
+    uint64_t next_number = 0;  // kNumbered events framed so far + the first framing's first_number
   };
   void frame(Route& route, uint64_t request_id, uint32_t choice, uint32_t channel, std::string_view text);
   void send(uint64_t request_id, Route& route);
@@ -104,6 +117,7 @@ class DeltaRelay {
   std::vector<Partial> partials_;
   std::string partial_bytes_;
   std::string scratch_;  // escaped text of one delta
+  char number_[24];      // kNumbered: the decimal event number of one delta
   uint64_t end_pos_ = 0;
 };
 

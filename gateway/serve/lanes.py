@@ -21,6 +21,7 @@ from lanes.pool import (  # noqa: F401  (re-exported)
     Embedding,
     Framing,
     RepeatedFraming,
+    NumberedFraming,
     GenerationParams,
     LaneBusy,
     LaneError,
@@ -145,7 +146,7 @@ def generation_params(sampling: Sampling, max_tokens: int, reasoning: ReasoningM
 
 
 __all__ = [
-    "LANE_STATES", "SERVING_STATES", "ChoiceDone", "Chunk", "Embedding", "Framing", "GenerationParams", "RepeatedFraming", "LaneBusy",
+    "LANE_STATES", "SERVING_STATES", "ChoiceDone", "Chunk", "Embedding", "Framing", "GenerationParams", "RepeatedFraming", "NumberedFraming", "LaneBusy",
     "LaneError", "LaneModelSpec", "LanePool", "LaneStartupError", "LaneStatus", "REASONING", "ReasoningMarkers",
     "RequestStream", "ScoredChunk", "create_pool", "generation_params", "is_synthetic", "model_kind",
     "lane_specs", "resolve_model_paths", "text_model_path",

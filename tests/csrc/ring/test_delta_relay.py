@@ -101,12 +101,12 @@ def test_direct_deltas_become_chunks_and_stop_at_a_control_record(ring):
     assert control == (wire.DONE, done)
     assert more  # stopped at the control record: the caller comes back
     assert _recv_all(b) == b"".join(_chunk(_event(t)) for t in texts[:3])
-    sent, first_ns = r.route_stats(7)
+    sent, first_ns, _ = r.route_stats(7)
     assert sent == 3 and first_ns > 0
 
     assert r.pump(128) == (None, None, None, False)  # drained: the doorbell is armed
     assert _recv_all(b) == b"".join(_chunk(_event(t)) for t in texts[3:])
-    assert r.route_stats(7) == (5, first_ns)  # the time of the FIRST direct send stays
+    assert r.route_stats(7) == (5, first_ns, 0)  # the time of the FIRST direct send stays
     assert r.pump(128) == (None, None, None, False)
     a.close()
     b.close()
@@ -125,7 +125,7 @@ def test_queued_events_are_framed_per_choice_and_channel_and_merged_in_order(rin
     # Consecutive events of one choice are merged; a channel without its own framing (choice 0's
     # reasoning) takes the choice's content framing.
     assert queued == [(3, 0, b"<0:a><0:b>"), (3, 1, b"<1:c><1r:d>"), (3, 0, b"<0:e><0:f>")]
-    assert r.route_stats(3) == (0, 0)
+    assert r.route_stats(3) == (0, 0, 0)
 
 
 def test_direct_needs_a_socket_and_detaching_turns_it_off(ring):
@@ -251,7 +251,7 @@ def test_records_of_unknown_or_removed_requests_are_dropped(ring):
         assert w.write(wire.DELTA, _delta(rid, b"late"))
     assert r.pump(128) == (None, None, None, False)
     assert _recv_all(b) == b""
-    assert r.route_stats(1) == (0, 0) and r.take_text(1, 0) == b""
+    assert r.route_stats(1) == (0, 0, 0) and r.take_text(1, 0) == b""
     # The same id registered again (a new request) starts clean.
     r.add_route(1, 1, [(0, wire.CONTENT, *SSE)])
     assert w.write(wire.DELTA, _delta(1, b"new"))
@@ -392,3 +392,28 @@ def test_doorbell_is_reset(ring):
         assert os.read(bell, 8)
     finally:
         os.close(bell)
+
+
+def test_numbered_events_count_across_channels_and_modes_from_the_first_number(ring):
+    """The Responses API numbers every event of a response: the relay's count continues from
+    the framing's first number, over direct and queued events of every channel, and
+    route_stats tells the gateway where it stands."""
+    w, r = ring()
+    a, b = _pair()
+    framings = [(0, wire.CONTENT, b'{"n":', b',"t":"', b'"}', 4),
+                (0, wire.CHANNELS["reasoning"], b'{"r":', b',"t":"', b'"}', 4)]
+    r.add_route(5, 1, framings, False)
+    assert r.route_stats(5)[2] == 4
+    for text, channel in ((b"a", wire.CONTENT), (b'"q"', wire.CHANNELS["reasoning"])):
+        assert w.write(wire.DELTA, _delta(5, text, channel=channel))
+    queued, partial, control, more = r.pump(128)  # no socket yet: queued
+    assert queued == [(5, 0, b'{"n":4,"t":"a"}{"r":5,"t":"\\"q\\""}')]
+    r.set_socket(5, a.fileno())
+    r.set_direct(5, True)
+    for text in (b"b", b"c"):
+        assert w.write(wire.DELTA, _delta(5, text))
+    r.pump(128)
+    assert _recv_all(b) == _chunk(b'{"n":6,"t":"b"}') + _chunk(b'{"n":7,"t":"c"}')
+    assert r.route_stats(5)[2] == 8
+    a.close()
+    b.close()
