@@ -151,19 +151,39 @@ def _response_format(value) -> str | None:
         if type(spec) is not dict:
             raise invalid("'response_format.json_schema' must be an object", param="response_format.json_schema",
                           code="invalid_type")
-        name = spec.get("name")
-        if name is not None and (type(name) is not str or len(name) > 64):
-            raise invalid("'response_format.json_schema.name' must be a string of at most 64 characters",
-                          param="response_format.json_schema.name")
-        strict = spec.get("strict")
-        if strict is not None and type(strict) is not bool:
-            raise invalid("'response_format.json_schema.strict' must be true or false",
-                          param="response_format.json_schema.strict", code="invalid_type")
-        schema = spec.get("schema")
-        return json_schema_grammar(ANY_JSON_OBJECT if schema is None else schema, "response_format.json_schema.schema",
-                                   lenient=strict is False)
+        return _json_schema_spec(spec, "response_format.json_schema")
     raise invalid("'response_format.type' must be 'text', 'json_object' or 'json_schema'",
                   param="response_format.type")
+
+
+def _json_schema_spec(spec: dict, param: str) -> str:
+    """`{"name", "schema", "strict"}` (chat's response_format.json_schema, the Responses API's text.format)."""
+    name = spec.get("name")
+    if name is not None and (type(name) is not str or len(name) > 64):
+        raise invalid(f"'{param}.name' must be a string of at most 64 characters", param=f"{param}.name")
+    strict = spec.get("strict")
+    if strict is not None and type(strict) is not bool:
+        raise invalid(f"'{param}.strict' must be true or false", param=f"{param}.strict", code="invalid_type")
+    schema = spec.get("schema")
+    return json_schema_grammar(ANY_JSON_OBJECT if schema is None else schema, f"{param}.schema",
+                               lenient=strict is False)
+
+
+def from_text_format(value) -> str | None:
+    """The Responses API's `text.format`: text, json_object, or json_schema with its fields beside `type`."""
+    param = "text.format"
+    if value is None:
+        return None
+    if type(value) is not dict:
+        raise invalid(f"'{param}' must be an object", param=param, code="invalid_type")
+    kind = value.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return json_schema_grammar(ANY_JSON_OBJECT, param)
+    if kind == "json_schema":
+        return _json_schema_spec(value, param)
+    raise invalid(f"'{param}.type' must be 'text', 'json_object' or 'json_schema'", param=f"{param}.type")
 
 
 def _structured_outputs(value) -> str:

@@ -80,27 +80,30 @@ class Tools:
         return self.functions
 
 
-def _function(tool, i: int) -> dict:
+def _function(tool, i: int, flat: bool) -> dict:
     param = f"tools[{i}]"
     if type(tool) is not dict:
         raise invalid("each tool must be an object", param=param, code="invalid_type")
     if tool.get("type", "function") != "function":
         raise invalid("only tools of type 'function' are supported", param=f"{param}.type")
-    fn = tool.get("function")
+    fn = tool if flat else tool.get("function")
     if type(fn) is not dict:
         raise invalid("a tool needs a 'function' object", param=f"{param}.function", code="invalid_type")
+    at = param if flat else f"{param}.function"
     name = fn.get("name")
     if type(name) is not str or not name or len(name) > MAX_NAME_CHARS:
-        raise invalid(f"function names must be strings of 1 to {MAX_NAME_CHARS} characters",
-                      param=f"{param}.function.name")
+        raise invalid(f"function names must be strings of 1 to {MAX_NAME_CHARS} characters", param=f"{at}.name")
     description = fn.get("description")
     if description is not None and type(description) is not str:
-        raise invalid("a function description must be a string", param=f"{param}.function.description")
+        raise invalid("a function description must be a string", param=f"{at}.description")
+    strict = fn.get("strict")
+    if strict is not None and type(strict) is not bool:
+        raise invalid("'strict' must be true or false", param=f"{at}.strict", code="invalid_type")
     parameters = fn.get("parameters")
     if parameters is None:
         parameters = {"type": "object", "properties": {}}
     if type(parameters) is not dict:
-        raise invalid("function parameters must be a JSON schema object", param=f"{param}.function.parameters",
+        raise invalid("function parameters must be a JSON schema object", param=f"{at}.parameters",
                       code="invalid_type")
     out = {"name": name, "parameters": parameters}
     if description:
@@ -108,8 +111,17 @@ def _function(tool, i: int) -> dict:
     return out
 
 
-def parse_tools(body: dict) -> Tools | None:
-    """Tools of an OpenAI (or Ollama) chat body; None when the request has none."""
+def _named_choice(choice: dict, flat: bool) -> str | None:
+    """The function a {"type": "function", ...} tool_choice names (flat: the Responses API's
+    `{"type", "name"}`; else chat's `{"type", "function": {"name"}}`), None when malformed."""
+    fn = choice if flat else choice.get("function")
+    name = fn.get("name") if type(fn) is dict else None
+    return name if choice.get("type") == "function" and type(name) is str else None
+
+
+def parse_tools(body: dict, *, flat: bool = False) -> Tools | None:
+    """Tools of an OpenAI (or Ollama) chat body; None when the request has none. `flat`: the
+    Responses API's shape, a tool's fields beside its `type` instead of inside `function`."""
     value = body.get("tools")
     choice = body.get("tool_choice")
     parallel = body.get("parallel_tool_calls")
@@ -123,7 +135,7 @@ def parse_tools(body: dict) -> Tools | None:
         return None
     if type(value) is not list or len(value) > MAX_TOOLS:
         raise invalid(f"'tools' must be an array of at most {MAX_TOOLS} tools", param="tools", code="invalid_type")
-    functions = tuple(_function(t, i) for i, t in enumerate(value))
+    functions = tuple(_function(t, i, flat) for i, t in enumerate(value))
     names = [f["name"] for f in functions]
     if len(set(names)) != len(names):
         raise invalid("function names must be unique", param="tools")
@@ -131,11 +143,10 @@ def parse_tools(body: dict) -> Tools | None:
     if choice is None:
         choice = "auto"
     elif type(choice) is dict:
-        fn = choice.get("function")
-        name = fn.get("name") if type(fn) is dict else None
-        if choice.get("type") != "function" or type(name) is not str:
-            raise invalid("'tool_choice' must be 'none', 'auto', 'required' or "
-                          "{\"type\": \"function\", \"function\": {\"name\": ...}}", param="tool_choice")
+        name = _named_choice(choice, flat)
+        if name is None:
+            shape = '{"type": "function", "name": ...}' if flat else '{"type": "function", "function": {"name": ...}}'
+            raise invalid(f"'tool_choice' must be 'none', 'auto', 'required' or {shape}", param="tool_choice")
         if name not in names:
             raise invalid("'tool_choice' names a function that is not in 'tools'", param="tool_choice")
         choice = "named"
@@ -143,7 +154,7 @@ def parse_tools(body: dict) -> Tools | None:
         raise invalid("'tool_choice' must be 'none', 'auto', 'required' or a function", param="tool_choice")
     tools = Tools(functions, choice, name, bool(parallel))
     for i, f in enumerate(tools.functions):
-        _check_schema(f["parameters"], f"tools[{i}].function.parameters")
+        _check_schema(f["parameters"], f"tools[{i}].parameters" if flat else f"tools[{i}].function.parameters")
     return tools
 
 
