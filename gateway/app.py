@@ -27,6 +27,7 @@ from gateway.server import tokenize_routes
 from gateway.audio import routes as audio_routes
 from gateway.ollama import info as ollama_info
 from gateway.ollama import routes as ollama_routes
+from gateway.responses import routes as responses_routes
 from gateway.server.config import ConfigError, GatewayConfig, config_from_strings, field_names
 from gateway.http.cors import add_cors
 from gateway.server.env import settings_from_env
@@ -92,6 +93,9 @@ def _build(config: GatewayConfig, backend) -> Sanic:
 
     route(openai_routes.completions, "/v1/completions", "POST")
     route(openai_routes.chat_completions, "/v1/chat/completions", "POST")
+    route(responses_routes.create, "/v1/responses", "POST")
+    route(responses_routes.retrieve, "/v1/responses/<response_id:str>", "GET")
+    route(responses_routes.delete, "/v1/responses/<response_id:str>", "DELETE")
     route(info_routes.list_models, "/v1/models", "GET")
     route(info_routes.get_model, "/v1/models/<model_id:str>", "GET")
     route(info_routes.health_live, "/health/live", "GET")

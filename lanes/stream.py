@@ -33,6 +33,7 @@ class RequestStream:
         self._on_cancel = on_cancel
         self.on_partial = None           # sink callback for an unsent direct tail
         self.first_direct_ns = 0         # CLOCK_MONOTONIC of the first natively sent delta
+        self._next_number = 0            # NumberedFraming's count, kept when the route goes
         # False: a consumer that only wants the whole text (non-stream responses) is woken by
         # ChoiceDone and errors only.
         self.wake_on_chunks = True
@@ -94,6 +95,12 @@ class RequestStream:
     def finished(self) -> bool:
         return self._ended
 
+    def next_number(self) -> int:
+        """With a NumberedFraming (lanes.api): the number the request's next event would carry."""
+        if self._route is not None:
+            self._next_number = self._route.route_stats(self.request_id)[2]
+        return self._next_number
+
     # --- pump side -----------------------------------------------------------------------
     def _wake(self) -> None:
         w = self._waiter
@@ -136,6 +143,7 @@ class RequestStream:
             self._items.append(done)
         if last:
             self._ended = True
+            self.next_number()  # the route goes with the request
             self._route = None
         self._wake()
 
@@ -143,6 +151,7 @@ class RequestStream:
         if self._ended:
             return
         self._ended = True
+        self.next_number()
         self._route = None
         self._error = error
         self._wake()

@@ -43,6 +43,9 @@ _HELP = {
     "audio_threads": "compute threads per audio lane (0 = the same share of the cores as every lane)",
     "max_json_depth": "deepest nesting of a JSON body; deeper 400",
     "max_n": "largest n (choices per request)",
+    "max_stored_responses": "responses kept in memory for GET /v1/responses/{id} and previous_response_id "
+                            "(the oldest goes first; 0 = keep none)",
+    "stored_response_ttl_s": "a stored response is forgotten this many seconds after it ended",
     "keepalive_interval_s": "seconds of silence on a stream before a ': keep-alive' SSE comment",
     "drain_grace_s": "SIGTERM: in-flight requests may finish for this long, then end with an error",
     "drain_delay_s": "SIGTERM: /health/ready turns 503 at once, new requests are still served for this long "

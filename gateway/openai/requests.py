@@ -73,7 +73,7 @@ class ChatRequest:
     tools: Tools | None = None  # gateway.features.tools; None: no tools in the request
 
 
-def _check_fields(body: dict, known: frozenset, lenient: bool) -> tuple[str, ...]:
+def check_fields(body: dict, known: frozenset, lenient: bool) -> tuple[str, ...]:
     unknown = sorted(k for k in body if k not in known)
     if unknown and not lenient:
         name = unknown[0]
@@ -204,7 +204,7 @@ def _prompts(body: dict) -> tuple[str | tuple[int, ...], ...]:
 
 
 def parse_completion(body: dict, *, lenient: bool) -> CompletionRequest:
-    ignored = _check_fields(body, COMPLETION_FIELDS, lenient)
+    ignored = check_fields(body, COMPLETION_FIELDS, lenient)
     f = COMPLETION_FIELDS
     f["suffix"].read(body)
     max_tokens = f["max_tokens"].read(body, COMPLETIONS_DEFAULT_MAX_TOKENS)
@@ -279,7 +279,7 @@ def template_kwargs(body: dict) -> dict:
 
 
 def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
-    ignored = _check_fields(body, CHAT_FIELDS, lenient)
+    ignored = check_fields(body, CHAT_FIELDS, lenient)
     f = CHAT_FIELDS
     legacy = f["max_tokens"].read(body)
     # If both are sent, max_completion_tokens wins (llama.cpp); never ignore either (Ollama #7125).

@@ -39,6 +39,9 @@ class Output:
         self.retry_after_s = retry_after_s
 
     # --- stream --------------------------------------------------------------------------------
+    def segment(self, offset: int, stream) -> None:
+        """A submission's lane stream (lanes.stream.RequestStream) begins, before its opening."""
+
     def opening(self, first_choice: int, num_choices: int) -> bytes:
         """Frames before a submission's first delta (sent while its lane prefills)."""
         return b""

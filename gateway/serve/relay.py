@@ -22,6 +22,7 @@ async def relay_stream(request, response: ResponseStream, generation: Generation
     with ending_stream(request, response, tracker):
         try:
             async for offset, stream in generation.segments():
+                out.segment(offset, stream)
                 # 1. what precedes the deltas (chat role chunks) goes out while the lane prefills
                 opening = b"" if offset == 0 and opening_sent else out.opening(offset, stream.num_choices)
                 if opening:

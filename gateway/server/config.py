@@ -106,6 +106,10 @@ class GatewayConfig:
     audio_threads: int = 0
     max_json_depth: int = 32
     max_n: int = 8
+    # The Responses API's stored responses (GET /v1/responses/{id}, previous_response_id): in memory,
+    # at most this many, none older than this (gateway/responses/store.py).
+    max_stored_responses: int = 1000
+    stored_response_ttl_s: float = 3600.0
     keepalive_interval_s: float = 10.0
     drain_grace_s: float = 15.0
     # SIGTERM turns /health/ready to 503 at once but keeps accepting new requests this long before
@@ -146,6 +150,8 @@ class GatewayConfig:
             raise ConfigError(f"threads must be an integer in [0, 256], 0 = automatic (got {self.threads!r})")
         if type(self.parallel) is not int or not 0 <= self.parallel <= 256:
             raise ConfigError(f"parallel must be an integer in [0, 256], 0 = automatic (got {self.parallel!r})")
+        if type(self.max_stored_responses) is not int or self.max_stored_responses < 0:
+            raise ConfigError(f"max_stored_responses must be an integer >= 0 (got {self.max_stored_responses!r})")
         if type(self.max_queue) is not int or self.max_queue < 0:
             raise ConfigError(f"max_queue must be an integer >= 0 (got {self.max_queue!r})")
         if type(self.ctx_size) is not int or not 16 <= self.ctx_size <= 1 << 20:
@@ -159,7 +165,8 @@ class GatewayConfig:
         if type(self.max_body_bytes) is not int or self.max_body_bytes < 1024:
             raise ConfigError(f"max_body_bytes must be an integer >= 1024 (got {self.max_body_bytes!r})")
         for name in ("keepalive_interval_s", "drain_grace_s", "heartbeat_timeout_s", "response_timeout_s",
-                     "write_stall_timeout_s", "request_deadline_s", "queue_timeout_s", "max_audio_s"):
+                     "write_stall_timeout_s", "request_deadline_s", "queue_timeout_s", "max_audio_s",
+                     "stored_response_ttl_s"):
             _positive(name, getattr(self, name))
         if not 0 <= self.drain_delay_s <= 300:
             raise ConfigError(f"drain_delay_s must be in [0, 300] (got {self.drain_delay_s!r})")

@@ -11,6 +11,7 @@ from gateway.server.logs import get_logger
 from gateway.server.metrics import Metrics
 from gateway.server.records import RecordsFile
 from gateway.http.request_ids import InFlightIds
+from gateway.responses.store import ResponseStore
 
 
 @dataclass
@@ -52,11 +53,16 @@ class ServerState:
     records: RecordsFile | None = None
     in_flight: InFlightIds = field(default_factory=InFlightIds)
     control: RequestControl = field(default_factory=RequestControl)  # cancel by id / per model
+    responses: ResponseStore | None = None  # the Responses API's stored responses (set in __post_init__)
     # SIGTERM: `stopping` withdraws readiness at once (balancers stop sending work); `draining`
     # refuses new generation requests with 503, --drain-delay-s later (gateway.app._before_stop).
     stopping: bool = False
     draining: bool = False
     log: object = field(default_factory=get_logger)
+
+    def __post_init__(self) -> None:
+        if self.responses is None:
+            self.responses = ResponseStore(self.config.max_stored_responses, self.config.stored_response_ttl_s)
 
     def statuses(self) -> list:
         return list(self.pool.statuses()) if self.pool is not None else []

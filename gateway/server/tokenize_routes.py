@@ -8,9 +8,9 @@ import orjson
 from sanic.response import HTTPResponse
 
 from gateway.http.body import parse_json_object
-from gateway.http.errors import invalid, safe_repr
+from gateway.http.errors import invalid
 from gateway.http.fields import get_bool, get_object, get_str
-from gateway.openai.requests import CHAT_FIELDS, parse_messages, template_kwargs
+from gateway.openai.requests import CHAT_FIELDS, check_fields, parse_messages, template_kwargs
 
 MAX_TEXT_CHARS = 4 * 1024 * 1024
 _TEXT = {"type": ["string", "null"], "maxLength": MAX_TEXT_CHARS}
@@ -25,13 +25,6 @@ DETOKENIZE_FIELDS = {"model": _MODEL, "tokens": {"type": "array", "items": {"typ
 DETOKENIZE_REQUIRED = ("tokens",)
 
 
-def _check_fields(body: dict, known: dict, lenient: bool) -> None:
-    unknown = sorted(k for k in body if k not in known)
-    if unknown and not lenient:
-        raise invalid(f"Unrecognized request argument supplied: {safe_repr(unknown[0])}",
-                      param=safe_repr(unknown[0]).strip("'"), code="unknown_parameter")
-
-
 def _body(request) -> dict:
     state = request.app.ctx.state
     return parse_json_object(request.body, request.headers.get("content-type"), state.config.max_json_depth)
@@ -40,7 +33,7 @@ def _body(request) -> dict:
 async def tokenize(request):
     state = request.app.ctx.state
     body = _body(request)
-    _check_fields(body, TOKENIZE_FIELDS, state.config.lenient)
+    check_fields(body, TOKENIZE_FIELDS, state.config.lenient)
     # Every field is checked whatever the branch, so a bad flag is a 400 even when unused.
     text = get_str(body, "prompt", None, MAX_TEXT_CHARS)
     text = get_str(body, "content", text, MAX_TEXT_CHARS)
@@ -65,7 +58,7 @@ async def tokenize(request):
 async def detokenize(request):
     state = request.app.ctx.state
     body = _body(request)
-    _check_fields(body, DETOKENIZE_FIELDS, state.config.lenient)
+    check_fields(body, DETOKENIZE_FIELDS, state.config.lenient)
     served = state.default_model(body.get("model"))
     tokens = body.get("tokens")
     if type(tokens) is not list or any(type(t) is not int for t in tokens):

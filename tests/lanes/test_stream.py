@@ -21,6 +21,9 @@ class FakeRoute:
     def set_direct(self, rid, on):
         self.calls.append(("direct", rid, on))
 
+    def route_stats(self, rid):
+        return 0, 0, 7
+
 
 async def test_lagging_chunks_merge_per_choice_and_keep_order():
     cancels = []
@@ -124,3 +127,9 @@ def test_a_stream_cancelled_from_outside_never_attaches_its_sink_again():
     s.attach_sink(5, lambda unsent, errno: None)
     s.set_direct(True)
     assert route.calls == [] and s.on_partial is None
+
+
+async def test_the_event_count_outlives_the_route():
+    s = RequestStream(1, 1, FakeRoute(), lambda rid: None)
+    s.push_done(ChoiceDone(0, "stop", 1, 2, 3, 4), last=True)
+    assert s.next_number() == 7  # read as the route went
