@@ -6,12 +6,10 @@ with the frames each choice's deltas are wrapped in (gateway.openai.frames).
 """
 from __future__ import annotations
 
-import dataclasses
-
-from gateway.features.reasoning import render_for_thinking
-from gateway.features.tools import HERMES, chat_for_template, tool_grammar
+from gateway.features.chat_prompt import chat_prompt_ids, served_tools, with_tool_grammar
+from gateway.features.chat_prompt import max_tokens as budget
 from gateway.http.body import parse_json_object
-from gateway.http.errors import APIError, invalid
+from gateway.http.errors import invalid
 from gateway.openai.frames import StreamFrames, new_completion_id, now_s
 from gateway.openai.logprobs import request_scores
 from gateway.openai.output import OpenAIOutput
@@ -22,24 +20,11 @@ from gateway.serve.handler import Adapter, Job, Parsed, route_handler
 from gateway.serve.lanes import CONTENT, REASONING, Framing, RepeatedFraming, generation_params
 
 
-def _max_tokens(requested: int | None, prompt_len: int, n_ctx: int, prompt_param: str) -> int:
-    if prompt_len >= n_ctx:
-        raise APIError(400, f"the prompt has {prompt_len} tokens; this model's context is {n_ctx} tokens",
-                       param=prompt_param, code="context_length_exceeded")
-    if requested is not None and requested > n_ctx:
-        raise invalid(f"'max_tokens' ({requested}) exceeds the context length ({n_ctx})", param="max_tokens")
-    room = n_ctx - prompt_len
-    return room if requested is None else min(requested, room)  # capped by the context: ends "length"
-
-
 def _prompt_ids(served, parsed, chat: bool):
     """(token ids per prompt, reasoning markers for the lane or None)."""
     markers = None
     if chat:
-        messages, kwargs = chat_for_template(list(parsed.messages), parsed.template_kwargs, parsed.tools,
-                                             served.text.supports_tools)
-        ids, markers = render_for_thinking(served.text, messages, kwargs, parsed.think,
-                                           param=parsed.think_param, model=served.name)
+        ids, markers = chat_prompt_ids(served, parsed)
         all_ids = [ids]
     else:
         all_ids = []
@@ -49,9 +34,9 @@ def _prompt_ids(served, parsed, chat: bool):
             else:
                 served.text.check_token_ids(prompt, "prompt")
                 all_ids.append(list(prompt))
-    for ids in all_ids:
-        if not ids:
-            raise invalid("the prompt is empty after tokenization", param="messages" if chat else "prompt")
+        for ids in all_ids:
+            if not ids:
+                raise invalid("the prompt is empty after tokenization", param="prompt")
     for token, _ in parsed.sampling.logit_bias:
         if token >= served.n_vocab:
             raise invalid(f"logit_bias token id {token} is outside the vocabulary", param="logit_bias")
@@ -75,10 +60,8 @@ class _Generate(Adapter):
     def plan(self, state, p: Parsed) -> Job:
         chat, parsed, served = self.chat, p.fields, state.models[p.model]
         sampling = parsed.sampling
-        tools = parsed.tools if chat and parsed.tools is not None and parsed.tools.active else None
-        if tools is not None:  # the answer follows the model's tool-call format (gateway.features.tools)
-            tools = dataclasses.replace(tools, fmt=served.text.tool_format or HERMES)
-            sampling = dataclasses.replace(sampling, grammar=tool_grammar(tools))
+        tools = served_tools(parsed.tools, served.text) if chat else None  # the model's call format
+        sampling = with_tool_grammar(sampling, tools)
         prompts, markers = _prompt_ids(served, parsed, chat)
         frames = StreamFrames(new_completion_id(chat), now_s(), served.name, chat, sampling.include_usage)
         echo = not chat and parsed.echo
@@ -88,7 +71,7 @@ class _Generate(Adapter):
                            tool_format=None if tools is None else tools.fmt, scores=scores)
         submissions = []
         for p_index, ids in enumerate(prompts):
-            max_tokens = _max_tokens(sampling.max_tokens, len(ids), served.n_ctx, "messages" if chat else "prompt")
+            max_tokens = budget(sampling.max_tokens, len(ids), served.n_ctx, "messages" if chat else "prompt")
             params = generation_params(sampling, max_tokens, markers, prompt_logprobs=echo)
             first = p_index * sampling.n
             framings = []  # non-stream: the relay collects each choice's escaped text
