@@ -154,3 +154,15 @@ def test_headers_of_anthropic_clients_are_accepted(http):
                       headers={"anthropic-version": "2026-10-21", "anthropic-beta": "tools-2024-04-04",
                                "x-api-key": "whatever"})
     assert reply.status_code == 200 and reply.json()["type"] == "message"
+
+
+def test_records_and_metrics_carry_the_route_name(server, http):
+    body = {"model": MODEL, "max_tokens": 3, "messages": USER}
+    assert http.post("/v1/messages", json=body, headers={"X-Request-ID": "anthropic-rec-1"}).status_code == 200
+    assert http.post("/v1/messages/count_tokens", json={"model": MODEL, "messages": USER},
+                     headers={"X-Request-ID": "anthropic-rec-2"}).status_code == 200
+    first, second = server.records("anthropic-rec-1", "anthropic-rec-2")
+    assert (first["route"], first["outcome"], first["completion_tokens"]) == ("anthropic_messages", "success", 3)
+    assert (second["route"], second["outcome"]) == ("anthropic_count_tokens", "success")
+    metrics = http.get("/metrics").text
+    assert 'route="anthropic_messages"' in metrics and 'route="anthropic_count_tokens"' in metrics
