@@ -91,6 +91,23 @@ def openai_client(base_url):
     client.close()
 
 
+@pytest.fixture(scope="session")
+def thinking_server(tmp_path_factory):
+    """The scripted thinking model (thinking_gguf.py) as "think", beside SmolLM2 as "smollm2"."""
+    from . import thinking_gguf
+
+    reason = serving_stack_missing()
+    if reason:
+        pytest.skip(reason)
+    tmp = tmp_path_factory.mktemp("think")
+    path = thinking_gguf.write_thinking_gguf(tmp / "tiny-think.gguf")
+    srv = start_server(tmp, "--model", f"think={path}", "--model", "smollm2=smollm2")
+    srv.wait_ready()
+    yield srv
+    code = srv.terminate()
+    assert code == 0, srv.log_text()[-4000:]
+
+
 @pytest.fixture(scope="module")
 def synthetic_server(tmp_path_factory):
     """A server whose one model is the lanes' synthetic backend: deterministic text ("<i> " per

@@ -9,7 +9,6 @@ import anthropic
 import httpx
 import pytest
 
-from .. import conftest as _servers
 from .. import thinking_gguf as _gguf
 
 USER = [{"role": "user", "content": "What is the answer?"}]
@@ -19,16 +18,8 @@ KEY = "anthropic-test-key-0123456789"
 
 
 @pytest.fixture(scope="module")
-def think_url(tmp_path_factory):
-    reason = _servers.serving_stack_missing()
-    if reason:
-        pytest.skip(reason)
-    tmp = tmp_path_factory.mktemp("anthropic-think")
-    path = _gguf.write_thinking_gguf(tmp / "tiny-think.gguf")
-    srv = _servers.start_server(tmp, "--model", f"think={path}")
-    srv.wait_ready()
-    yield srv.base_url
-    assert srv.terminate() == 0, srv.log_text()[-4000:]
+def think_url(thinking_server):
+    return thinking_server.base_url
 
 
 def test_thinking_blocks_then_text(think_url):
@@ -89,19 +80,23 @@ def test_api_key_through_both_header_styles(own_server):
     assert other.status_code == 401 and "error" in other.json() and "type" not in other.json()
 
 
-def test_full_queue_is_rate_limit_error_with_retry_after(own_server):
+def test_full_queue_is_rate_limit_error_then_a_cancel_ends_the_stream_with_an_error_event(own_server):
+    """One slot, no queue: a second request is a 429 rate_limit_error with Retry-After; POST /stop
+    then ends the running stream in-band with `event: error` (the client raises it)."""
     srv = own_server("--model", "fake=synthetic:step_us=20000,prefill_us_per_token=0,n_ctx=1024", "--ctx-size",
                      "1024", "--parallel", "1", "--max-queue", "0", "--retry-after-s", "3", real_model=False)
     srv.wait_ready()
     client = anthropic.Anthropic(base_url=srv.base_url, api_key="x", max_retries=0, timeout=60)
-    started, done = threading.Event(), threading.Event()
+    started, outcome = threading.Event(), {}
 
     def hold_the_slot():
-        with client.messages.stream(model="fake", max_tokens=150, messages=USER) as stream:
-            for event in stream:
-                if event.type == "content_block_delta":
-                    started.set()
-        done.set()
+        try:
+            with client.messages.stream(model="fake", max_tokens=500, messages=USER) as stream:
+                for event in stream:
+                    if event.type == "content_block_delta":
+                        started.set()
+        except anthropic.APIStatusError as exc:
+            outcome["error"] = exc
 
     holder = threading.Thread(target=hold_the_slot)
     holder.start()
@@ -111,6 +106,8 @@ def test_full_queue_is_rate_limit_error_with_retry_after(own_server):
             client.messages.create(model="fake", max_tokens=2, messages=USER)
         assert info.value.status_code == 429 and info.value.response.headers["retry-after"] == "3"
         assert info.value.body["type"] == "error" and info.value.body["error"]["type"] == "rate_limit_error"
+        assert httpx.post(srv.base_url + "/stop", json={}).status_code == 200
     finally:
         holder.join(60)
-    assert done.is_set()
+    body = outcome["error"].body
+    assert body["type"] == "error" and "cancelled" in body["error"]["message"]

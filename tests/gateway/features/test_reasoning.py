@@ -10,7 +10,6 @@ import json
 import httpx
 import pytest
 
-from .. import conftest as _servers
 from .. import thinking_gguf as _gguf
 
 CONTENT, REASONING = _gguf.CONTENT, _gguf.REASONING
@@ -20,17 +19,8 @@ USER = [{"role": "user", "content": "What is the answer?"}]
 
 
 @pytest.fixture(scope="module")
-def think_server(tmp_path_factory):
-    reason = _servers.serving_stack_missing()
-    if reason:
-        pytest.skip(reason)
-    tmp = tmp_path_factory.mktemp("think")
-    path = _gguf.write_thinking_gguf(tmp / "tiny-think.gguf")
-    srv = _servers.start_server(tmp, "--model", f"think={path}", "--model", "smollm2=smollm2")
-    srv.wait_ready()
-    yield srv
-    code = srv.terminate()
-    assert code == 0, srv.log_text()[-4000:]
+def think_server(thinking_server):
+    return thinking_server
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import httpx
 import ollama
 import pytest
 
-from .. import conftest as _servers
 from .. import thinking_gguf as _gguf
 
 USER = [{"role": "user", "content": "What is the answer?"}]
@@ -17,16 +16,8 @@ GREEDY = {"temperature": 0}
 
 
 @pytest.fixture(scope="module")
-def think_url(tmp_path_factory):
-    reason = _servers.serving_stack_missing()
-    if reason:
-        pytest.skip(reason)
-    tmp = tmp_path_factory.mktemp("ollama-think")
-    path = _gguf.write_thinking_gguf(tmp / "tiny-think.gguf")
-    srv = _servers.start_server(tmp, "--model", f"think={path}")
-    srv.wait_ready()
-    yield srv.base_url
-    assert srv.terminate() == 0, srv.log_text()[-4000:]
+def think_url(thinking_server):
+    return thinking_server.base_url
 
 
 def test_chat_think_stream_and_not(think_url):
