@@ -91,6 +91,7 @@ setup(
             "httpx>=0.27",
             "openai>=1.40",
             "ollama>=0.3",
+            "anthropic>=0.40",
             "gguf>=0.10",
             "hypothesis>=6.100",
             "jsonschema>=4.20",

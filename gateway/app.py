@@ -23,6 +23,8 @@ from gateway.embeddings import routes as embedding_routes
 from gateway.http import error_handler as errors_http
 from gateway.server import info_routes
 from gateway.openai import routes as openai_routes
+from gateway.anthropic import errors as anthropic_errors
+from gateway.anthropic import routes as anthropic_routes
 from gateway.server import tokenize_routes
 from gateway.audio import routes as audio_routes
 from gateway.ollama import info as ollama_info
@@ -96,6 +98,8 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(responses_routes.create, "/v1/responses", "POST")
     route(responses_routes.retrieve, "/v1/responses/<response_id:str>", "GET")
     route(responses_routes.delete, "/v1/responses/<response_id:str>", "DELETE")
+    route(anthropic_routes.messages, "/v1/messages", "POST")
+    route(anthropic_routes.count_tokens, "/v1/messages/count_tokens", "POST")
     route(info_routes.list_models, "/v1/models", "GET")
     route(info_routes.get_model, "/v1/models/<model_id:str>", "GET")
     route(info_routes.health_live, "/health/live", "GET")
@@ -119,7 +123,7 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(embedding_routes.ollama_embeddings, "/api/embeddings", "POST")
     route(audio_routes.transcriptions, "/v1/audio/transcriptions", "POST", stream=True)  # reads its own body
     route(audio_routes.translations, "/v1/audio/translations", "POST", stream=True)
-    errors_http.install(app)
+    errors_http.install(app, responders=((anthropic_errors.is_messages_path, anthropic_errors.error_response),))
     add_cors(app, config.cors_origins)
 
     app.register_listener(_before_start, "before_server_start")

@@ -18,8 +18,10 @@ signal, would save little: Sanic drains an unread body anyway to keep the connec
 with `hmac.compare_digest` (constant time, and the length of the key does not show either). A
 failure answers 401 with `WWW-Authenticate: Bearer` (RFC 6750; `error="invalid_token"` for a wrong
 key) in the route's protocol: the OpenAI envelope (`authentication_error` / `invalid_api_key`, which
-openai-python raises as `AuthenticationError`) or Ollama's `{"error": ...}` under /api/. Neither the
-key nor what the client sent is echoed, logged or counted.
+openai-python raises as `AuthenticationError`), Ollama's `{"error": ...}` under /api/, or Anthropic's
+`{"type": "error", "error": {"type": "authentication_error", ...}}` on the Messages routes, which also
+take the key as `X-Api-Key` (only there: elsewhere a wrong Bearer with a right X-Api-Key stays
+refused). Neither the key nor what the client sent is echoed, logged or counted.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ import hmac
 import orjson
 from sanic.response import HTTPResponse
 
+from gateway.anthropic import errors as anthropic_errors
 from gateway.http.errors import APIError
 from gateway.http.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.http.request_ids import new_request_id
@@ -42,6 +45,7 @@ _MESSAGES = {
     MISSING: "No API key provided: send the header 'Authorization: Bearer <key>'",
     INVALID: "Invalid API key",
 }
+_ANTHROPIC_MESSAGES = {MISSING: "No API key provided: send the header 'x-api-key: <key>' or 'Authorization: Bearer <key>'"}
 _CHALLENGES = {MISSING: "Bearer", INVALID: 'Bearer error="invalid_token"'}
 
 
@@ -64,9 +68,20 @@ class KeyCheck:
         scheme, _, token = authorization[0].strip().partition(" ")
         if scheme.lower() != "bearer":
             return INVALID
+        return None if self._matches(token) else INVALID
+
+    def api_key_failure(self, authorization: list[str], api_key: list[str]) -> str | None:
+        """The Messages routes: the key in `Authorization: Bearer` (anthropic 2.15's `api_key=`) or in
+        `X-Api-Key` (older Anthropic clients, curl users); either carrying it is enough."""
+        reason = self.failure(authorization)
+        if reason is None or not api_key:
+            return reason
+        return None if len(api_key) == 1 and self._matches(api_key[0]) else INVALID
+
+    def _matches(self, token: str) -> bool:
         # surrogateescape: any header bytes hash; only the configured key's bytes match.
         sent = _digest(token.strip().encode("utf-8", "surrogateescape"))
-        return None if hmac.compare_digest(sent, self._digest) else INVALID
+        return hmac.compare_digest(sent, self._digest)
 
 
 def _rejection(path: str, reason: str) -> tuple[bytes, dict[str, str]]:
@@ -74,6 +89,8 @@ def _rejection(path: str, reason: str) -> tuple[bytes, dict[str, str]]:
     message = _MESSAGES[reason]
     if path.startswith(OLLAMA_PREFIX):
         body = orjson.dumps({"error": message})
+    elif anthropic_errors.is_messages_path(path):
+        body = anthropic_errors.body(APIError(401, _ANTHROPIC_MESSAGES.get(reason, message)))
     else:
         body = APIError(401, message, type="authentication_error", code="invalid_api_key").body()
     return body, {"WWW-Authenticate": _CHALLENGES[reason]}
@@ -85,10 +102,13 @@ def protect(handler, path: str, check: KeyCheck | None):
     if check is None or path in PUBLIC_PATHS:
         return handler
     rejections = {reason: _rejection(path, reason) for reason in _MESSAGES}
+    api_key_header = anthropic_errors.is_messages_path(path)
 
     @functools.wraps(handler)
     async def authenticated(request, *args, **kwargs):
-        reason = check.failure(request.headers.getall("authorization", []))
+        headers = request.headers
+        reason = check.api_key_failure(headers.getall("authorization", []), headers.getall("x-api-key", [])) \
+            if api_key_header else check.failure(headers.getall("authorization", []))
         if reason is None:
             return await handler(request, *args, **kwargs)
         # A fresh id, not the client's X-Request-ID: nothing an unauthenticated client sends is logged.

@@ -1,4 +1,4 @@
-"""Every error leaves as an OpenAI envelope with X-Request-ID, whoever raised it: our
+"""Every error leaves as an OpenAI envelope (or a protocol's own, `install(responders=…)`) with X-Request-ID, whoever raised it: our
 APIError, Sanic's own 404/405/408/413, or an unexpected exception (a logged 500 whose body
 says nothing about internals)."""
 from __future__ import annotations
@@ -71,7 +71,9 @@ def error_response(request_id: str, error: APIError) -> HTTPResponse:
                         content_type="application/json")
 
 
-def install(app) -> None:
+def install(app, responders: tuple = ()) -> None:
+    """`responders`: (path predicate, error_response) of protocols with their own error shape (the
+    Anthropic routes); any other path gets the OpenAI envelope."""
     @app.on_response
     async def echo_request_id(request, response):
         if HEADER not in response.headers:
@@ -86,6 +88,8 @@ def install(app) -> None:
             app.ctx.state.log.error("unhandled_exception", request_id=_request_id(request),
                                     error_type=type(exc).__name__)
             error = internal()
-        return error_response(_request_id(request), error)
+        path = request.path if request is not None else ""
+        respond = next((r for match, r in responders if match(path)), error_response)
+        return respond(_request_id(request), error)
 
     app.exception(Exception)(handle)

@@ -12,6 +12,8 @@ declares bearer auth on every route but the public ones (gateway/http/auth.py's 
 """
 from __future__ import annotations
 
+from gateway.anthropic import openapi as anthropic
+from gateway.responses import openapi as responses
 from gateway.http import auth
 from gateway.serve import control_routes
 from gateway.embeddings import requests as embeddings
@@ -86,6 +88,7 @@ def _operations(lenient: bool) -> dict[tuple[str, str], dict]:
     ollama = r.OLLAMA_ERROR
     model_id = [{"name": "model_id", "in": "path", "required": True, "schema": {"type": "string"}}]
     request_id = [{"name": "request_id", "in": "path", "required": True, "schema": {"type": "string"}}]
+    messages, count = anthropic.bodies(lenient)
     return {
         ("post", "/v1/completions"): _op("OpenAI text completion (SSE when stream is true)",
                                          stream_or_json(r.COMPLETION, r.COMPLETION_CHUNK), body=completion, errors=_GENERATION_ERRORS),
@@ -94,6 +97,19 @@ def _operations(lenient: bool) -> dict[tuple[str, str], dict]:
         ("post", "/v1/embeddings"): _op("OpenAI embeddings", _content(r.EMBEDDINGS), errors=_GENERATION_ERRORS,
                                         body=_closed(embeddings.OPENAI_FIELDS, embeddings.OPENAI_REQUIRED,
                                                      lenient=lenient)),
+        ("post", "/v1/responses"): _op("OpenAI Responses (SSE when stream is true; stored unless store is false)",
+                                       {JSON: {"schema": responses.RESPONSE}, "text/event-stream": {"schema": responses.EVENT}},
+                                       body=responses.body(lenient), errors=_GENERATION_ERRORS),
+        ("get", "/v1/responses/{response_id}"): _op("a stored response", _content(responses.RESPONSE),
+                                                    errors=(401, 404), params=responses.RESPONSE_ID),
+        ("delete", "/v1/responses/{response_id}"): _op("forget a stored response", _content(responses.DELETED),
+                                                       errors=(401, 404), params=responses.RESPONSE_ID),
+        ("post", "/v1/messages"): _op("Anthropic Messages (SSE when stream is true)",
+                                      {JSON: {"schema": anthropic.MESSAGE}, "text/event-stream": {"schema": anthropic.EVENT}},
+                                      body=messages, errors=_GENERATION_ERRORS, error_schema=anthropic.ERROR),
+        ("post", "/v1/messages/count_tokens"): _op("Anthropic: the prompt's token count", _content(anthropic.COUNT),
+                                                   body=count, errors=(400, 401, 404, 413, 415),
+                                                   error_schema=anthropic.ERROR),
         ("get", "/v1/models"): _op("served models", _content(r.MODEL_LIST)),
         ("get", "/v1/models/{model_id}"): _op("one served model", _content(r.MODEL_CARD), errors=(401, 404),
                                               params=model_id),
@@ -151,11 +167,12 @@ def document(*, lenient: bool = False, api_key: bool = False) -> dict:
     doc = {
         "openapi": "3.1.0",
         "info": {"title": "laneserve", "version": SYSTEM_FINGERPRINT.removeprefix("laneserve-"),
-                 "description": "OpenAI- and Ollama-compatible LLM server. Errors are "
-                                "{\"error\": {\"message\", \"type\", \"param\", \"code\"}} (OpenAI routes) or "
-                                "{\"error\": message} (/api/*), with X-Request-ID."},
+                 "description": "OpenAI-, Anthropic- and Ollama-compatible LLM server. Errors are "
+                                "{\"error\": {\"message\", \"type\", \"param\", \"code\"}} (OpenAI routes), "
+                                "{\"error\": message} (/api/*) or {\"type\": \"error\", \"error\": {\"type\", "
+                                "\"message\"}} (/v1/messages*), with X-Request-ID."},
         "paths": paths,
-        "components": {"schemas": {"Error": r.ERROR, "OllamaError": r.OLLAMA_ERROR}},
+        "components": {"schemas": {"Error": r.ERROR, "OllamaError": r.OLLAMA_ERROR, "AnthropicError": anthropic.ERROR}},
     }
     if api_key:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}

@@ -62,6 +62,12 @@ OPENAI_CASES = {
     "chat_structured": ("/v1/chat/completions", {"messages": USER, "max_tokens": 16,
                                                  "response_format": {"type": "json_object"}}),
 }
+ANTHROPIC_CASES = {
+    "messages": {"messages": USER, "max_tokens": 12},
+    "messages_tools": {"messages": USER, "max_tokens": 16, "tools": [{
+        "name": "get_weather", "input_schema": TOOLS[0]["function"]["parameters"]}]},
+    "messages_stop": {"messages": USER, "max_tokens": 16, "stop_sequences": ["7"]},
+}
 OLLAMA_CASES = {
     "ollama_chat": ("/api/chat", {"messages": USER, "options": {"num_predict": 10}}),
     "ollama_generate": ("/api/generate", {"prompt": "Once upon", "options": {"num_predict": 10}}),
@@ -91,6 +97,27 @@ def test_openai_streams_start_with_the_status_line(instant_server, case):
     for r in responses:
         events = check_openai_stream(r)
         assert events and all(e["object"] in ("chat.completion.chunk", "text_completion") for e in events)
+
+
+def check_anthropic_stream(r: RawResponse) -> list:
+    """Each event named by its type, message_start first, message_stop last."""
+    assert r.status == 200 and r.chunked and r.headers["content-type"].startswith("text/event-stream")
+    events = []
+    for block in r.body.decode().split("\n\n"):
+        if block:
+            name, data = block.split("\n")
+            events.append(orjson.loads(data.removeprefix("data: ")))
+            assert name == "event: " + events[-1]["type"]
+    types = [e["type"] for e in events if e["type"] != "ping"]
+    assert types[0] == "message_start" and types[-1] == "message_stop", types
+    return events
+
+
+@pytest.mark.parametrize("case", sorted(ANTHROPIC_CASES))
+def test_anthropic_streams_start_with_the_status_line(instant_server, case):
+    body = {"model": "fake", "stream": True, **ANTHROPIC_CASES[case]}
+    for r in many(instant_server.port, lambda i: post("/v1/messages", body)):
+        check_anthropic_stream(r)
 
 
 @pytest.mark.parametrize("case", sorted(OLLAMA_CASES))
@@ -151,10 +178,11 @@ def test_queued_streams_and_errors_after_the_start(queueing_server):
 
 
 def test_real_model_streams_start_with_the_status_line(server):
-    """SmolLM2 (one lane, one thread): chat, completions and Ollama chat, 50 at once each."""
+    """SmolLM2 (one lane, one thread): chat, completions, Ollama chat and Messages, 50 at once each."""
     cases = [("/v1/chat/completions", {"messages": USER, "max_tokens": 3, "stream": True}, check_openai_stream),
              ("/v1/completions", {"prompt": "Hello", "max_tokens": 3, "stream": True}, check_openai_stream),
-             ("/api/chat", {"messages": USER, "options": {"num_predict": 3}}, check_ollama_stream)]
+             ("/api/chat", {"messages": USER, "options": {"num_predict": 3}}, check_ollama_stream),
+             ("/v1/messages", {"messages": USER, "max_tokens": 3, "stream": True}, check_anthropic_stream)]
     for path, body, check in cases:
         for r in many(server.port, lambda i: post(path, {"model": "smollm2", **body}), timeout_s=300.0):
             check(r)
