@@ -56,10 +56,12 @@ class ResponsesOutput(Output):
         self.conversation = conversation
         self.stream = None  # the lane stream (its event count)
         self.finish_reason = "stop"
-        created = events.response("in_progress", [])
+        self._created = events.response("in_progress", [])
         # Rendered now: a plain answer's message item id and event count go into the relay's framing.
-        self._opening = events.event("response.created", response=created) + \
-            events.event("response.in_progress", response=created) + (self.items.open_message() if self.direct else b"")
+        self._opening = events.event("response.created", response=self._created) + \
+            events.event("response.in_progress", response=self._created) + \
+            (self.items.open_message() if self.direct else b"")
+        self._opened = False  # the opening went out (else an error ends the stream before it)
 
     def _status(self) -> tuple[str, str | None]:
         if self.finish_reason == "length":
@@ -84,6 +86,7 @@ class ResponsesOutput(Output):
         self.stream = stream
 
     def opening(self, first_choice: int, num_choices: int) -> bytes:
+        self._opened = True
         return self._opening
 
     def text_framing(self):
@@ -111,12 +114,16 @@ class ResponsesOutput(Output):
 
     def error_frames(self, error: APIError) -> bytes:
         ev = self.events
-        if self.direct and self.stream is not None:
+        head = b""
+        if not self._opened:  # ended while queued: the client still needs response.created first
+            ev.seq, self.items.items = 0, []
+            head = ev.event("response.created", response=self._created)
+        elif self.direct and self.stream is not None:
             ev.seq = max(ev.seq, self.stream.next_number())
         detail = {"code": error.code or "server_error", "message": error.message}
         body = ev.response("failed", self.items.items, error=detail)
         self._keep(body)
-        return ev.event("error", **detail, param=None) + ev.event("response.failed", response=body)
+        return head + ev.event("error", **detail, param=None) + ev.event("response.failed", response=body)
 
     # --- whole body ----------------------------------------------------------------------------
     def collect_done(self, choice: int, done) -> None:

@@ -99,15 +99,21 @@ def test_openai_streams_start_with_the_status_line(instant_server, case):
         assert events and all(e["object"] in ("chat.completion.chunk", "text_completion") for e in events)
 
 
-def check_anthropic_stream(r: RawResponse) -> list:
-    """Each event named by its type, message_start first, message_stop last."""
+def named_events(r: RawResponse) -> list:
+    """SSE events with an `event:` line equal to their data's type (comments skipped)."""
     assert r.status == 200 and r.chunked and r.headers["content-type"].startswith("text/event-stream")
     events = []
     for block in r.body.decode().split("\n\n"):
-        if block:
+        if block and not block.startswith(":"):
             name, data = block.split("\n")
             events.append(orjson.loads(data.removeprefix("data: ")))
             assert name == "event: " + events[-1]["type"]
+    return events
+
+
+def check_anthropic_stream(r: RawResponse) -> list:
+    """Each event named by its type, message_start first, message_stop last."""
+    events = named_events(r)
     types = [e["type"] for e in events if e["type"] != "ping"]
     assert types[0] == "message_start" and types[-1] == "message_stop", types
     return events
@@ -118,6 +124,29 @@ def test_anthropic_streams_start_with_the_status_line(instant_server, case):
     body = {"model": "fake", "stream": True, **ANTHROPIC_CASES[case]}
     for r in many(instant_server.port, lambda i: post("/v1/messages", body)):
         check_anthropic_stream(r)
+
+
+RESPONSES_CASES = {
+    "responses": {"input": "Say something.", "max_output_tokens": 12},
+    "responses_tools": {"input": USER, "max_output_tokens": 16, "tools": [{"type": "function", **TOOLS[0]["function"]}]},
+    "responses_json": {"input": USER, "max_output_tokens": 16, "text": {"format": {"type": "json_object"}}},
+}
+
+
+def check_responses_stream(r: RawResponse, ends=("response.completed", "response.incomplete")) -> list:
+    """Numbered from 0 without gaps, response.created first, the response's end last."""
+    events = named_events(r)
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert events[0]["type"] == "response.created"
+    assert events[-1]["type"] in ends, events[-1]
+    return events
+
+
+@pytest.mark.parametrize("case", sorted(RESPONSES_CASES))
+def test_responses_streams_start_with_the_status_line(instant_server, case):
+    body = {"model": "fake", "stream": True, **RESPONSES_CASES[case]}
+    for r in many(instant_server.port, lambda i: post("/v1/responses", body)):
+        check_responses_stream(r)
 
 
 @pytest.mark.parametrize("case", sorted(OLLAMA_CASES))
@@ -175,14 +204,20 @@ def test_queued_streams_and_errors_after_the_start(queueing_server):
         queueing_server.port, lambda i: post("/api/chat", {"model": "fake", "messages": USER,
                                                            "options": {"num_predict": 20}}))]
     assert any("error" in ls[-1] for ls in lines) and any(ls[-1].get("done") for ls in lines)
+    body = {"model": "fake", "input": "x", "max_output_tokens": 20, "stream": True}
+    ends = [check_responses_stream(r, ends=("response.incomplete", "response.failed"))[-1] for r in many(
+        queueing_server.port, lambda i: post("/v1/responses", body))]
+    failed = [e["response"] for e in ends if e["type"] == "response.failed"]
+    assert failed and len(failed) < len(ends) and all(f["error"]["code"] == "server_busy" for f in failed)
 
 
 def test_real_model_streams_start_with_the_status_line(server):
-    """SmolLM2 (one lane, one thread): chat, completions, Ollama chat and Messages, 50 at once each."""
+    """SmolLM2 (one lane, one thread): chat, completions, Ollama chat, Messages and Responses, 50 at once each."""
     cases = [("/v1/chat/completions", {"messages": USER, "max_tokens": 3, "stream": True}, check_openai_stream),
              ("/v1/completions", {"prompt": "Hello", "max_tokens": 3, "stream": True}, check_openai_stream),
              ("/api/chat", {"messages": USER, "options": {"num_predict": 3}}, check_ollama_stream),
-             ("/v1/messages", {"messages": USER, "max_tokens": 3, "stream": True}, check_anthropic_stream)]
+             ("/v1/messages", {"messages": USER, "max_tokens": 3, "stream": True}, check_anthropic_stream),
+             ("/v1/responses", {"input": USER, "max_output_tokens": 3, "stream": True}, check_responses_stream)]
     for path, body, check in cases:
         for r in many(server.port, lambda i: post(path, {"model": "smollm2", **body}), timeout_s=300.0):
             check(r)
@@ -209,3 +244,19 @@ def test_streams_cancelled_after_their_first_tokens(queueing_server):
             assert events[-1]["error"]["code"] in ("request_cancelled", "server_busy"), events[-1]
             after_tokens += any(e.get("choices") and e["choices"][0]["delta"].get("content") for e in events[:-1])
     assert after_tokens >= 1
+
+
+def test_responses_streams_cancelled_mid_answer_stay_numbered(queueing_server):
+    """A Responses stream stopped after its relay-numbered deltas: the error and response.failed
+    events carry on from the relay's count (no gap, no repeat)."""
+    body = {"model": "fake", "input": "x", "max_output_tokens": 300, "stream": True}
+
+    async def run():
+        stream = asyncio.ensure_future(exchange(queueing_server.port, post("/v1/responses", body)))
+        await asyncio.sleep(0.2)  # some 50 deltas framed natively
+        await exchange(queueing_server.port, post("/stop", {}))
+        return await stream
+
+    events = check_responses_stream(asyncio.run(run()), ends=("response.failed",))
+    deltas = [e for e in events if e["type"] == "response.output_text.delta"]
+    assert len(deltas) >= 5 and events[-2]["type"] == "error" and events[-2]["code"] == "request_cancelled"
