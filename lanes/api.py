@@ -139,6 +139,7 @@ class ChoiceDone:
     text: bytes = b""    # collect mode (non-stream): the choice's JSON-escaped content
     reasoning: bytes = b""  # collect mode: its JSON-escaped reasoning (channel "reasoning")
     next_number: int = 0  # NumberedFraming: the number the request's next event carries
+    stop_index: int = -1  # finish "stop" by a stop string: its index in the request's `stop`; else -1
 
 
 @dataclass(frozen=True)

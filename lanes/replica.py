@@ -233,7 +233,7 @@ class LaneReplica:
     def dispatch(self, record) -> None:
         rtype, payload = record
         if rtype == wire.DONE:
-            rid, choice, reason, pt, ct, cached, flags, pre, dec = wire.decode_done(payload)
+            rid, choice, reason, pt, ct, cached, flags, pre, dec, stop_string, _ = wire.decode_done(payload)
             stream = self.streams.get(rid)
             if stream is None:
                 return
@@ -245,7 +245,7 @@ class LaneReplica:
                 stream.first_direct_ns = first_ns
             last = bool(flags & wire.DONE_LAST_CHOICE)
             stream.push_done(ChoiceDone(choice, wire.FINISH_NAMES.get(reason, "stop"), pt, ct, pre, dec, cached, text,
-                                        reasoning, next_number),
+                                        reasoning, next_number, stop_string - 1),
                              last)
             if last:
                 self._request_over(rid)

@@ -284,9 +284,11 @@ PYBIND11_MODULE(_ring, m) {
     return py::bytes(out);
   });
   m.def("encode_done", [](uint64_t rid, uint32_t choice, uint32_t reason, uint32_t pt, uint32_t ct, uint32_t cached,
-                          uint32_t flags, uint64_t pre, uint64_t dec) {
-    return struct_bytes(wire::DoneRecord{rid, choice, reason, pt, ct, cached, flags, pre, dec});
-  });
+                          uint32_t flags, uint64_t pre, uint64_t dec, uint32_t stop_string) {
+    return struct_bytes(wire::DoneRecord{rid, choice, reason, pt, ct, cached, flags, pre, dec, stop_string, 0});
+  }, py::arg("request_id"), py::arg("choice"), py::arg("reason"), py::arg("prompt_tokens"),
+     py::arg("completion_tokens"), py::arg("cached_tokens"), py::arg("flags"), py::arg("prefill_ns"),
+     py::arg("decode_ns"), py::arg("stop_string") = 0);
   m.def("encode_logprobs", [](uint64_t rid, uint32_t choice, uint32_t num_prompt, uint32_t num_top,
                               const std::vector<std::pair<int32_t, float>>& entries, py::bytes content,
                               py::bytes reasoning) {

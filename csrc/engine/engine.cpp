@@ -81,7 +81,7 @@ const GgufFile& Engine::gguf() const { return impl_->file; }
 const Tokenizer& Engine::tokenizer() const { return *impl_->tokenizer; }
 int32_t Engine::n_ctx() const { return impl_->model.ctx_size(); }
 bool Engine::active() const { return impl_->seq.active(); }
-const GenerationStats& Engine::stats() const { return impl_->seq.stats(); }
+GenerationStats Engine::stats() const { return impl_->seq.stats(); }
 
 void Engine::start(const GenerationRequest& req) {
   Impl& s = *impl_;

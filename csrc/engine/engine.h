@@ -54,6 +54,7 @@ struct GenerationStats {
   int32_t completion_tokens = 0;
   int64_t prefill_ns = 0;     // start (slot taken) → first token sampled
   int64_t decode_ns = 0;      // first token → last token sampled
+  int32_t stop_index = -1;    // finish reason Stop by a stop string: its index in the request's list; else -1
 };
 
 // CLOCK_MONOTONIC (steady_clock) in ns: the one clock of engine timings.
@@ -84,7 +85,7 @@ class Engine {
   bool active() const;
   StepResult step();          // requires active(); long-running: call without the GIL
   void cancel();              // ends the active generation with FinishReason::Cancelled
-  const GenerationStats& stats() const;
+  GenerationStats stats() const;
 
   // Teacher-forced logits of every position of ids (one batch per max_batch tokens), written
   // to out [ids.size()][n_vocab]. Resets the KV cache. Long-running: call without the GIL.

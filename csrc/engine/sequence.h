@@ -39,7 +39,11 @@ class Sequence {
   StepResult sample(float* logits, int32_t pos, int32_t ctx_size, const Tokenizer& tok, int64_t now_ns);
 
   const GenerationRequest& request() const { return req_; }
-  const GenerationStats& stats() const { return stats_; }
+  GenerationStats stats() const {
+    GenerationStats out = stats_;
+    out.stop_index = stop_.matched();
+    return out;
+  }
   int32_t last_token() const { return last_token_; }
   bool active() const { return active_; }
   void end() { active_ = false; }

@@ -195,7 +195,9 @@ void LaneLoop::finish_choice(const SeqEvent& ev) {
                               uint32_t(s.cached_tokens),
                               last ? wire::kDoneLastChoice : 0u,
                               uint64_t(s.prefill_ns),
-                              uint64_t(s.decode_ns)};
+                              uint64_t(s.decode_ns),
+                              uint32_t(s.stop_index + 1),
+                              0u};
   if (last) in_flight_.erase(it);
   emit_done(done);
 }

@@ -139,7 +139,9 @@ struct DeltaHeader { LS_WIRE_DELTA_HEADER(LS_WIRE_DECLARE_FIELD) };
   X(uint32_t, cached_tokens) /* prompt tokens whose K/V were reused (prefix cache) */ \
   X(uint32_t, flags)         /* kDoneLastChoice */                                   \
   X(uint64_t, prefill_ns)    /* admission into a slot → first token */               \
-  X(uint64_t, decode_ns)     /* first token → end */
+  X(uint64_t, decode_ns)     /* first token → end */                                 \
+  X(uint32_t, stop_string)   /* finish stop by a stop string: its index + 1; else 0 */ \
+  X(uint32_t, reserved)
 struct DoneRecord { LS_WIRE_DONE_RECORD(LS_WIRE_DECLARE_FIELD) };
 
 // EMBEDDING payload: EmbeddingHeader + float32 vector[n_embd] (little-endian, L2 norm 1: the

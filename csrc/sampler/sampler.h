@@ -109,9 +109,13 @@ class StopMatcher {
   // End of generation without a stop: releases everything held back.
   std::string_view flush();
   bool stopped() const { return stopped_; }
+  // After stopped(): which stop string completed, as its index in reset()'s list; else -1.
+  int32_t matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
+  std::vector<int32_t> index_;  // stops_[i] is reset()'s stops[index_[i]] (empty ones skipped)
+  int32_t matched_ = -1;
   size_t max_len_ = 0;
   std::string held_;  // suffix that is a proper prefix of some stop string
   std::string work_;  // held_ + pushed text; returned views point into it

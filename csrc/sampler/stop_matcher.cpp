@@ -6,11 +6,13 @@ namespace ls {
 
 void StopMatcher::reset(const std::vector<std::string>& stops) {
   stops_.clear();
+  index_.clear();
   max_len_ = 0;
-  for (const std::string& s : stops) {
-    if (s.empty()) continue;
-    stops_.push_back(s);
-    max_len_ = std::max(max_len_, s.size());
+  for (size_t i = 0; i < stops.size(); ++i) {
+    if (stops[i].empty()) continue;
+    stops_.push_back(stops[i]);
+    index_.push_back(int32_t(i));
+    max_len_ = std::max(max_len_, stops[i].size());
   }
   held_.clear();
   work_.clear();
@@ -19,6 +21,7 @@ void StopMatcher::reset(const std::vector<std::string>& stops) {
   held_.reserve(max_len_ + 16);
   work_.reserve(max_len_ + 1024);
   stopped_ = false;
+  matched_ = -1;
 }
 
 std::string_view StopMatcher::push(std::string_view text) {
@@ -31,17 +34,20 @@ std::string_view StopMatcher::push(std::string_view text) {
   // Earliest-ending occurrence (ties: earliest start). held_ never contains a whole stop, so
   // any occurrence found here ends in the new text.
   size_t best_end = std::string_view::npos, best_start = 0;
-  for (const std::string& s : stops_) {
-    const size_t pos = buf.find(s);
+  int32_t best = -1;
+  for (size_t i = 0; i < stops_.size(); ++i) {
+    const size_t pos = buf.find(stops_[i]);
     if (pos == std::string_view::npos) continue;
-    const size_t end = pos + s.size();
+    const size_t end = pos + stops_[i].size();
     if (end < best_end || (end == best_end && pos < best_start)) {
       best_end = end;
       best_start = pos;
+      best = index_[i];
     }
   }
   if (best_end != std::string_view::npos) {
     stopped_ = true;
+    matched_ = best;
     return buf.substr(0, best_start);
   }
 

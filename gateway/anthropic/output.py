@@ -1,59 +1,34 @@
 """How a Messages answer leaves: SSE events (gateway.anthropic.frames) or one message object.
 
 Plain text streams are framed by the native relay (one `text` block, index 0: this Output only
-opens and closes it). Answers with thinking, tools or stop_sequences reach Python: the lane marks
-each delta's channel (content NUL, reasoning SOH: bytes that never occur in JSON-escaped text) or,
-with stop_sequences, sends ScoredChunks carrying the generated token ids (gateway.anthropic.stops),
-and gateway.anthropic.blocks turns the text into blocks. A non-stream answer is built by the same
-blocks from the collected text, so both agree.
+opens and closes it). Answers with thinking or tools reach Python: the lane marks each delta's
+channel (gateway.serve.output.marked_pieces) and gateway.anthropic.blocks turns the text into
+blocks. A non-stream answer is built by the same blocks from the collected text, so both agree.
+Which stop sequence ended an answer the lane says itself (ChoiceDone.stop_index).
 """
 from __future__ import annotations
-
-import re
 
 import orjson
 
 from gateway.anthropic import frames
 from gateway.anthropic.blocks import Blocks
 from gateway.anthropic.errors import error_event
-from gateway.anthropic.stops import matched_stop, token_ids
-from gateway.openai.tool_stream import TOOL_TEXT_FRAMING
-from gateway.serve.lanes import ScoredChunk
-from gateway.serve.output import Output, unescape
-
-CONTENT_MARK = TOOL_TEXT_FRAMING  # (prefix, suffix) of a content delta framed for Python
-REASONING_MARK = (b"\x01", b"")
-_MARKS = re.compile(rb"([\x00\x01])")
-
-
-def marked_pieces(data: bytes) -> list[tuple[bool, str]]:
-    """(is_reasoning, text) runs of one or more marked deltas, in order."""
-    parts = _MARKS.split(data)
-    out: list[tuple[bool, str]] = []
-    for mark, escaped in zip(parts[1::2], parts[2::2]):
-        reasoning = mark == b"\x01"
-        if out and out[-1][0] == reasoning:
-            out[-1] = (reasoning, out[-1][1] + unescape(escaped))
-        else:
-            out.append((reasoning, unescape(escaped)))
-    return out
-
+from gateway.serve.output import Output, marked_pieces, unescape
 
 class MessagesOutput(Output):
     keepalive = frames.PING_EVENT
 
     def __init__(self, retry_after_s: int, model: str, prompt_tokens: int, *, stream: bool, direct: bool,
-                 model_text, tool_format=None, stops: tuple[str, ...] = ()) -> None:
+                 tool_format=None, stops: tuple[str, ...] = ()) -> None:
         super().__init__(retry_after_s)
         self.message_id = frames.new_message_id()
         self.model = model
         self.prompt_tokens = prompt_tokens
         self.direct = direct
         self.blocks = Blocks(stream, tool_format)
-        self.model_text = model_text
-        self.stops = stops
-        self.token_ids: list[int] = []  # generated tokens (with stop_sequences)
+        self.stops = stops  # the lane's `stop` list: ChoiceDone.stop_index points into it
         self.finish_reason = "stop"
+        self.stop_index = -1
 
     def _stop(self, tracker) -> tuple[str, str | None, dict]:
         rec = tracker.record
@@ -62,15 +37,11 @@ class MessagesOutput(Output):
             return "max_tokens", None, usage
         if self.blocks.num_calls:
             return "tool_use", None, usage
-        stop = matched_stop(self.model_text, self.token_ids, self.stops)
-        return ("end_turn" if stop is None else "stop_sequence"), stop, usage
+        if self.stop_index < 0:
+            return "end_turn", None, usage
+        return "stop_sequence", self.stops[self.stop_index], usage
 
     def _feed(self, item) -> None:
-        if type(item) is ScoredChunk:
-            self.token_ids += token_ids(item)
-            self.blocks.thinking(item.reasoning.decode("utf-8", errors="replace"))
-            self.blocks.text(item.content.decode("utf-8", errors="replace"))
-            return
         for reasoning, text in marked_pieces(item.data):
             (self.blocks.thinking if reasoning else self.blocks.text)(text)
 
@@ -86,7 +57,7 @@ class MessagesOutput(Output):
         return self.blocks.take()
 
     def choice_done(self, choice: int, done, tracker, last: bool) -> bytes:
-        self.finish_reason = done.finish_reason
+        self.finish_reason, self.stop_index = done.finish_reason, done.stop_index
         tail = frames.block_stop(0) if self.direct else self.blocks.finish()
         return tail + frames.message_end(*self._stop(tracker))
 
@@ -94,15 +65,10 @@ class MessagesOutput(Output):
         return error_event(error)
 
     # --- whole body ----------------------------------------------------------------------------
-    def collect(self, choice: int, item) -> None:
-        if type(item) is ScoredChunk:
-            self._feed(item)
-
     def collect_done(self, choice: int, done) -> None:
-        self.finish_reason = done.finish_reason
-        if not self.stops:  # else the text came with the ScoredChunks
-            self.blocks.thinking(unescape(done.reasoning))
-            self.blocks.text(unescape(done.text))
+        self.finish_reason, self.stop_index = done.finish_reason, done.stop_index
+        self.blocks.thinking(unescape(done.reasoning))
+        self.blocks.text(unescape(done.text))
 
     def body(self, tracker) -> tuple[bytes, str]:
         self.blocks.finish()

@@ -141,8 +141,6 @@ def parse_messages_request(body: dict, *, lenient: bool, count_only: bool = Fals
         model=_model(body), max_tokens=max_tokens, stream=False if count_only else f["stream"].read(body),
         temperature=f["temperature"].read(body), top_p=f["top_p"].read(body), top_k=f["top_k"].read(body),
         stop=stop,
-        # Which stop sequence ended the answer is read from the generated token ids (gateway.anthropic.stops).
-        logprobs=0 if stop else None,
     )
     messages = parse_messages({"messages": chat_messages(body, lenient)}, lenient=True)
     chat = ChatRequest(sampling=sampling, messages=messages, ignored_fields=ignored, think=_think(body, max_tokens),

@@ -3,7 +3,7 @@
 parse: body → validated fields (gateway.anthropic.requests, into the neutral chat request) → the
 model; plan: the chat prompt as the OpenAI chat route renders it (gateway.features.chat_prompt) →
 one lane submission, its text framed natively as `text_delta` events (plain answers) or marked for
-Python (thinking, tools, stop sequences: gateway.anthropic.output). count_tokens plans the same
+Python (thinking, tools: gateway.anthropic.output). count_tokens plans the same
 prompt and answers without a lane. Errors are Anthropic's (gateway.anthropic.errors).
 """
 from __future__ import annotations
@@ -12,12 +12,13 @@ import dataclasses
 
 from gateway.anthropic.errors import error_response
 from gateway.anthropic.frames import text_delta_framing
-from gateway.anthropic.output import CONTENT_MARK, REASONING_MARK, CountOutput, MessagesOutput
+from gateway.anthropic.output import CountOutput, MessagesOutput
 from gateway.anthropic.requests import parse_messages_request
 from gateway.features.chat_prompt import active_tools, chat_prompt_ids, max_tokens_for
 from gateway.http.body import parse_json_object
 from gateway.serve.generation import Submission
 from gateway.serve.handler import Adapter, Job, Parsed, route_handler
+from gateway.serve.output import CONTENT_MARK, REASONING_MARK
 from gateway.serve.lanes import CONTENT, REASONING, Framing, generation_params
 
 
@@ -44,14 +45,13 @@ class _Messages(Adapter):
         sampling = chat.sampling if tools is None else dataclasses.replace(chat.sampling, grammar=grammar)
         max_tokens = max_tokens_for(sampling.max_tokens, len(ids), served.n_ctx, "messages", over_context_ok=True)
         params = generation_params(sampling, max_tokens, markers)
-        direct = tools is None and markers is None and not request.stop_sequences
+        direct = tools is None and markers is None
         out = MessagesOutput(state.config.retry_after_s, served.name, len(ids), stream=p.stream, direct=direct,
-                             model_text=served.text, tool_format=None if tools is None else tools.fmt,
-                             stops=request.stop_sequences)
-        framings = []  # non-stream, or stop sequences (ScoredChunks): the lane collects the text
+                             tool_format=None if tools is None else tools.fmt, stops=sampling.stop)
+        framings = []  # non-stream: the lane collects the text
         if p.stream and direct:
             framings = [Framing(0, CONTENT, *text_delta_framing(0))]
-        elif p.stream and not request.stop_sequences:
+        elif p.stream:
             framings = [Framing(0, CONTENT, *CONTENT_MARK)]
             if markers is not None:  # every split channel needs a framing (else it falls back to content's)
                 framings.append(Framing(0, REASONING, *REASONING_MARK))

@@ -14,12 +14,12 @@ from gateway.openai.frames import SYSTEM_FINGERPRINT, ChoiceResult, StreamFrames
 from gateway.features.tool_calls import ToolCallParser, parse_all
 from gateway.features.tools import HERMES, CallFormat
 from gateway.serve.lanes import TOOL_CALLS_FINISH
-from gateway.serve.output import unescape
+from gateway.serve.output import CONTENT_MARK, unescape
 
 
-# Content of a tools stream comes from the lane as NUL + escaped text per delta (a NUL byte never
-# occurs in JSON-escaped text), so it is told apart from events the relay framed itself (reasoning).
-TOOL_TEXT_FRAMING = (b"\x00", b"")
+# Content of a tools stream comes from the lane marked (NUL + escaped text per delta), so it is told
+# apart from events the relay framed itself (reasoning).
+TOOL_TEXT_FRAMING = CONTENT_MARK
 
 
 def marked_text(data: bytes) -> str | None:

@@ -5,7 +5,7 @@ Two ways a stream's text reaches the client:
             the relay frames and numbers each text delta (ResponseEvents.text_framing), and the
             closing events carry on from the lane stream's count;
   framed  — with tools or thinking, item boundaries depend on the text: the lane marks each delta
-            with its channel (CONTENT_MARK / REASONING_MARK + escaped text) and gateway.responses
+            with its channel (gateway.serve.output.marked_pieces) and gateway.responses
             .items turns it into items and events.
 """
 from __future__ import annotations
@@ -16,25 +16,7 @@ from gateway.http.errors import APIError
 from gateway.responses.events import ResponseEvents, usage
 from gateway.responses.items import OutputItems
 from gateway.responses.store import ResponseStore
-from gateway.serve.output import Output, unescape
-
-CONTENT_MARK = b"\x00"  # neither byte occurs in JSON-escaped text
-REASONING_MARK = b"\x01"
-
-
-def marked_segments(data: bytes) -> list[tuple[bool, str]]:
-    """(is reasoning, text) runs of one or more marked deltas."""
-    out: list[tuple[bool, str]] = []
-    start = 0
-    while start < len(data):
-        reasoning = data[start:start + 1] == REASONING_MARK
-        end = start + 1
-        while end < len(data) and data[end] not in (0, 1):
-            end += 1
-        out.append((reasoning, unescape(data[start + 1:end])))
-        start = end
-    return out
-
+from gateway.serve.output import Output, marked_pieces, unescape
 
 def _chat_turn(items: list[dict]) -> dict:
     """The answer as an assistant turn of the conversation (previous_response_id continues it)."""
@@ -97,7 +79,7 @@ class ResponsesOutput(Output):
         if self.direct:
             return item.data  # framed and numbered by the relay, came the queued way
         return b"".join(self.items.reasoning(text) if reasoning else self.items.text(text)
-                        for reasoning, text in marked_segments(item.data))
+                        for reasoning, text in marked_pieces(item.data))
 
     def choice_done(self, choice: int, done, tracker, last: bool) -> bytes:
         self.finish_reason = done.finish_reason

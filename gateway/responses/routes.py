@@ -18,11 +18,12 @@ from gateway.features.chat_prompt import active_tools, chat_prompt_ids, max_toke
 from gateway.http.body import parse_json_object
 from gateway.http.errors import APIError, safe_repr
 from gateway.responses.events import ResponseEvents
-from gateway.responses.output import CONTENT_MARK, REASONING_MARK, ResponsesOutput
+from gateway.responses.output import ResponsesOutput
 from gateway.responses.requests import ResponsesRequest, parse_responses
 from gateway.serve.generation import Submission
 from gateway.serve.handler import Adapter, Job, Parsed, route_handler
 from gateway.serve.lanes import CONTENT, REASONING, Framing, generation_params
+from gateway.serve.output import CONTENT_MARK, REASONING_MARK
 
 
 def _not_found(response_id: str, param: str | None = None) -> APIError:
@@ -70,7 +71,7 @@ class _Responses(Adapter):
                               store=state.responses if parsed.store else None, conversation=conversation)
         framings = []
         if sampling.stream:
-            framings = [Framing(0, CONTENT, CONTENT_MARK, b""), Framing(0, REASONING, REASONING_MARK, b"")] \
+            framings = [Framing(0, CONTENT, *CONTENT_MARK), Framing(0, REASONING, *REASONING_MARK)] \
                 if framed else [out.text_framing()]
         params = generation_params(sampling, max_tokens, markers)
         return Job([Submission(ids, params, 1, framings, 0, keep_text=sampling.stream and not framed)], out)

@@ -8,6 +8,8 @@ busy) or what Python frames itself (tool calls, logprobs, transcript metadata).
 """
 from __future__ import annotations
 
+import re
+
 import orjson
 
 from gateway.http.errors import APIError, unavailable
@@ -20,6 +22,27 @@ SSE_KEEPALIVE = b": keep-alive\n\n"  # an SSE comment: clients skip it
 def unescape(escaped: bytes) -> str:
     """Text the lane sent JSON-escaped (collected choices, marked tool text) as a str."""
     return orjson.loads(b'"' + escaped + b'"')
+
+
+# Deltas framed for Python (tools, thinking blocks and items): a mark byte per channel, then the
+# escaped text; neither byte occurs in JSON-escaped text, so marked deltas are told apart from each
+# other and from events the relay framed itself.
+CONTENT_MARK = (b"\x00", b"")   # (prefix, suffix): a lanes Framing's
+REASONING_MARK = (b"\x01", b"")
+_MARKS = re.compile(rb"([\x00\x01])")
+
+
+def marked_pieces(data: bytes) -> list[tuple[bool, str]]:
+    """(is reasoning, text) runs of one or more marked deltas, in order."""
+    parts = _MARKS.split(data)
+    out: list[tuple[bool, str]] = []
+    for mark, escaped in zip(parts[1::2], parts[2::2]):
+        reasoning = mark == REASONING_MARK[0]
+        if out and out[-1][0] == reasoning:
+            out[-1] = (reasoning, out[-1][1] + unescape(escaped))
+        else:
+            out.append((reasoning, unescape(escaped)))
+    return out
 
 
 def drained_error(retry_after_s: int) -> APIError:

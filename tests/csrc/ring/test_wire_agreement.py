@@ -148,8 +148,8 @@ def test_output_records_encoded_in_cpp_decode_in_python():
     assert struct.unpack("<4f", data) == tuple(vector)
     with pytest.raises(ValueError, match="truncated"):
         wire.decode_embedding(_ring.encode_embedding(1, 0, 1, vector)[:-1])
-    done = wire.decode_done(_ring.encode_done(2**40, 3, 2, 11, 22, 5, wire.DONE_LAST_CHOICE, 333, 444))
-    assert done == (2**40, 3, 2, 11, 22, 5, 1, 333, 444)
+    done = wire.decode_done(_ring.encode_done(2**40, 3, 2, 11, 22, 5, wire.DONE_LAST_CHOICE, 333, 444, 2))
+    assert done == (2**40, 3, 2, 11, 22, 5, 1, 333, 444, 2, 0)
     assert wire.decode_delta_header(_ring.encode_delta_header(9, 1, 2, 4, 55)) == (9, 1, 2, 4, 0, 55)
     rid, code, msg = wire.decode_error(_ring.encode_error_header(8, 2) + "bad ✓".encode())
     assert (rid, code, msg) == (8, "bad_request", "bad ✓")

@@ -11,11 +11,10 @@ from gateway.anthropic import frames
 from gateway.anthropic.blocks import Blocks
 from gateway.anthropic.errors import body as error_body
 from gateway.anthropic.errors import is_messages_path
-from gateway.anthropic.output import marked_pieces
 from gateway.anthropic.requests import parse_messages_request
-from gateway.anthropic.stops import matched_stop
 from gateway.features.tools import HERMES
 from gateway.http.errors import APIError
+from gateway.serve.output import marked_pieces
 
 USER = [{"role": "user", "content": "Hi"}]
 TOOL = {"name": "get_weather", "description": "weather", "input_schema": {
@@ -96,8 +95,7 @@ def test_thinking_metadata_stop_sequences_and_sampling():
     sampling = request.chat.sampling
     assert request.stop_sequences == ("\n\n", "END") and sampling.stop == ("\n\n", "END")
     assert (sampling.temperature, sampling.top_k, sampling.top_p) == (0.0, 5, 0.5)
-    assert sampling.logprobs == 0  # token ids come back: gateway.anthropic.stops
-    assert parse().chat.sampling.logprobs is None
+    assert sampling.logprobs is None  # the lane says which stop string ended it (ChoiceDone.stop_index)
 
 
 def test_text_delta_framing_wraps_escaped_text():
@@ -146,27 +144,6 @@ def test_blocks_thinking_then_text_then_tool_use_in_index_order():
 def test_marked_pieces_split_channels():
     data = b"\x01Hmm\x01, th\x00The \x00\\\"answer\\\""
     assert marked_pieces(data) == [(True, "Hmm, th"), (False, 'The "answer"')]
-
-
-class _Text:
-    """decode() of a toy vocabulary: id → piece."""
-    PIECES = {1: "Hello", 2: " wor", 3: "ld.", 4: "", 5: "\n\n", 6: "END", 7: "x"}
-
-    def decode(self, ids):
-        return "".join(self.PIECES[i] for i in ids)
-
-
-@pytest.mark.parametrize("ids, stops, expected", [
-    ([1, 2, 3], (".",), "."),            # the stop ends in the last token, part of it already sent
-    ([1, 2, 3], ("world",), "world"),    # spans two tokens
-    ([1, 2, 3], (".", "ld."), "ld."),    # the same end: the longest (the lane's tie rule)
-    ([1, 5, 6], ("\n\n", "END"), "END"),  # "\n\n" ended earlier but the lane did not stop there: not it
-    ([1, 2, 3, 4], (".",), None),         # ended by the end-of-turn token (no text)
-    ([1, 7], ("Hello",), None),           # an occurrence before the last token is not what stopped
-    ([], ("x",), None),
-])
-def test_matched_stop(ids, stops, expected):
-    assert matched_stop(_Text(), ids, stops) == expected
 
 
 def test_error_shape_and_paths():

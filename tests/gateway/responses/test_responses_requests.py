@@ -7,10 +7,10 @@ from gateway.http.errors import APIError
 from gateway.responses.conversation import input_messages
 from gateway.responses.events import ResponseEvents
 from gateway.responses.items import OutputItems
-from gateway.responses.output import marked_segments
 from gateway.responses.requests import parse_responses
 from gateway.responses.store import ResponseStore
 from gateway.features.tools import HERMES
+from gateway.serve.output import marked_pieces
 
 
 def _parse(**body):
@@ -142,7 +142,7 @@ def test_items_from_marked_text_reasoning_message_and_calls():
     call_text = orjson.dumps(' <tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>')[1:-1]
     data = b"\x01Hmm\x01 ok\x00Sure.\x00" + call_text + b"\x00\\n"  # lane deltas: a mark + escaped text
     out = b""
-    for reasoning, text in marked_segments(data):
+    for reasoning, text in marked_pieces(data):
         out += items.reasoning(text) if reasoning else items.text(text)
     out += items.finish("completed")
     decoded = _decode(out)
