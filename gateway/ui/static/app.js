@@ -7,15 +7,17 @@ import * as store from "./store.js";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
-  layout: $("layout"), conversations: $("conversations"), newChat: $("new-chat"), toggleSidebar: $("toggle-sidebar"),
-  model: $("model"), toggleSettings: $("toggle-settings"), settings: $("settings"), system: $("system"),
-  temperature: $("temperature"), maxTokens: $("max-tokens"), setKey: $("set-key"), forgetKey: $("forget-key"),
-  status: $("status"), messages: $("messages"), composer: $("composer"), prompt: $("prompt"), send: $("send"),
-  stop: $("stop"), keyDialog: $("key-dialog"), keyReason: $("key-reason"), key: $("key"),
+  layout: $("layout"), main: document.querySelector("main"), conversations: $("conversations"),
+  newChat: $("new-chat"), toggleSidebar: $("toggle-sidebar"), model: $("model"), toggleSettings: $("toggle-settings"),
+  settings: $("settings"), system: $("system"), temperature: $("temperature"), maxTokens: $("max-tokens"),
+  setKey: $("set-key"), forgetKey: $("forget-key"), status: $("status"), messages: $("messages"),
+  composer: $("composer"), prompt: $("prompt"), send: $("send"), stop: $("stop"), keyDialog: $("key-dialog"),
+  keyReason: $("key-reason"), key: $("key"),
 };
 
 let conversations = store.loadConversations();
-let current = null; // the conversation shown; null: a new one, saved at its first message
+// the conversation shown; null: a new one, saved at its first message
+let current = conversations.find((c) => c.id === store.loadCurrent()) ?? null;
 let settings = store.loadSettings();
 let active = null; // the answer streaming now: {requestId, controller, stopping}
 
@@ -160,13 +162,20 @@ function showConversationList() {
   }));
 }
 
+// The conversation list as a drawer (narrow screens only: CSS ignores the class elsewhere).
+function showSidebar(open) {
+  ui.layout.classList.toggle("sidebar-open", open);
+  ui.toggleSidebar.setAttribute("aria-expanded", String(open));
+}
+
 function select(conversation) {
   if (active) return;
   current = conversation;
+  store.saveCurrent(current?.id ?? null);
   if (conversation?.model && [...ui.model.options].some((o) => o.value === conversation.model)) {
     ui.model.value = conversation.model;
   }
-  ui.layout.classList.remove("sidebar-open");
+  showSidebar(false);
   showConversation();
 }
 
@@ -228,6 +237,7 @@ async function send(text) {
   if (!current) {
     current = { id: newId(), title: text.slice(0, 60), model: ui.model.value, messages: [] };
     conversations.unshift(current);
+    store.saveCurrent(current.id);
   } else {
     conversations = [current, ...conversations.filter((c) => c !== current)];
   }
@@ -301,10 +311,11 @@ ui.prompt.addEventListener("keydown", (event) => {
 });
 ui.stop.addEventListener("click", stop);
 ui.newChat.addEventListener("click", () => select(null));
-ui.toggleSidebar.addEventListener("click", () => {
-  const open = ui.layout.classList.toggle("sidebar-open");
-  ui.toggleSidebar.setAttribute("aria-expanded", String(open));
+ui.toggleSidebar.addEventListener("click", (event) => {
+  event.stopPropagation(); // not the click below that closes the drawer
+  showSidebar(!ui.layout.classList.contains("sidebar-open"));
 });
+ui.main.addEventListener("click", () => showSidebar(false)); // a click beside the open drawer closes it
 ui.toggleSettings.addEventListener("click", () => {
   ui.settings.hidden = !ui.settings.hidden;
   ui.toggleSettings.setAttribute("aria-expanded", String(!ui.settings.hidden));

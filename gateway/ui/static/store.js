@@ -2,6 +2,7 @@
 // the settings and the API key. A value that cannot be read back is treated as absent.
 
 const CONVERSATIONS = "laneserve.conversations";
+const CURRENT = "laneserve.current";
 const SETTINGS = "laneserve.settings";
 const API_KEY = "laneserve.apiKey";
 
@@ -34,6 +35,15 @@ export function loadConversations() {
 
 export function saveConversations(list) {
   return write(CONVERSATIONS, list);
+}
+
+// The id of the conversation on screen (reopened by a reload), or null for a new one.
+export function loadCurrent() {
+  return read(CURRENT, null);
+}
+
+export function saveCurrent(id) {
+  return write(CURRENT, id);
 }
 
 export function loadSettings() {
