@@ -84,6 +84,7 @@ def test_an_answer_streams_token_by_token_with_statistics_and_history(page, serv
     second = server.records(page.request_id())[0]
     assert second["prompt_tokens"] > record["prompt_tokens"] + record["completion_tokens"]
 
+    assert all(url.startswith(page.base_url + "/") for url in requested_urls(page.driver))
     page.driver.refresh()  # the conversation was kept
     wait_for(page.model_names, what="the model list")
     assert page.find_all("#conversations li")[0].text.startswith("Count from 1 to 40")
@@ -114,7 +115,8 @@ def test_hostile_text_in_messages_and_history_renders_as_text(page, artefacts):
     stored = {"id": "c1", "title": "stored", "model": "smollm2", "updated": 1, "messages": [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "requestId": "r1",
-         "content": f"{HOSTILE}\n\n[click](javascript:alert(1)) [ok](https://example.org/x)\n\n```html\n{HOSTILE}\n```"}]}
+         "content": f"{HOSTILE}\n\n[click](javascript:alert(1)) [ok](https://example.org/x)\n\n```html\n{HOSTILE}\n```",
+         "toolCalls": [{"name": "<img src=x onerror=alert(1)>", "arguments": '{"q": "<script>alert(1)</script>"}'}]}]}
     page.open({"laneserve.conversations": [stored]})
     page.find("#conversations .open").click()
     page.settings(max_tokens="8")
@@ -126,6 +128,8 @@ def test_hostile_text_in_messages_and_history_renders_as_text(page, artefacts):
     assert page.find_all(".message.user .text")[-1].get_attribute("textContent") == HOSTILE
     answer = page.answers()[0].find_element("css selector", ".answer")
     assert answer.get_attribute("textContent").count("<script>alert(1)</script>") == 2  # paragraph and code block
+    call = page.answers()[0].find_element("css selector", ".tool-call").get_attribute("textContent")
+    assert call == '<img src=x onerror=alert(1)>({"q": "<script>alert(1)</script>"})'
     links = answer.find_elements("css selector", "a")
     assert [(a.get_attribute("href"), a.get_attribute("rel")) for a in links] == \
         [("https://example.org/x", "noopener noreferrer")]
