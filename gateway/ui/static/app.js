@@ -43,6 +43,7 @@ function persist() {
 function askKey(reason) {
   ui.keyReason.textContent = reason;
   ui.key.value = "";
+  ui.keyDialog.returnValue = ""; // Escape closes without setting it: not the last dialog's "save"
   ui.keyDialog.showModal();
   return new Promise((resolve) => {
     ui.keyDialog.addEventListener("close", () => {
