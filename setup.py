@@ -67,6 +67,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
     packages=find_packages(include=["gateway", "gateway.*", "lanes", "lanes.*"]),
+    package_data={"gateway.ui": ["static/*"]},  # the web chat page (GET /ui)
     ext_modules=ext_modules,
     cmdclass={"build_ext": build_ext},
     install_requires=[
@@ -98,6 +99,7 @@ setup(
             "openapi-spec-validator>=0.7",
             "schemathesis>=4.0",
             "pyyaml>=6",  # tests/deploy parse the Kubernetes manifests
+            "selenium>=4.20",  # tests/gateway/ui drive the distribution's chromium + chromedriver
         ],
         # Speech to text (gateway/audio/, lanes/audio/): the Whisper lane's runtime and the
         # gateway's audio decoder. The model itself: `laneserve pull whisper-base`.

@@ -30,6 +30,7 @@ from gateway.audio import routes as audio_routes
 from gateway.ollama import info as ollama_info
 from gateway.ollama import routes as ollama_routes
 from gateway.responses import routes as responses_routes
+from gateway.ui import routes as ui_routes
 from gateway.server.config import ConfigError, GatewayConfig, config_from_strings, field_names
 from gateway.http.cors import add_cors
 from gateway.server.env import settings_from_env
@@ -123,6 +124,8 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(embedding_routes.ollama_embeddings, "/api/embeddings", "POST")
     route(audio_routes.transcriptions, "/v1/audio/transcriptions", "POST", stream=True)  # reads its own body
     route(audio_routes.translations, "/v1/audio/translations", "POST", stream=True)
+    route(ui_routes.page, ui_routes.PAGE_PATH, "GET")  # /ui/ too (Sanic ignores a trailing slash)
+    route(ui_routes.asset, ui_routes.ASSET_PATH, "GET")
     errors_http.install(app, responders=((anthropic_errors.is_messages_path, anthropic_errors.error_response),))
     add_cors(app, config.cors_origins)
 

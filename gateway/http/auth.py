@@ -5,8 +5,10 @@ route registered through `protect` needs `Authorization: Bearer KEY` — the hea
 client sends from `api_key=` and the ollama client from `headers=` or `OLLAMA_API_KEY` — except
 PUBLIC_PATHS: the two health probes (load balancers and orchestrators send no credentials) and
 Ollama's `GET|HEAD /` liveness answer "Ollama is running" (the same fact as /health/live; llama-server
-keeps `/` and `/health` open too), and `/openapi.json` (the API's description, no model names or
-traffic in it; vLLM serves its /openapi.json without its key too). `/metrics` needs the key: its labels name the models and its
+keeps `/` and `/health` open too), `/openapi.json` (the API's description, no model names or
+traffic in it; vLLM serves its /openapi.json without its key too), and the web chat page `/ui` with
+its static files `/ui/<asset>` (gateway/ui/: the same bytes for everyone; the page asks for the key
+and sends it on its API calls, which stay protected). `/metrics` needs the key: its labels name the models and its
 counters describe the traffic (Prometheus sends one with `authorization: credentials_file`); vLLM
 leaves it open, llama-server does not. CORS preflights (OPTIONS, never authenticated by browsers) are
 registered by gateway/http/cors.py outside this wrapper, so a configured origin still gets its preflight.
@@ -36,8 +38,10 @@ from gateway.anthropic import errors as anthropic_errors
 from gateway.http.errors import APIError
 from gateway.http.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.http.request_ids import new_request_id
+from gateway.ui import routes as ui_routes
 
-PUBLIC_PATHS = frozenset({"/health/live", "/health/ready", "/", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/health/live", "/health/ready", "/", "/openapi.json", ui_routes.PAGE_PATH,
+                          ui_routes.ASSET_PATH})
 OLLAMA_PREFIX = "/api/"
 MISSING = "missing"
 INVALID = "invalid"

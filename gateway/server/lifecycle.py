@@ -12,6 +12,7 @@ from gateway.server.config import GatewayConfig
 from gateway.server.metrics import Metrics
 from gateway.server.records import RecordsFile
 from gateway.server.state import ServedModel, ServerState
+from gateway.ui.routes import PAGE_PATH
 
 
 class StartupFailed(RuntimeError):
@@ -105,7 +106,7 @@ def startup_summary(state: ServerState, url: str, load_s: float) -> dict:
     models = {name: f"{config.replicas} lane(s) x {m.num_slots} slots, ctx {m.n_ctx}/slot"
               for name, m in state.models.items()}
     kv_bytes = sum(m.kv_cache_bytes for m in state.models.values()) * config.replicas
-    return {"url": url, "models": models, "lanes": config.replicas * len(state.models),
+    return {"url": url, "ui": url.rstrip("/") + PAGE_PATH, "models": models, "lanes": config.replicas * len(state.models),
             "threads_per_lane": config.lane_threads(), "kv_cache_mib": round(kv_bytes / 2**20, 1),
             "load_s": round(load_s, 2)}
 

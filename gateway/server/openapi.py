@@ -9,6 +9,7 @@ Response bodies come from gateway/server/openapi_responses.py. `--lenient` opens
 /openapi.json is public, as vLLM serves its /openapi.json without its API key: it describes the
 routes, not the models or traffic (no model names in it). With a key configured the document
 declares bearer auth on every route but the public ones (gateway/http/auth.py's PUBLIC_PATHS).
+The web chat page and its files (gateway/ui/) are served but are no part of the API: UNDOCUMENTED.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from gateway.openai.requests import CHAT_FIELDS, CHAT_REQUIRED, COMPLETION_FIELD
 
 PATH = "/openapi.json"
 JSON = "application/json"
+UNDOCUMENTED = frozenset({("get", "/ui"), ("get", "/ui/{asset}")})  # (method, path) left out on purpose
 
 
 def _closed(fields: dict, required: tuple = (), *, lenient: bool) -> dict:

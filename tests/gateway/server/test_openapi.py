@@ -33,11 +33,12 @@ def test_the_document_is_valid_openapi_3_1(lenient, api_key):
     validate(doc)
 
 
-def test_every_registered_route_is_documented_and_nothing_else(app_routes):
+def test_every_registered_route_is_documented_or_explicitly_excluded(app_routes):
     doc = openapi.document()
     documented = {(method, path) for path, ops in doc["paths"].items() for method in ops}
     served = app_routes(GatewayConfig())
-    assert served == documented
+    assert openapi.UNDOCUMENTED <= served  # the exclusions name served routes, in the document's spelling
+    assert served - openapi.UNDOCUMENTED == documented
 
 
 def test_request_bodies_come_from_the_field_tables():
