@@ -172,3 +172,11 @@ def test_reasoning_items_on_a_thinking_model(think_server):
     with httpx.Client(base_url=think_server.base_url) as http:
         refused = http.post("/v1/responses", json={"model": "smollm2", "input": "x", "reasoning": {"effort": "low"}})
     assert refused.status_code == 400
+
+
+def test_records_and_metrics_carry_the_route_name(server, openai_client, http):
+    openai_client.responses.create(model="smollm2", input="hi", max_output_tokens=2,
+                                   extra_headers={"X-Request-ID": "responses-record"})
+    [record] = server.records("responses-record")
+    assert (record["route"], record["outcome"], record["completion_tokens"]) == ("responses", "success", 2)
+    assert 'route="responses"' in http.get("/metrics").text
