@@ -324,6 +324,7 @@ class LaneReplica:
         """Every request in flight ends with LaneError(code) (lane death, shutdown)."""
         streams, self.streams = self.streams, {}
         for rid, stream in streams.items():
+            stream.next_number()  # the relay's event count, read while the route exists
             if self.channels is not None:
                 self.channels.reader.remove_route(rid)  # the pump must never touch its socket again
             stream.fail(LaneError(code, message))

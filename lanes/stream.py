@@ -97,8 +97,8 @@ class RequestStream:
 
     def next_number(self) -> int:
         """With a NumberedFraming (lanes.api): the number the request's next event would carry."""
-        if self._route is not None:
-            self._next_number = self._route.route_stats(self.request_id)[2]
+        if self._route is not None:  # a count only grows; a route already gone reads 0
+            self._next_number = max(self._next_number, self._route.route_stats(self.request_id)[2])
         return self._next_number
 
     # --- pump side -----------------------------------------------------------------------

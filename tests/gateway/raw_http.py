@@ -65,7 +65,9 @@ async def exchange(port: int, raw_request: bytes, timeout_s: float = 60.0) -> Ra
                 name, _, value = line.partition(":")
                 headers[name.strip().lower()] = value.strip()
             chunked = headers.get("transfer-encoding", "").lower() == "chunked"
-            if chunked:
+            if raw_request.startswith(b"HEAD "):
+                body = b""  # the headers describe the GET's body, which a HEAD answer never has
+            elif chunked:
                 body = await _read_chunked(reader)
             else:
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
