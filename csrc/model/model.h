@@ -55,7 +55,8 @@ struct Weight {  // a 2-D weight: n_out rows of n_in, in the mapping or repacked
 
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm, post_attn_norm, post_ffw_norm, q_norm, k_norm;
-  std::vector<float> bq, bk, bv;  // qwen2 biases (empty if absent)
+  // Biases (empty if absent): q/k/v on every arch (qwen2 has them); output and FFN ones on llama.
+  std::vector<float> bq, bk, bv, bo, b_gate, b_up, b_down;
   Weight wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
@@ -124,6 +125,7 @@ class ModelRuntime {
   // replaces its original, whose mapped pages are released.
   RepackStore repack_;
   std::vector<float> output_norm_;
+  std::vector<float> output_bias_;       // [n_vocab] qwen2's LM head bias (empty if absent)
   std::vector<LayerWeights> layers_;
 
   KvCache kv_;                          // [n_layer][K,V][n_seq][ctx_size][kv_dim] fp16

@@ -11,6 +11,8 @@ CASES = {
     "llama-q4_1-untied": TinyConfig(arch="llama", weight_type=Q.Q4_1, tied=False),
     "llama-mha-f16": TinyConfig(arch="llama", n_head_kv=4, weight_type=Q.F16, embd_type=Q.F16),
     "qwen2-bias-q5_0": TinyConfig(arch="qwen2", weight_type=Q.Q5_0, rope_base=1e6),
+    "qwen2-output-bias": TinyConfig(arch="qwen2", output_bias=True, tied=False),
+    "llama-biases-q8_0": TinyConfig(arch="llama", attn_bias=True, ffn_bias=True),
     "qwen3-qknorm-q4_0": TinyConfig(arch="qwen3", weight_type=Q.Q4_0, eps=1e-6),
     "gemma3-swa-q5_1": TinyConfig(arch="gemma3", n_layer=6, n_head_kv=1, weight_type=Q.Q5_1, eps=1e-6, rope_base=1e6),
 }
@@ -101,3 +103,26 @@ def test_missing_tensor_is_a_clear_error(tmp_path):
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
     with pytest.raises(ValueError, match="missing tensor blk.1.ffn_down.weight"):
         Model(dst, threads=1)
+
+
+def test_biases_matter_at_this_size(tmp_path):
+    """The llama bias case would fail its tolerance if the runtime ignored the biases."""
+    cfg = CASES["llama-biases-q8_0"]
+    weights = write_tiny_gguf(tmp_path / "m.gguf", cfg, seed=sorted(CASES).index("llama-biases-q8_0"))
+    without = {k: v for k, v in weights.items() if not k.endswith(".bias")}
+    assert relative_error(reference_logits(cfg, without, IDS), reference_logits(cfg, weights, IDS)) > 0.1
+
+
+@pytest.mark.parametrize("arch, extra", [
+    ("llama", "blk.0.attn_qkv.weight"),  # an unknown name
+    ("qwen2", "blk.1.attn_output.bias"),  # llama.cpp reads attn_output.bias for llama only
+    ("qwen3", "output.bias"),  # the LM head bias: qwen2 only
+    ("gemma3", "blk.0.ffn_up.bias"),
+])
+def test_tensor_the_forward_does_not_use_is_refused_by_name(tmp_path, arch, extra):
+    cfg = TinyConfig(arch=arch, n_head_kv=1 if arch == "gemma3" else 2, extra_tensors=(extra,))
+    path = tmp_path / "extra.gguf"
+    write_tiny_gguf(path, cfg)
+    with pytest.raises(ValueError, match=f"unsupported tensor {extra} for architecture {arch}") as info:
+        Model(path, threads=1)
+    assert str(path) in str(info.value)

@@ -44,6 +44,12 @@ class TinyConfig:
     weight_type: Q = Q.Q8_0
     embd_type: Q = Q.Q8_0
     tied: bool = True
+    # Optional tensors (llama.cpp reads attention-output/FFN biases for llama only, the LM head
+    # bias for qwen2 only; qwen2 files always carry q/k/v biases).
+    attn_bias: bool = False  # attn_{q,k,v,output}.bias
+    ffn_bias: bool = False  # ffn_{gate,up,down}.bias
+    output_bias: bool = False  # output.bias
+    extra_tensors: tuple[str, ...] = ()  # unknown names, [32] F32 zeros: the loader must refuse them
 
 
 def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.ndarray]:
@@ -100,6 +106,10 @@ def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.
     if not cfg.tied:
         add("output.weight", rng.standard_normal((n_vocab, E)) * 0.2, cfg.weight_type)
     add("output_norm.weight", norm(E), Q.F32)
+    if cfg.output_bias:
+        add("output.bias", 0.5 * rng.standard_normal(n_vocab), Q.F32)
+    for name in cfg.extra_tensors:
+        add(name, np.zeros(32), Q.F32)
     for il in range(cfg.n_layer):
         p = f"blk.{il}."
         add(p + "attn_norm.weight", norm(E), Q.F32)
@@ -111,10 +121,16 @@ def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.
         add(p + "ffn_gate.weight", rng.standard_normal((cfg.n_ff, E)) / np.sqrt(E), cfg.weight_type)
         add(p + "ffn_up.weight", rng.standard_normal((cfg.n_ff, E)) / np.sqrt(E), cfg.weight_type)
         add(p + "ffn_down.weight", rng.standard_normal((E, cfg.n_ff)) / np.sqrt(cfg.n_ff), cfg.weight_type)
-        if a == "qwen2":
+        if a == "qwen2" or cfg.attn_bias:
             add(p + "attn_q.bias", 0.1 * rng.standard_normal(qd), Q.F32)
             add(p + "attn_k.bias", 0.1 * rng.standard_normal(kvd), Q.F32)
             add(p + "attn_v.bias", 0.1 * rng.standard_normal(kvd), Q.F32)
+        if cfg.attn_bias:
+            add(p + "attn_output.bias", 0.3 * rng.standard_normal(E), Q.F32)
+        if cfg.ffn_bias:
+            add(p + "ffn_gate.bias", 0.3 * rng.standard_normal(cfg.n_ff), Q.F32)
+            add(p + "ffn_up.bias", 0.3 * rng.standard_normal(cfg.n_ff), Q.F32)
+            add(p + "ffn_down.bias", 0.3 * rng.standard_normal(E), Q.F32)
         if a in ("qwen3", "gemma3"):
             add(p + "attn_q_norm.weight", norm(hd), Q.F32)
             add(p + "attn_k_norm.weight", norm(hd), Q.F32)
@@ -166,7 +182,7 @@ def reference_logits(cfg: TinyConfig, W: dict[str, np.ndarray], ids: list[int]) 
         q = h @ W[p + "attn_q.weight"].T
         k = h @ W[p + "attn_k.weight"].T
         v = h @ W[p + "attn_v.weight"].T
-        if cfg.arch == "qwen2":
+        if p + "attn_q.bias" in W:
             q, k, v = q + W[p + "attn_q.bias"], k + W[p + "attn_k.bias"], v + W[p + "attn_v.bias"]
         q = q.reshape(n, cfg.n_head, hd)
         k = k.reshape(n, cfg.n_head_kv, hd)
@@ -185,20 +201,21 @@ def reference_logits(cfg: TinyConfig, W: dict[str, np.ndarray], ids: list[int]) 
                 s = k[lo : t + 1, kv] @ q[t, hh] / np.sqrt(hd)
                 s = np.exp(s - s.max())
                 out[t, hh] = (s / s.sum()) @ v[lo : t + 1, kv]
-        o = out.reshape(n, -1) @ W[p + "attn_output.weight"].T
+        o = out.reshape(n, -1) @ W[p + "attn_output.weight"].T + W.get(p + "attn_output.bias", 0.0)
         if gemma:
             o = _rms(o, W[p + "post_attention_norm.weight"], cfg.eps)
         x = x + o
         h = _rms(x, W[p + "ffn_norm.weight"], cfg.eps)
-        g, u = h @ W[p + "ffn_gate.weight"].T, h @ W[p + "ffn_up.weight"].T
+        g = h @ W[p + "ffn_gate.weight"].T + W.get(p + "ffn_gate.bias", 0.0)
+        u = h @ W[p + "ffn_up.weight"].T + W.get(p + "ffn_up.bias", 0.0)
         if gemma:
             act = 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g**3)))
         else:
             act = g / (1 + np.exp(-g))
-        d = (act * u) @ W[p + "ffn_down.weight"].T
+        d = (act * u) @ W[p + "ffn_down.weight"].T + W.get(p + "ffn_down.bias", 0.0)
         if gemma:
             d = _rms(d, W[p + "post_ffw_norm.weight"], cfg.eps)
         x = x + d
     x = _rms(x, W["output_norm.weight"], cfg.eps)
     head = W.get("output.weight", emb)
-    return x @ head.T
+    return x @ head.T + W.get("output.bias", 0.0)
