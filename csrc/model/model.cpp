@@ -18,9 +18,16 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   load_config(file);
   if (threads < 0 || threads > 256) file.fail("threads must be between 0 (all cores) and 256");
   if (n_seq_ < 1 || n_seq_ > 4096) file.fail("n_seq must be between 1 and 4096");
-  if (ctx_size_ > cfg_.n_ctx_train && cfg_.n_ctx_train > 0)
+  if (ctx_size_ > cfg_.n_ctx_max) {
+    char factor[32];
+    std::snprintf(factor, sizeof factor, "%g", double(cfg_.rope_scaling_factor));
+    const std::string why = cfg_.n_ctx_max > cfg_.n_ctx_train
+        ? ", which its " + cfg_.rope_scaling_type + " rope scaling (factor " + factor + ") extends to " +
+              std::to_string(cfg_.n_ctx_max)
+        : " and the file has no rope scaling that extends it (rope.scaling.type linear or yarn with a factor > 1)";
     file.fail("ctx_size " + std::to_string(ctx_size_) + " exceeds the model's training context " +
-              std::to_string(cfg_.n_ctx_train));
+              std::to_string(cfg_.n_ctx_train) + why);
+  }
   if (ctx_size_ <= 0) ctx_size_ = std::min<int32_t>(cfg_.n_ctx_train > 0 ? cfg_.n_ctx_train : 4096, 8192);
   if (max_batch_ <= 0) max_batch_ = 512;
   max_batch_ = int32_t(std::min<int64_t>(max_batch_, int64_t(ctx_size_) * n_seq_));
@@ -45,8 +52,8 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   fwd_tokens_.assign(B, BatchToken{0, 0, 0});
   fwd_rows_.assign(B, 0);
 
-  rope_ = RopeTable(cfg_.rope_base, cfg_.n_rot, ctx_size_);
-  if (cfg_.sliding_window > 0) rope_local_ = RopeTable(cfg_.rope_base_local, cfg_.n_rot, ctx_size_);
+  rope_ = RopeTable(cfg_.rope_base, cfg_.n_rot, ctx_size_, cfg_.rope_scaling, rope_freqs_);
+  if (cfg_.sliding_window > 0) rope_local_ = RopeTable(cfg_.rope_base_local, cfg_.n_rot, ctx_size_, cfg_.rope_scaling_local);
 
   // Scratch for the quantized activations of the widest matmul at full batch.
   size_t scratch = 0;

@@ -67,6 +67,46 @@ class TensorReader {
   std::unordered_set<std::string> used_;
 };
 
+// The rope scaling keys resolved the way llama.cpp does (llama_model::load_hparams, then the
+// context setup in llama_context): an absent type means "linear" with the factor from
+// rope.scaling.factor (or the older rope.scale_linear), so a file with only a factor is scaled;
+// factor 0/absent = 1; "none" never scales. YaRN's ext_factor is 1 and beta_fast/beta_slow keep
+// llama.cpp's defaults 32/1: for llama, qwen2, qwen3 and gemma3 llama.cpp does not read the
+// rope.scaling.yarn_* keys, and we match its output. Arithmetic in float, as there.
+void load_rope_scaling(const GgufFile& f, ModelConfig& c) {
+  const std::string type = f.get_string(key(c, "rope.scaling.type"), "linear");
+  if (type != "none" && type != "linear" && type != "yarn")
+    f.fail("unsupported rope scaling '" + type + "' (supported: none, linear, yarn)");
+  const float factor = float(f.get_float(key(c, "rope.scaling.factor"), f.get_float(key(c, "rope.scale_linear"), 0.0)));
+  if (!(factor >= 0.0f) || !std::isfinite(factor)) f.fail("invalid " + key(c, "rope.scaling.factor"));
+  RopeScaling& s = c.rope_scaling;
+  s.freq_scale = type == "none" || factor == 0.0f ? 1.0f : 1.0f / factor;
+  s.n_ctx_orig = int32_t(f.get_int(key(c, "rope.scaling.original_context_length"), 0));
+  if (s.n_ctx_orig <= 0) s.n_ctx_orig = c.n_ctx_train;
+  s.ext_factor = type == "yarn" ? 1.0f : 0.0f;
+  if (s.ext_factor != 0.0f && s.n_ctx_orig <= 0) f.fail("yarn rope scaling needs the original context length");
+  s.attn_factor = 1.0f;
+  if (s.ext_factor != 0.0f) {
+    // mscale = 1 + 0.1·ln(factor) for factor > 1; rope applies (1 + 0.1·ln(1/freq_scale)) on top
+    // whenever ext_factor ≠ 0, which llama.cpp cancels here so the net mscale is applied once.
+    const float ext = 1.0f / s.freq_scale;
+    s.attn_factor = ext <= 1.0f ? 1.0f : 0.1f * std::log(ext) + 1.0f;
+    s.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(ext));
+  }
+  s.attn_factor *= float(f.get_float(key(c, "rope.scaling.attn_factor"), 1.0));
+  c.rope_scaling_local = s;
+  c.rope_scaling_local.freq_scale = 1.0f;  // llama.cpp: rope_freq_scale_train_swa, no key read
+  c.rope_scaling_type = type;
+  c.rope_scaling_factor = 1.0f / s.freq_scale;
+
+  // Longest context: the training one, or the original context × factor when scaling extends it
+  // (no limit when the file does not say its training context).
+  c.n_ctx_max = c.n_ctx_train > 0 ? c.n_ctx_train : (1 << 24);
+  if (type != "none" && c.rope_scaling_factor > 1.0f && s.n_ctx_orig > 0)
+    c.n_ctx_max = int32_t(std::min<double>(std::max<double>(c.n_ctx_max, double(s.n_ctx_orig) * c.rope_scaling_factor),
+                                           double(1 << 24)));
+}
+
 }  // namespace
 
 void ModelRuntime::load_config(const GgufFile& f) {
@@ -92,13 +132,11 @@ void ModelRuntime::load_config(const GgufFile& f) {
   c.head_dim = int32_t(f.get_int(key(c, "attention.key_length"), c.n_embd / c.n_head));
   if (c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > kMaxHeadDim || f.get_int(key(c, "attention.value_length"), c.head_dim) != c.head_dim)
     f.fail("unsupported attention key/value length");
-  c.n_ctx_train = int32_t(f.get_int(key(c, "context_length"), 4096));
+  c.n_ctx_train = int32_t(std::min<int64_t>(f.get_int(key(c, "context_length"), 4096), 1 << 24));  // ≤ 0: unknown
   c.rms_eps = float(f.get_float(key(c, "attention.layer_norm_rms_epsilon"), 1e-5));
   c.n_rot = int32_t(f.get_int(key(c, "rope.dimension_count"), c.head_dim));
   if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) f.fail("invalid rope.dimension_count");
-  const std::string scaling = f.get_string(key(c, "rope.scaling.type"), "none");
-  if (scaling != "none" && scaling != "") f.fail("unsupported rope scaling '" + scaling + "'");
-  if (f.tensor("rope_freqs.weight")) f.fail("unsupported rope frequency factors (rope_freqs.weight)");
+  load_rope_scaling(f, c);
   c.rope = c.arch == Arch::Llama ? RopeStyle::Norm : RopeStyle::Neox;
   c.rope_base = float(f.get_float(key(c, "rope.freq_base"), c.arch == Arch::Gemma3 ? 1e6 : 1e4));
   c.attn_scale = float(f.get_float(key(c, "attention.scale"), 1.0 / std::sqrt(double(c.head_dim))));
@@ -113,8 +151,8 @@ void ModelRuntime::load_config(const GgufFile& f) {
 }
 
 // Which optional tensors each architecture reads follows llama.cpp's loaders (src/models/*.cpp):
-// q/k/v biases on all four; attention-output and FFN biases on llama only; the LM head bias on
-// qwen2 only. Anything else is refused by refuse_unused().
+// q/k/v biases on all four; attention-output and FFN biases and rope_freqs on llama only; the
+// LM head bias on qwen2 only. Anything else is refused by refuse_unused().
 void ModelRuntime::load_weights(const GgufFile& f) {
   ModelConfig& c = cfg_;
   TensorReader r(f);
@@ -128,6 +166,12 @@ void ModelRuntime::load_weights(const GgufFile& f) {
   output_ = f.tensor("output.weight") ? r.weight("output.weight", c.n_embd, c.n_vocab) : tok_embd_;
   output_norm_ = r.vector("output_norm.weight", c.n_embd);
   if (c.arch == Arch::Qwen2) output_bias_ = r.vector("output.bias", c.n_vocab, false);
+  if (llama) {
+    rope_freqs_ = r.vector("rope_freqs.weight", c.n_rot / 2, false);
+    for (float ff : rope_freqs_)
+      if (!(ff > 0.0f) || !std::isfinite(ff)) f.fail("rope_freqs.weight has a factor that is not a positive number");
+  }
+
   const int64_t E = c.n_embd, q_dim = int64_t(c.n_head) * c.head_dim, kv_dim = int64_t(c.n_head_kv) * c.head_dim;
   layers_.resize(c.n_layer);
   for (int il = 0; il < c.n_layer; ++il) {

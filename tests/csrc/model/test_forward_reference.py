@@ -117,6 +117,7 @@ def test_biases_matter_at_this_size(tmp_path):
     ("llama", "blk.0.attn_qkv.weight"),  # an unknown name
     ("qwen2", "blk.1.attn_output.bias"),  # llama.cpp reads attn_output.bias for llama only
     ("qwen3", "output.bias"),  # the LM head bias: qwen2 only
+    ("qwen3", "rope_freqs.weight"),  # frequency factors: llama only
     ("gemma3", "blk.0.ffn_up.bias"),
 ])
 def test_tensor_the_forward_does_not_use_is_refused_by_name(tmp_path, arch, extra):
