@@ -5,16 +5,15 @@ import dataclasses
 
 import numpy as np
 import pytest
+from tiny_gguf import Q, TinyConfig, reference_logits, write_tiny_gguf
 
 from lanes import Model
-
-from tiny_gguf import Q, TinyConfig, reference_logits, write_tiny_gguf
 
 # Sizes where every variant changes the logits by far more than the tolerance (checked below):
 # a low rope base or a short original context puts many rotary pairs in the scaled range within
 # 48 positions. YARN (original context 1024, base 1e4) ramps over pairs 1..5 of 8: pair 0 keeps
 # its extrapolated angle, pairs 5..7 are interpolated.
-YARN = dict(rope_scaling="yarn", rope_factor=4.0, rope_orig_ctx=1024, n_ctx_train=4096)
+YARN = {"rope_scaling": "yarn", "rope_factor": 4.0, "rope_orig_ctx": 1024, "n_ctx_train": 4096}
 CASES = {
     "llama-rope-freqs": TinyConfig(arch="llama", rope_base=100.0, rope_freqs=True, llama3_orig_ctx=64),
     "llama-linear": TinyConfig(arch="llama", rope_base=100.0, rope_scaling="linear", rope_factor=4.0),

@@ -275,7 +275,7 @@ def reference_logits(cfg: TinyConfig, W: dict[str, np.ndarray], ids: list[int]) 
             q = _rms(q, W[p + "attn_q_norm.weight"], cfg.eps)
             k = _rms(k, W[p + "attn_k_norm.weight"], cfg.eps)
         local = gemma and il % 6 != 5
-        base = 10000.0 if local else (cfg.rope_base if not gemma else cfg.rope_base)
+        base = 10000.0 if local else cfg.rope_base
         cos, sin = rope_cos_sin(cfg, W, pos, base, local)
         q, k = _rope(q, cos, sin, neox), _rope(k, cos, sin, neox)
         out = np.zeros((n, cfg.n_head, hd))
