@@ -1,10 +1,16 @@
 """The runtime's forward pass agrees with a float64 numpy reference on tiny random GGUFs."""
 import numpy as np
 import pytest
+from tiny_gguf import (
+    Q,
+    TinyConfig,
+    reference_logits,
+    relative_error,
+    runtime_and_reference,
+    write_tiny_gguf,
+)
 
 from lanes import Model
-
-from tiny_gguf import Q, TinyConfig, reference_logits, write_tiny_gguf
 
 CASES = {
     "llama-q8_0": TinyConfig(arch="llama"),
@@ -19,19 +25,9 @@ CASES = {
 IDS = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 10, 84, 104, 101, 32, 113, 117]
 
 
-def relative_error(ours: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.linalg.norm(ours - ref) / np.linalg.norm(ref))
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_batched_logits_match_reference(tmp_path, name):
-    cfg = CASES[name]
-    path = tmp_path / f"{name}.gguf"
-    weights = write_tiny_gguf(path, cfg, seed=sorted(CASES).index(name))
-    ref = reference_logits(cfg, weights, IDS)
-    model = Model(path, threads=2, ctx_size=64)
-    ours = model.logits(IDS).astype(np.float64)
-    assert ours.shape == ref.shape
+    ours, ref, _ = runtime_and_reference(tmp_path / f"{name}.gguf", CASES[name], sorted(CASES).index(name), IDS)
     # int8 activation quantization adds ~1% noise; a structural error gives O(1).
     assert relative_error(ours, ref) < 0.03, relative_error(ours, ref)
     # And every position individually (the sliding window matters only late in the prompt).

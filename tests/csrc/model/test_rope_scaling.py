@@ -5,7 +5,14 @@ import dataclasses
 
 import numpy as np
 import pytest
-from tiny_gguf import Q, TinyConfig, reference_logits, write_tiny_gguf
+from tiny_gguf import (
+    Q,
+    TinyConfig,
+    reference_logits,
+    relative_error,
+    runtime_and_reference,
+    write_tiny_gguf,
+)
 
 from lanes import Model
 
@@ -30,10 +37,6 @@ CASES = {
 IDS = [int(t) for t in np.random.default_rng(7).integers(32, 127, 48)]
 
 
-def relative_error(ours: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.linalg.norm(ours - ref) / np.linalg.norm(ref))
-
-
 def unscaled(cfg: TinyConfig) -> TinyConfig:
     return dataclasses.replace(cfg, rope_scaling=None, rope_factor=0.0, rope_orig_ctx=0, rope_attn_factor=None,
                                rope_freqs=False)
@@ -42,10 +45,7 @@ def unscaled(cfg: TinyConfig) -> TinyConfig:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_logits_match_reference(tmp_path, name):
     cfg = CASES[name]
-    path = tmp_path / f"{name}.gguf"
-    weights = write_tiny_gguf(path, cfg, seed=sorted(CASES).index(name))
-    ref = reference_logits(cfg, weights, IDS)
-    ours = Model(path, threads=2, ctx_size=64).logits(IDS).astype(np.float64)
+    ours, ref, weights = runtime_and_reference(tmp_path / f"{name}.gguf", cfg, sorted(CASES).index(name), IDS)
     # int8 activation quantization adds ~1% noise; a wrong angle or scale gives O(0.1-1).
     err = relative_error(ours, ref)
     print(f"{name}: relative error {err:.4f}, max |logit diff| {np.abs(ours - ref).max():.4f}")
@@ -62,10 +62,7 @@ def test_f32_weights_match_reference_closely(tmp_path, name):
     """With F32 weights nothing is quantized but the fp16 KV cache (~3e-4 relative): an angle off
     by one ramp pair or a scale off by a percent shows here."""
     cfg = dataclasses.replace(CASES[name], weight_type=Q.F32, embd_type=Q.F32)
-    path = tmp_path / f"{name}.gguf"
-    weights = write_tiny_gguf(path, cfg, seed=sorted(CASES).index(name))
-    ref = reference_logits(cfg, weights, IDS)
-    ours = Model(path, threads=2, ctx_size=64).logits(IDS).astype(np.float64)
+    ours, ref, _ = runtime_and_reference(tmp_path / f"{name}.gguf", cfg, sorted(CASES).index(name), IDS)
     assert relative_error(ours, ref) < 2e-3, relative_error(ours, ref)
 
 

@@ -304,3 +304,20 @@ def reference_logits(cfg: TinyConfig, W: dict[str, np.ndarray], ids: list[int]) 
     x = _rms(x, W["output_norm.weight"], cfg.eps)
     head = W.get("output.weight", emb)
     return x @ head.T + W.get("output.bias", 0.0)
+
+
+def relative_error(ours: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.linalg.norm(ours - ref) / np.linalg.norm(ref))
+
+
+def runtime_and_reference(path: Path, cfg: TinyConfig, seed: int, ids: list[int]):
+    """Writes the tiny model, runs the runtime's batched forward over `ids` (2 threads, context
+    64) and the float64 reference; returns (ours, ref, weights), logits as float64 [n, n_vocab]."""
+    # The native runtime, imported here: the writer and the reference do not need it.
+    from lanes import Model
+
+    weights = write_tiny_gguf(path, cfg, seed=seed)
+    ref = reference_logits(cfg, weights, ids)
+    ours = Model(path, threads=2, ctx_size=64).logits(ids).astype(np.float64)
+    assert ours.shape == ref.shape
+    return ours, ref, weights
