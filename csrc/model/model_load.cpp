@@ -89,9 +89,9 @@ void load_rope_scaling(const GgufFile& f, ModelConfig& c) {
   if (s.ext_factor != 0.0f) {
     // mscale = 1 + 0.1·ln(factor) for factor > 1; rope applies (1 + 0.1·ln(1/freq_scale)) on top
     // whenever ext_factor ≠ 0, which llama.cpp cancels here so the net mscale is applied once.
-    const float ext = 1.0f / s.freq_scale;
-    s.attn_factor = ext <= 1.0f ? 1.0f : 0.1f * std::log(ext) + 1.0f;
-    s.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(ext));
+    const float stretch = 1.0f / s.freq_scale;  // the context factor
+    s.attn_factor = stretch <= 1.0f ? 1.0f : 0.1f * std::log(stretch) + 1.0f;
+    s.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(stretch));
   }
   s.attn_factor *= float(f.get_float(key(c, "rope.scaling.attn_factor"), 1.0));
   c.rope_scaling_local = s;
