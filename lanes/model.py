@@ -8,6 +8,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from lanes import _runtime, grammar
+from lanes.model_files import find_model_file
 
 
 @dataclass(frozen=True)
@@ -66,16 +67,22 @@ class Generation:
 class Model:
     """A GGUF model loaded in this process.
 
+    `model`: what the server's --model takes: a known model's alias ("smollm2", "gemma3"; see
+    `laneserve models`) or a path to a .gguf file.
     threads=0 uses every core; ctx_size=0 uses the model's context (capped at 8192);
     repack_cache_dir: share the repacked weights through a cache file there ("" = private memory).
     """
 
-    def __init__(self, path: str | PathLike, threads: int = 0, ctx_size: int = 0, max_batch: int = 512,
+    def __init__(self, model: str | PathLike, threads: int = 0, ctx_size: int = 0, max_batch: int = 512,
                  repack_cache_dir: str = ""):
+        path = find_model_file(str(model))
+        if not path.is_file():
+            raise ValueError(f"{model!s} is an audio model; Model loads GGUF text models")
         self.path = str(path)
         grammar.load()
         self._engine = _runtime.Engine(self.path, threads, ctx_size, max_batch, repack_cache_dir)
         self._current: Generation | None = None
+        self._template = None  # the compiled chat template, on the first chat()
         self.last_stats: GenerationStats | None = None
 
     n_vocab = property(lambda self: self._engine.n_vocab)
@@ -139,3 +146,34 @@ class Model:
             grammar=grammar,
         )
         return Generation(self, ids, max_tokens, stop, sampling)
+
+    def render_chat(self, messages: Sequence[dict], **template_kwargs) -> str:
+        """The prompt the model's chat template makes of `messages` (with the assistant turn
+        opened), as the server renders it: the GGUF's own template, or ours for a known
+        architecture without one (Gemma 3). ValueError if the model has none or the template
+        rejects the messages."""
+        # The server's own template code (jinja2 sandbox, HF conventions) and metadata reader;
+        # they need jinja2 and the gateway's small error module, never the HTTP server.
+        from gateway.http.errors import APIError
+        from gateway.text.chat_template import ChatTemplate, template_source
+        from gateway.text.gguf_meta import read_model_meta
+
+        if self._template is None:
+            meta = read_model_meta(self.path)
+            source = template_source(meta.chat_template, meta.architecture)
+            if source is None:
+                raise ValueError(f"{self.path} has no chat template; use generate() with a prompt")
+            self._template = ChatTemplate(source, bos_token=meta.bos_token, eos_token=meta.eos_token)
+        try:
+            return self._template.render([dict(m) for m in messages], template_kwargs)
+        except APIError as exc:
+            raise ValueError(exc.message) from None
+
+    def chat(self, messages: Sequence[dict], *, max_tokens: int, **sampling) -> Generation:
+        """generate() on the rendered chat: `messages` as OpenAI's [{"role", "content"}, ...];
+        sampling keywords as generate() takes them."""
+        ids = self.tokenize(self.render_chat(messages), add_special=True, parse_special=True)
+        # A template that writes BOS itself plus a tokenizer that adds one would double it.
+        if len(ids) >= 2 and ids[0] == ids[1] == self.bos_id:
+            del ids[0]
+        return self.generate(ids, max_tokens=max_tokens, **sampling)

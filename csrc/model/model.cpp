@@ -12,44 +12,22 @@
 #include "model/ops.h"
 
 namespace ls {
-namespace {
-
-std::string key(const ModelConfig& c, const char* suffix) { return c.arch_name + "." + suffix; }
-
-std::vector<float> load_vector(const GgufFile& f, const std::string& name, int64_t n, bool required = true) {
-  const GgufTensor* t = f.tensor(name);
-  if (!t) {
-    if (required) f.fail("missing tensor " + name);
-    return {};
-  }
-  if (t->n_elements() != n) f.fail("tensor " + name + " has " + std::to_string(t->n_elements()) +
-                                   " elements, expected " + std::to_string(n));
-  std::vector<float> out(n);
-  dequantize_row(t->type, t->data, out.data(), n);
-  return out;
-}
-
-Weight load_weight(const GgufFile& f, const std::string& name, int64_t n_in, int64_t n_out) {
-  const GgufTensor& t = f.require_tensor(name);
-  if (t.n_dims != 2 || t.ne[0] != n_in || t.ne[1] != n_out)
-    f.fail("tensor " + name + " has shape [" + std::to_string(t.ne[0]) + ", " + std::to_string(t.ne[1]) +
-           "], expected [" + std::to_string(n_in) + ", " + std::to_string(n_out) + "]");
-  if (!ggml_type_supported(t.type))
-    f.fail(std::string("tensor ") + name + " has unsupported type " + ggml_type_info(t.type).name);
-  return Weight{t.type, t.data, n_in, n_out};
-}
-
-}  // namespace
-
 ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads, int n_seq,
                            const std::string& repack_cache_dir)
     : ctx_size_(ctx_size), max_batch_(max_batch), n_seq_(n_seq) {
   load_config(file);
   if (threads < 0 || threads > 256) file.fail("threads must be between 0 (all cores) and 256");
   if (n_seq_ < 1 || n_seq_ > 4096) file.fail("n_seq must be between 1 and 4096");
-  if (ctx_size_ > cfg_.n_ctx_train && cfg_.n_ctx_train > 0)
+  if (ctx_size_ > cfg_.n_ctx_max) {
+    char factor[32];
+    std::snprintf(factor, sizeof factor, "%g", double(cfg_.rope_scaling_factor));
+    const std::string why = cfg_.n_ctx_max > cfg_.n_ctx_train
+        ? ", which its " + cfg_.rope_scaling_type + " rope scaling (factor " + factor + ") extends to " +
+              std::to_string(cfg_.n_ctx_max)
+        : " and the file has no rope scaling that extends it (rope.scaling.type linear or yarn with a factor > 1)";
     file.fail("ctx_size " + std::to_string(ctx_size_) + " exceeds the model's training context " +
-              std::to_string(cfg_.n_ctx_train));
+              std::to_string(cfg_.n_ctx_train) + why);
+  }
   if (ctx_size_ <= 0) ctx_size_ = std::min<int32_t>(cfg_.n_ctx_train > 0 ? cfg_.n_ctx_train : 4096, 8192);
   if (max_batch_ <= 0) max_batch_ = 512;
   max_batch_ = int32_t(std::min<int64_t>(max_batch_, int64_t(ctx_size_) * n_seq_));
@@ -74,8 +52,8 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   fwd_tokens_.assign(B, BatchToken{0, 0, 0});
   fwd_rows_.assign(B, 0);
 
-  rope_ = RopeTable(cfg_.rope_base, cfg_.n_rot, ctx_size_);
-  if (cfg_.sliding_window > 0) rope_local_ = RopeTable(cfg_.rope_base_local, cfg_.n_rot, ctx_size_);
+  rope_ = RopeTable(cfg_.rope_base, cfg_.n_rot, ctx_size_, cfg_.rope_scaling, rope_freqs_);
+  if (cfg_.sliding_window > 0) rope_local_ = RopeTable(cfg_.rope_base_local, cfg_.n_rot, ctx_size_, cfg_.rope_scaling_local);
 
   // Scratch for the quantized activations of the widest matmul at full batch.
   size_t scratch = 0;
@@ -90,87 +68,6 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
 }
 
 ModelRuntime::~ModelRuntime() = default;
-
-void ModelRuntime::load_config(const GgufFile& f) {
-  ModelConfig& c = cfg_;
-  c.arch_name = f.get_string("general.architecture", "");
-  if (c.arch_name == "llama") c.arch = Arch::Llama;
-  else if (c.arch_name == "qwen2") c.arch = Arch::Qwen2;
-  else if (c.arch_name == "qwen3") c.arch = Arch::Qwen3;
-  else if (c.arch_name == "gemma3") c.arch = Arch::Gemma3;
-  else f.fail("unsupported architecture '" + c.arch_name + "' (supported: llama, qwen2, qwen3, gemma3)");
-
-  auto req_int = [&](const char* suffix) {
-    int64_t v = f.get_int(key(c, suffix), -1);
-    if (v <= 0 || v > (int64_t(1) << 24)) f.fail("missing or invalid " + key(c, suffix));
-    return int32_t(v);
-  };
-  c.n_layer = req_int("block_count");
-  c.n_embd = req_int("embedding_length");
-  c.n_ff = req_int("feed_forward_length");
-  c.n_head = req_int("attention.head_count");
-  c.n_head_kv = int32_t(f.get_int(key(c, "attention.head_count_kv"), c.n_head));
-  if (c.n_head_kv <= 0 || c.n_head % c.n_head_kv != 0) f.fail("invalid attention.head_count_kv");
-  c.head_dim = int32_t(f.get_int(key(c, "attention.key_length"), c.n_embd / c.n_head));
-  if (c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > kMaxHeadDim || f.get_int(key(c, "attention.value_length"), c.head_dim) != c.head_dim)
-    f.fail("unsupported attention key/value length");
-  c.n_ctx_train = int32_t(f.get_int(key(c, "context_length"), 4096));
-  c.rms_eps = float(f.get_float(key(c, "attention.layer_norm_rms_epsilon"), 1e-5));
-  c.n_rot = int32_t(f.get_int(key(c, "rope.dimension_count"), c.head_dim));
-  if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) f.fail("invalid rope.dimension_count");
-  const std::string scaling = f.get_string(key(c, "rope.scaling.type"), "none");
-  if (scaling != "none" && scaling != "") f.fail("unsupported rope scaling '" + scaling + "'");
-  if (f.tensor("rope_freqs.weight")) f.fail("unsupported rope frequency factors (rope_freqs.weight)");
-  c.rope = c.arch == Arch::Llama ? RopeStyle::Norm : RopeStyle::Neox;
-  c.rope_base = float(f.get_float(key(c, "rope.freq_base"), c.arch == Arch::Gemma3 ? 1e6 : 1e4));
-  c.attn_scale = float(f.get_float(key(c, "attention.scale"), 1.0 / std::sqrt(double(c.head_dim))));
-  if (c.arch == Arch::Gemma3) {
-    c.embd_scale = std::sqrt(float(c.n_embd));
-    c.sliding_window = int32_t(f.get_int(key(c, "attention.sliding_window"), 0));
-    c.swa_pattern = 6;  // key absent in released files; llama.cpp's default for gemma3
-    c.rope_base_local = float(f.get_float(key(c, "rope.freq_base_swa"), 1e4));
-    // q is scaled by 1/sqrt(query_pre_attn_scalar) = 1/sqrt(head_dim) for the small models.
-    c.attn_scale = 1.0f / std::sqrt(float(c.head_dim));
-  }
-}
-
-void ModelRuntime::load_weights(const GgufFile& f) {
-  ModelConfig& c = cfg_;
-  const GgufTensor& emb = f.require_tensor("token_embd.weight");
-  if (emb.n_dims != 2 || emb.ne[0] != c.n_embd) f.fail("token_embd.weight has the wrong width");
-  if (!ggml_type_supported(emb.type)) f.fail(std::string("token_embd.weight has unsupported type ") + ggml_type_info(emb.type).name);
-  c.n_vocab = int32_t(emb.ne[1]);
-  tok_embd_ = Weight{emb.type, emb.data, c.n_embd, c.n_vocab};
-  output_ = f.tensor("output.weight") ? load_weight(f, "output.weight", c.n_embd, c.n_vocab) : tok_embd_;
-  output_norm_ = load_vector(f, "output_norm.weight", c.n_embd);
-
-  const int64_t E = c.n_embd, q_dim = int64_t(c.n_head) * c.head_dim, kv_dim = int64_t(c.n_head_kv) * c.head_dim;
-  layers_.resize(c.n_layer);
-  for (int il = 0; il < c.n_layer; ++il) {
-    LayerWeights& L = layers_[il];
-    const std::string p = "blk." + std::to_string(il) + ".";
-    L.attn_norm = load_vector(f, p + "attn_norm.weight", E);
-    L.ffn_norm = load_vector(f, p + "ffn_norm.weight", E);
-    L.wq = load_weight(f, p + "attn_q.weight", E, q_dim);
-    L.wk = load_weight(f, p + "attn_k.weight", E, kv_dim);
-    L.wv = load_weight(f, p + "attn_v.weight", E, kv_dim);
-    L.wo = load_weight(f, p + "attn_output.weight", q_dim, E);
-    L.w_gate = load_weight(f, p + "ffn_gate.weight", E, c.n_ff);
-    L.w_up = load_weight(f, p + "ffn_up.weight", E, c.n_ff);
-    L.w_down = load_weight(f, p + "ffn_down.weight", c.n_ff, E);
-    L.bq = load_vector(f, p + "attn_q.bias", q_dim, false);
-    L.bk = load_vector(f, p + "attn_k.bias", kv_dim, false);
-    L.bv = load_vector(f, p + "attn_v.bias", kv_dim, false);
-    if (c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3) {
-      L.q_norm = load_vector(f, p + "attn_q_norm.weight", c.head_dim);
-      L.k_norm = load_vector(f, p + "attn_k_norm.weight", c.head_dim);
-    }
-    if (c.arch == Arch::Gemma3) {
-      L.post_attn_norm = load_vector(f, p + "post_attention_norm.weight", E);
-      L.post_ffw_norm = load_vector(f, p + "post_ffw_norm.weight", E);
-    }
-  }
-}
 
 // Matrix × matrix speed (prefill, batched decode) comes from the row-interleaved layout, and
 // decode reads it as fast; one copy is kept: the original's mapped pages are dropped from this
@@ -351,6 +248,7 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
     project(L.wo, attn_.data(), n, tmp_.data());
     for (int i = 0; i < n; ++i) {
       float* o = tmp_.data() + i * E;
+      if (!L.bo.empty()) add_f32(o, L.bo.data(), E);
       if (gemma) rmsnorm(o, L.post_attn_norm.data(), o, E, c.rms_eps);
       add_f32(x_.data() + i * E, o, E);
     }
@@ -360,6 +258,12 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
       for (int64_t i = i0; i < i1; ++i) rmsnorm(x_.data() + i * E, L.ffn_norm.data(), h_.data() + i * E, E, c.rms_eps);
     });
     project3(L.w_gate, ffn_a_.data(), L.w_up, ffn_b_.data(), nullptr, nullptr, h_.data(), n);
+    if (!L.b_gate.empty() || !L.b_up.empty()) {
+      for (int i = 0; i < n; ++i) {
+        if (!L.b_gate.empty()) add_f32(ffn_a_.data() + int64_t(i) * c.n_ff, L.b_gate.data(), c.n_ff);
+        if (!L.b_up.empty()) add_f32(ffn_b_.data() + int64_t(i) * c.n_ff, L.b_up.data(), c.n_ff);
+      }
+    }
     // Elementwise (tanh/exp per element: a third of Gemma's prefill on one thread), so split over
     // the pool: each element's result is the same on any thread.
     pool_->parallel_for(int64_t(n) * c.n_ff, 1024, [&](int64_t b, int64_t e) {
@@ -369,6 +273,7 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
     project(L.w_down, ffn_a_.data(), n, tmp_.data());
     for (int i = 0; i < n; ++i) {
       float* o = tmp_.data() + i * E;
+      if (!L.b_down.empty()) add_f32(o, L.b_down.data(), E);
       if (gemma) rmsnorm(o, L.post_ffw_norm.data(), o, E, c.rms_eps);
       add_f32(x_.data() + i * E, o, E);
     }
@@ -379,6 +284,8 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
   for (int r = 0; r < n_out; ++r)
     rmsnorm(x_.data() + int64_t(out_rows[r]) * E, output_norm_.data(), h_.data() + r * E, E, c.rms_eps);
   project(output_, h_.data(), n_out, logits);
+  if (!output_bias_.empty())
+    for (int r = 0; r < n_out; ++r) add_f32(logits + int64_t(r) * c.n_vocab, output_bias_.data(), c.n_vocab);
 }
 
 void ModelRuntime::final_hidden(int first_row, int n_rows, float* out) const {

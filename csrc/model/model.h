@@ -23,6 +23,7 @@
 #include "model/kv_cache.h"
 #include "model/ops.h"
 #include "model/repack_store.h"
+#include "model/rope.h"
 #include "quant/quant.h"
 
 namespace ls {
@@ -35,10 +36,15 @@ struct ModelConfig {
   std::string arch_name;
   int32_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
   int32_t n_vocab = 0, n_ctx_train = 0;
+  int32_t n_ctx_max = 0;         // tokens: the longest ctx_size allowed (n_ctx_train, or what rope scaling extends it to)
   float rms_eps = 1e-5f;
   float rope_base = 10000.f, rope_base_local = 10000.f;
   int32_t n_rot = 0;
   RopeStyle rope = RopeStyle::Norm;
+  std::string rope_scaling_type = "none";  // "none" | "linear" | "yarn" (as llama.cpp resolves the keys)
+  float rope_scaling_factor = 1.f;        // context extension factor (1/freq_scale) for linear and yarn
+  RopeScaling rope_scaling;               // global layers
+  RopeScaling rope_scaling_local;         // SWA layers: llama.cpp keeps their freq_scale at 1
   float attn_scale = 0.f;        // multiplies q·k (1/sqrt(head_dim) unless the model says otherwise)
   float embd_scale = 1.f;        // gemma: sqrt(n_embd)
   int32_t sliding_window = 0;    // gemma3 local layers; 0 = none
@@ -55,14 +61,16 @@ struct Weight {  // a 2-D weight: n_out rows of n_in, in the mapping or repacked
 
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm, post_attn_norm, post_ffw_norm, q_norm, k_norm;
-  std::vector<float> bq, bk, bv;  // qwen2 biases (empty if absent)
+  // Biases (empty if absent): q/k/v on every arch (qwen2 has them); output and FFN ones on llama.
+  std::vector<float> bq, bk, bv, bo, b_gate, b_up, b_down;
   Weight wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
 class ModelRuntime {
  public:
   // file must outlive the runtime. Throws GgufError naming the file and problem.
-  // ctx_size is per sequence (≤ 0: the training context capped at 8192); max_batch tokens
+  // ctx_size is per sequence, at most ModelConfig::n_ctx_max (the training context, or what the
+  // file's rope scaling extends it to; ≤ 0: the training context capped at 8192); max_batch tokens
   // per forward (≤ 0: 512; capped at n_seq·ctx_size); n_seq sequence slots in the KV cache.
   // repack_cache_dir: where repacked weights are shared between processes (model/repack_store.h);
   // empty = repack into this process's memory.
@@ -124,6 +132,8 @@ class ModelRuntime {
   // replaces its original, whose mapped pages are released.
   RepackStore repack_;
   std::vector<float> output_norm_;
+  std::vector<float> output_bias_;       // [n_vocab] qwen2's LM head bias (empty if absent)
+  std::vector<float> rope_freqs_;        // [n_rot/2] llama 3 frequency divisors (empty if absent)
   std::vector<LayerWeights> layers_;
 
   KvCache kv_;                          // [n_layer][K,V][n_seq][ctx_size][kv_dim] fp16

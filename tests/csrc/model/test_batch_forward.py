@@ -24,6 +24,11 @@ TINY = {
     "llama": TinyConfig(arch="llama"),
     "gemma3-swa": TinyConfig(arch="gemma3", n_layer=6, n_head_kv=1, weight_type=Q.Q5_1, eps=1e-6, rope_base=1e6),
     "qwen2-bias-mha": TinyConfig(arch="qwen2", n_head_kv=4, weight_type=Q.Q5_0, rope_base=1e6),
+    # Biases and scaled RoPE (folded into the cos/sin table) keep every guarantee.
+    "llama-biases-yarn-freqs": TinyConfig(arch="llama", attn_bias=True, ffn_bias=True, rope_freqs=True,
+                                          rope_scaling="yarn", rope_factor=4.0, rope_orig_ctx=1024, n_ctx_train=4096),
+    "gemma3-linear": TinyConfig(arch="gemma3", n_layer=6, n_head_kv=1, eps=1e-6, rope_base=100.0,
+                                rope_scaling="linear", rope_factor=8.0),
 }
 
 

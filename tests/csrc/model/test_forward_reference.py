@@ -1,35 +1,33 @@
 """The runtime's forward pass agrees with a float64 numpy reference on tiny random GGUFs."""
 import numpy as np
 import pytest
+from tiny_gguf import (
+    Q,
+    TinyConfig,
+    reference_logits,
+    relative_error,
+    runtime_and_reference,
+    write_tiny_gguf,
+)
 
 from lanes import Model
-
-from tiny_gguf import Q, TinyConfig, reference_logits, write_tiny_gguf
 
 CASES = {
     "llama-q8_0": TinyConfig(arch="llama"),
     "llama-q4_1-untied": TinyConfig(arch="llama", weight_type=Q.Q4_1, tied=False),
     "llama-mha-f16": TinyConfig(arch="llama", n_head_kv=4, weight_type=Q.F16, embd_type=Q.F16),
     "qwen2-bias-q5_0": TinyConfig(arch="qwen2", weight_type=Q.Q5_0, rope_base=1e6),
+    "qwen2-output-bias": TinyConfig(arch="qwen2", output_bias=True, tied=False),
+    "llama-biases-q8_0": TinyConfig(arch="llama", attn_bias=True, ffn_bias=True),
     "qwen3-qknorm-q4_0": TinyConfig(arch="qwen3", weight_type=Q.Q4_0, eps=1e-6),
     "gemma3-swa-q5_1": TinyConfig(arch="gemma3", n_layer=6, n_head_kv=1, weight_type=Q.Q5_1, eps=1e-6, rope_base=1e6),
 }
 IDS = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 10, 84, 104, 101, 32, 113, 117]
 
 
-def relative_error(ours: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.linalg.norm(ours - ref) / np.linalg.norm(ref))
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_batched_logits_match_reference(tmp_path, name):
-    cfg = CASES[name]
-    path = tmp_path / f"{name}.gguf"
-    weights = write_tiny_gguf(path, cfg, seed=sorted(CASES).index(name))
-    ref = reference_logits(cfg, weights, IDS)
-    model = Model(path, threads=2, ctx_size=64)
-    ours = model.logits(IDS).astype(np.float64)
-    assert ours.shape == ref.shape
+    ours, ref, _ = runtime_and_reference(tmp_path / f"{name}.gguf", CASES[name], sorted(CASES).index(name), IDS)
     # int8 activation quantization adds ~1% noise; a structural error gives O(1).
     assert relative_error(ours, ref) < 0.03, relative_error(ours, ref)
     # And every position individually (the sliding window matters only late in the prompt).
@@ -101,3 +99,27 @@ def test_missing_tensor_is_a_clear_error(tmp_path):
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
     with pytest.raises(ValueError, match="missing tensor blk.1.ffn_down.weight"):
         Model(dst, threads=1)
+
+
+def test_biases_matter_at_this_size(tmp_path):
+    """The llama bias case would fail its tolerance if the runtime ignored the biases."""
+    cfg = CASES["llama-biases-q8_0"]
+    weights = write_tiny_gguf(tmp_path / "m.gguf", cfg, seed=sorted(CASES).index("llama-biases-q8_0"))
+    without = {k: v for k, v in weights.items() if not k.endswith(".bias")}
+    assert relative_error(reference_logits(cfg, without, IDS), reference_logits(cfg, weights, IDS)) > 0.1
+
+
+@pytest.mark.parametrize("arch, extra", [
+    ("llama", "blk.0.attn_qkv.weight"),  # an unknown name
+    ("qwen2", "blk.1.attn_output.bias"),  # llama.cpp reads attn_output.bias for llama only
+    ("qwen3", "output.bias"),  # the LM head bias: qwen2 only
+    ("qwen3", "rope_freqs.weight"),  # frequency factors: llama only
+    ("gemma3", "blk.0.ffn_up.bias"),
+])
+def test_tensor_the_forward_does_not_use_is_refused_by_name(tmp_path, arch, extra):
+    cfg = TinyConfig(arch=arch, n_head_kv=1 if arch == "gemma3" else 2, extra_tensors=(extra,))
+    path = tmp_path / "extra.gguf"
+    write_tiny_gguf(path, cfg)
+    with pytest.raises(ValueError, match=f"unsupported tensor {extra} for architecture {arch}") as info:
+        Model(path, threads=1)
+    assert str(path) in str(info.value)
