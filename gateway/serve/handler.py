@@ -24,9 +24,9 @@ from sanic.response import HTTPResponse
 
 from gateway.http.cors import cors_headers
 from gateway.http.error_handler import error_response
-from gateway.http.errors import APIError, server_busy, unavailable
+from gateway.http.errors import APIError, load_failed, server_busy, unavailable
 from gateway.http.request_ids import HEADER as REQUEST_ID_HEADER
-from gateway.serve.admission import NoServingLane, QueueFull, QueueTimeout
+from gateway.serve.admission import ModelLoadFailed, NoServingLane, QueueFull, QueueTimeout
 from gateway.serve.control import cancelled_error, outcome_for
 from gateway.serve.generation import Generation, GenerationCancelled
 from gateway.serve.lanes import SERVING_STATES
@@ -76,6 +76,8 @@ def admission_error(state, model: str, exc: Exception) -> APIError:
     """Why a request got no slot, in one place for every protocol."""
     if isinstance(exc, GenerationCancelled):
         return cancelled_error()
+    if isinstance(exc, ModelLoadFailed):
+        return load_failed(exc.model, exc.reason)
     retry_after_s = state.config.retry_after_s
     serving = any(s.state in SERVING_STATES for s in state.statuses() if s.model == model)
     if isinstance(exc, NoServingLane) or not serving:
@@ -202,7 +204,7 @@ class _Run:
             if parsed.stream else None
         try:
             await (generation.start() if queued is None else queued.admit(generation))
-        except (GenerationCancelled, QueueFull, QueueTimeout) as exc:
+        except (GenerationCancelled, QueueFull, QueueTimeout, ModelLoadFailed) as exc:
             self.generation = None  # it never reached a lane
             error = admission_error(self.state, parsed.model, exc)
             if queued is None or queued.response is None:
