@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Callable
+from typing import Awaitable, Callable
 
 from sanic.response import HTTPResponse
 
@@ -54,6 +54,7 @@ class Job:
     submissions: list  # none: answered by output.body() alone (Ollama's load call, no inputs)
     output: Output
     cleanup: Callable[[], None] | None = None  # runs when the request ends, whatever ends it
+    before_answer: Callable[[], Awaitable[None]] | None = None  # no submissions: awaited first (Ollama's load call)
 
 
 class Adapter:
@@ -142,6 +143,8 @@ class _Run:
         headers = {REQUEST_ID_HEADER: self.request_id, **job.output.headers,
                    **cors_headers(state.config.cors_origins, request.headers.get("origin"))}
         if not job.submissions:
+            if job.before_answer is not None:
+                await job.before_answer()
             return self._answer_without_lane(job.output, headers)
         if parsed.stream:
             headers["Cache-Control"] = "no-cache"

@@ -10,6 +10,7 @@ import os
 
 from lanes.api import ReasoningMarkers  # noqa: F401  (re-exported)
 from lanes.model_files import find_model_file
+from lanes.residency import load_model, resident_bytes, unload_model  # noqa: F401  (re-exported)
 from lanes.registry import SMOLLM2
 from lanes.wire import BATCH_TOKEN_BOUNDS, CHANNELS, CONTENT, FINISH_CODES, STEP_TIME_BOUNDS_NS  # noqa: F401  (re-exported)
 from lanes.wire import MAX_CHOICES as MAX_LANE_CHOICES  # noqa: F401  (re-exported)

@@ -19,13 +19,18 @@ from dataclasses import dataclass
 from typing import Callable
 
 from gateway.serve.admission import ModelLoadFailed
-from gateway.serve.lanes import LaneError, LaneStartupError
-from lanes.residency import load_model, unload_model
+from gateway.serve.lanes import LaneError, LaneStartupError, load_model, unload_model
 
 log = logging.getLogger("laneserve.residency")
 
 LOADED, LOADING, UNLOADED, UNLOADING, FAILED = "loaded", "loading", "unloaded", "unloading", "failed"
 HOLDING_MEMORY = (LOADED, LOADING, UNLOADING)  # what --models-max counts
+
+
+def router_status(state, model: str) -> str:
+    """loaded, loading, unloading or unloaded (llama-server's router names; a failed load is unloaded)."""
+    status = state.residency.status_of(model) if state.residency is not None else LOADED
+    return UNLOADED if status == FAILED else status
 
 
 def keep_alive_or_never(seconds: float) -> float | None:
@@ -91,7 +96,7 @@ class Residency:
 
     def want(self, model: str) -> None:
         r = self.residents[model]
-        if r.status in (UNLOADED, FAILED) and r.wanted_since_s is None:
+        if r.status in (UNLOADED, FAILED, UNLOADING) and r.wanted_since_s is None:
             r.wanted_since_s = time.monotonic()
             self._wake.set()
         r.unload_asked = False
@@ -139,8 +144,18 @@ class Residency:
             return r.keep_alive_s
         return max(0.0, r.idle_since_s + r.keep_alive_s - time.monotonic())
 
-    def in_use(self, model: str) -> bool:
-        return self._busy(self.residents[model])
+    def describe(self, model: str) -> dict:
+        """A model's residency as /health/ready, /api/ps, /models and `laneserve ps` show it."""
+        r = self.residents[model]
+        loaded = r.status == LOADED
+        expires_in_s = self.expires_in_s(model)
+        return {"status": r.status, "on_demand": r.on_demand, "in_use": loaded and self._busy(r),
+                "expires_in_s": None if expires_in_s is None else round(expires_in_s, 1), "error": r.error or None}
+
+    def status_of(self, model: str) -> str:
+        """LOADED for a model the residency does not manage (there is none today)."""
+        r = self.residents.get(model)
+        return LOADED if r is None else r.status
 
     # --- the owner ---------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -170,7 +185,7 @@ class Residency:
                 await self._unload(r)
         for r in sorted((r for r in self.residents.values() if r.wanted_since_s is not None),
                         key=lambda r: r.wanted_since_s):
-            if r.status not in (UNLOADED, FAILED):
+            if r.status in (LOADED, LOADING):
                 r.wanted_since_s = None
                 continue
             if not self._has_room() and not await self._make_room():
@@ -224,7 +239,6 @@ class Residency:
             return
         r.used_s = time.monotonic()
         r.idle_since_s = r.evict_since_s = None
-        r.unload_asked = False
         self._on_loaded(r.name)
         self._set_status(r, LOADED)
         log.info("model %s loaded in %.2f s", r.name, time.monotonic() - t0)
