@@ -102,8 +102,7 @@ class Residency:
         r.unload_asked = False
 
     def ask_unload(self, model: str) -> None:
-        r = self.residents[model]
-        r.wanted_since_s = None
+        r = self.residents[model]  # requests already waiting for it are still served first
         if r.status in (LOADED, LOADING):
             r.unload_asked = True
             self._wake.set()
@@ -120,7 +119,9 @@ class Residency:
         r = self.residents.get(model)
         if r is not None:
             r.used_s = time.monotonic()
-            self._wake.set()
+            # Only what may unload it needs the owner (a model kept forever and not chosen: no wake-up).
+            if r.keep_alive_s is not None or r.evict_since_s is not None or r.unload_asked:
+                self._wake.set()
 
     async def wait_status(self, model: str, statuses: tuple[str, ...], timeout_s: float) -> str:
         """The model's status once it is one of `statuses`, or whatever it is after timeout_s."""

@@ -16,8 +16,8 @@ from __future__ import annotations
 import orjson
 from sanic.response import HTTPResponse
 
-from gateway.http.body import parse_json_object
-from gateway.http.errors import invalid, load_failed, safe_repr, unavailable
+from gateway.http.body import parse_known_fields
+from gateway.http.errors import invalid, load_failed, unavailable
 from gateway.http.fields import get_str
 from gateway.server.residency import FAILED, LOADED, UNLOADED, router_status
 
@@ -51,38 +51,35 @@ async def router_models(request):
 
 def _model_of(request) -> str:
     state = request.app.ctx.state
-    body = parse_json_object(request.body, request.headers.get("content-type"), state.config.max_json_depth)
-    unknown = sorted(k for k in body if k not in MODEL_FIELDS)
-    if unknown and not state.config.lenient:
-        raise invalid(f"Unrecognized request argument supplied: {safe_repr(unknown[0])}",
-                      param=safe_repr(unknown[0]).strip("'"), code="unknown_parameter")
+    body = parse_known_fields(request, state.config, MODEL_FIELDS)
     requested = get_str(body, "model", None, 256)
     if requested is None:
         raise invalid("'model' is required", param="model", code="missing_required_parameter")
     return state.model(requested).name  # 404 model_not_found; 500 model_load_failed for an unreadable file
 
 
-async def load_model(request):
+async def _settle(request, load: bool):
+    """Ask for the load (or unload), then wait up to --queue-timeout-s for it to happen."""
     state = request.app.ctx.state
     model = _model_of(request)
     residency, timeout_s = state.residency, state.config.queue_timeout_s
-    residency.want(model)
-    status = await residency.wait_status(model, (LOADED, FAILED), timeout_s)
-    if status == FAILED:
+    if load:
+        residency.want(model)
+    else:
+        residency.ask_unload(model)
+    status = await residency.wait_status(model, (LOADED, FAILED) if load else (UNLOADED, FAILED), timeout_s)
+    if load and status == FAILED:
         raise load_failed(model, residency.residents[model].error)
-    if status != LOADED:
-        raise unavailable(f"model {model!r} did not load within {timeout_s:g} s", state.config.retry_after_s,
-                          code="model_loading")
+    if status not in ((LOADED,) if load else (UNLOADED, FAILED)):
+        doing = "did not load" if load else "still serves requests after"
+        raise unavailable(f"model {model!r} {doing} within {timeout_s:g} s", state.config.retry_after_s,
+                          code="model_loading" if load else "model_busy")
     return _json({"success": True})
+
+
+async def load_model(request):
+    return await _settle(request, load=True)
 
 
 async def unload_model(request):
-    state = request.app.ctx.state
-    model = _model_of(request)
-    residency, timeout_s = state.residency, state.config.queue_timeout_s
-    residency.ask_unload(model)
-    status = await residency.wait_status(model, (UNLOADED, FAILED), timeout_s)
-    if status not in (UNLOADED, FAILED):
-        raise unavailable(f"model {model!r} still serves requests after {timeout_s:g} s", state.config.retry_after_s,
-                          code="model_busy")
-    return _json({"success": True})
+    return await _settle(request, load=False)

@@ -12,13 +12,6 @@ from lanes.residency import load_model, resident_bytes, unload_model
 from .test_pool import collect
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
 
 async def test_deferred_model_loads_serves_unloads_and_loads_again(make_pool):
     pool = make_pool([LaneModelSpec("eager", "synthetic:"), LaneModelSpec("lazy", "synthetic:load_ms=50", replicas=2)],
@@ -39,7 +32,7 @@ async def test_deferred_model_loads_serves_unloads_and_loads_again(make_pool):
         pids = [s.pid for s in lazy]
         await unload_model(pool, "lazy")
         assert [s.state for s in pool.statuses() if s.model == "lazy"] == ["stopped", "stopped"]
-        assert not any(_alive(pid) for pid in pids)
+        assert not any(os.path.exists(f"/proc/{pid}") for pid in pids)
         assert resident_bytes(pool, "lazy") == 0
         await asyncio.sleep(0.3)  # past the first respawn backoff: an unload is no crash
         assert [s.state for s in pool.statuses() if s.model == "lazy"] == ["stopped", "stopped"]
