@@ -21,7 +21,7 @@ from gateway.http import auth
 from gateway.serve import control_routes
 from gateway.embeddings import routes as embedding_routes
 from gateway.http import error_handler as errors_http
-from gateway.server import info_routes
+from gateway.server import info_routes, router_routes
 from gateway.openai import routes as openai_routes
 from gateway.anthropic import errors as anthropic_errors
 from gateway.anthropic import routes as anthropic_routes
@@ -103,6 +103,9 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(anthropic_routes.count_tokens, "/v1/messages/count_tokens", "POST")
     route(info_routes.list_models, "/v1/models", "GET")
     route(info_routes.get_model, "/v1/models/<model_id:str>", "GET")
+    route(router_routes.router_models, "/models", "GET")
+    route(router_routes.load_model, "/models/load", "POST")
+    route(router_routes.unload_model, "/models/unload", "POST")
     route(info_routes.health_live, "/health/live", "GET")
     route(info_routes.health_ready, "/health/ready", "GET")
     route(info_routes.metrics, "/metrics", "GET")

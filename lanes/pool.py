@@ -35,7 +35,7 @@ SHM_HEADROOM = 1.25  # rings of respawned lanes overlap briefly with the old one
 
 class LanePool:
     def __init__(self, specs: list[LaneModelSpec], *, heartbeat_timeout_s: float | None = None,
-                 config: PoolConfig | None = None):
+                 config: PoolConfig | None = None, deferred: tuple[str, ...] = ()):
         if not specs:
             raise ValueError("LanePool needs at least one LaneModelSpec")
         names = [s.name for s in specs]
@@ -45,6 +45,10 @@ class LanePool:
         config = config_from_env(**overrides) if config is None else dataclasses.replace(config, **overrides)
         self.config = config
         self.specs = list(specs)
+        # Models whose lanes start() leaves unspawned: lanes.residency loads and unloads them later.
+        self.deferred = frozenset(deferred)
+        if not self.deferred <= set(names):
+            raise ValueError(f"deferred models {sorted(self.deferred - set(names))} have no LaneModelSpec")
         self.run_id = new_run_id()
         self.closing = False
         self._draining = False
@@ -61,6 +65,12 @@ class LanePool:
 
     def _all_replicas(self) -> list[LaneReplica]:
         return [r for replicas in self._replicas.values() for r in replicas]
+
+    def _startup_replicas(self) -> list[LaneReplica]:
+        return [r for name, replicas in self._replicas.items() if name not in self.deferred for r in replicas]
+
+    def replicas_of(self, model: str) -> list[LaneReplica]:
+        return self._replicas[model]
 
     def capacity_changed(self, model: str) -> None:
         if self.on_capacity is not None:
@@ -79,9 +89,9 @@ class LanePool:
             if swept:
                 log.warning("removed %d stale shared-memory names of dead runs", len(swept))
             need = sum(total_bytes(request_ring_capacity(s.ctx_size), self.config.output_ring_bytes) * s.replicas
-                       for s in self.specs)
+                       for s in self.specs if s.name not in self.deferred)
             check_free_space(int(need * SHM_HEADROOM), self.config.shm_dir)
-            for replica in self._all_replicas():
+            for replica in self._startup_replicas():
                 replica.spawn()
             if while_loading is not None:
                 while_loading()
@@ -98,7 +108,7 @@ class LanePool:
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.config.startup_timeout_s
-        pending = self._all_replicas()
+        pending = self._startup_replicas()
         failures = []
         while pending:
             still = []

@@ -67,6 +67,7 @@ class LaneReplica:
         self.ready_ns = 0
         self.kill_reason: str | None = None
         self.last_error = ""
+        self.unloading = False  # lanes.residency stops it on purpose: its exit is no crash (no respawn)
         self._loop = None
         self._respawn_timer = None
         self._drain_scheduled = False
@@ -361,7 +362,8 @@ class LaneReplica:
             self.fail_all(code, how + " during the request")
         was_ready = self.hello is not None
         self.teardown()
-        if self.pool.closing:
+        if self.pool.closing or self.unloading:
+            self.unloading = False
             return
         if not was_ready:
             self.load_failures += 1

@@ -21,6 +21,12 @@ _ALIASES = ", ".join(name + (" (speech to text)" if known.kind == AUDIO else "")
 # What each setting does; `--help` appends the default from GatewayConfig (config.default_text).
 _HELP = {
     "models": f"model to serve as NAME=PATH_OR_ALIAS (repeatable; alias: {_ALIASES})",
+    "models_dir": "serve every .gguf file in DIR on demand, named by its file stem (loaded on its first "
+                  "request; without --model, no model is loaded at start)",
+    "models_max": "models loaded at once: a request for another waits while the least recently used idle "
+                  "one unloads (0 = no cap)",
+    "idle_unload_s": "an on-demand model unloads after this many idle seconds (negative = never; models "
+                     "given with --model stay loaded unless an Ollama keep_alive says otherwise)",
     "replicas": "lane processes per model (isolation: a crash takes down one replica's requests only)",
     "threads": "compute threads per lane (0 = share the cores evenly among all lanes)",
     "ctx_size": "context window per sequence slot, in tokens (capped by the model's trained context)",

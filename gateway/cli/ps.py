@@ -1,5 +1,6 @@
-"""`laneserve ps`: what a running server is doing — per model: status, ready replicas, slots in
-use, queue depth, context per slot, file size; then one line per lane. Read from /health/ready
+"""`laneserve ps`: what a running server is doing — per model: status, whether it is loaded (busy,
+idle and when it unloads, unloaded, loading), ready replicas, slots in use, queue depth, context per
+slot, memory; then one line per lane. Read from /health/ready
 (which answers 503 with the same body while unavailable or draining) and /api/ps."""
 from __future__ import annotations
 
@@ -36,14 +37,36 @@ def _table(rows: list[list[str]]) -> list[str]:
     return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
 
 
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def loaded_text(residency: dict | None) -> str:
+    """busy / idle, unloads in 4m12s / idle, kept / loading / unloading / unloaded / failed."""
+    if not residency:
+        return "loaded"
+    status = residency.get("status")
+    if status != "loaded":
+        return str(status)
+    if residency.get("in_use"):
+        return "busy"
+    expires_in_s = residency.get("expires_in_s")
+    return "idle, kept" if expires_in_s is None else f"idle, unloads in {_duration(expires_in_s)}"
+
+
 def render(ready: dict, ps: dict) -> str:
-    """The table for a /health/ready body and an /api/ps body."""
+    """The table for a /health/ready body and an /api/ps body (SIZE: memory of a loaded model)."""
     sizes = {m.get("name"): m.get("size") for m in ps.get("models", [])}
-    rows = [["MODEL", "STATUS", "REPLICAS", "SLOTS IN USE", "QUEUED", "CTX/SLOT", "SIZE"]]
+    rows = [["MODEL", "STATUS", "LOADED", "REPLICAS", "SLOTS IN USE", "QUEUED", "CTX/SLOT", "SIZE"]]
     lane_rows = [["MODEL", "LANE", "STATE", "PID", "SLOTS IN USE", "RESTARTS", "KV CACHE"]]
     for name, m in ready.get("models", {}).items():
         lanes = m.get("lanes", [])
-        rows.append([name, m["status"], f"{m['ready_replicas']}/{len(lanes)}", f"{m['slots_in_use']}/{m['slots']}",
+        rows.append([name, m["status"], loaded_text(m.get("residency")), f"{m['ready_replicas']}/{len(lanes)}", f"{m['slots_in_use']}/{m['slots']}",
                      str(m["queued"]), str(m["ctx_per_slot"]), _size(sizes.get(name))])
         for lane in lanes:
             lane_rows.append([name, str(lane["index"]), lane["state"], str(lane.get("pid") or "-"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import orjson
 
-from gateway.http.errors import APIError, invalid
+from gateway.http.errors import APIError, invalid, safe_repr
 
 _JSON_TYPES = ("application/json",)
 
@@ -62,3 +62,13 @@ def parse_json_object(body: bytes, content_type: str | None, max_depth: int) -> 
     if _depth_exceeds(value, max_depth):
         raise invalid(f"request body nests deeper than {max_depth} levels", code="invalid_json")
     return value
+
+
+def parse_known_fields(request, config, known: dict) -> dict:
+    """A small JSON object body whose fields must be in `known` (unknown → 400 unless --lenient)."""
+    body = parse_json_object(request.body, request.headers.get("content-type"), config.max_json_depth)
+    unknown = sorted(k for k in body if k not in known)
+    if unknown and not config.lenient:
+        raise invalid(f"Unrecognized request argument supplied: {safe_repr(unknown[0])}",
+                      param=safe_repr(unknown[0]).strip("'"), code="unknown_parameter")
+    return body

@@ -82,3 +82,9 @@ def unavailable(message: str, retry_after_s: int, code: str = "unavailable") -> 
 
 def internal(message: str = "internal server error", code: str = "internal_error") -> APIError:
     return APIError(500, message, type="server_error", code=code)
+
+
+def load_failed(model: str, reason: str) -> APIError:
+    """A model that cannot be served: its file or its lanes failed to load (models on demand)."""
+    return APIError(500, f"model {model!r} could not be loaded: {reason}", type="server_error",
+                    code="model_load_failed")

@@ -43,7 +43,7 @@ def ollama_errors(handler):
 def served_model(state, name: str):
     """Ollama names carry a tag; ours are plain: "smollm2" and "smollm2:latest" are the same.
     Only text models: Ollama has no audio models."""
-    served = state.models.get(name) or (state.models.get(name[: -len(":latest")]) if name.endswith(":latest") else None)
+    served = state.find_model(name) or (state.find_model(name[: -len(":latest")]) if name.endswith(":latest") else None)
     if served is None:
         shown = name if len(name) <= 64 and name.isprintable() else "<model>"
         raise OllamaError(404, f"model '{shown}' not found")

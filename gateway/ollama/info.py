@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 import orjson
 from sanic.response import HTTPResponse
@@ -14,10 +15,12 @@ from gateway.ollama.frames import rfc3339
 from gateway.ollama.models import digest, model_facts
 from gateway.ollama.requests import OllamaError
 from gateway.ollama.errors import ollama_errors, served_model
+from gateway.server.residency import LOADED, router_status
+from gateway.serve.lanes import resident_bytes
 
 # The Ollama API level these routes follow (what clients compare against), not a laneserve version.
 OLLAMA_API_VERSION = "0.12.0"
-FAR_FUTURE = 4102444800.0  # 2100-01-01: our models never unload
+FAR_FUTURE = 4102444800.0  # 2100-01-01: the expiry shown for a model that never unloads when idle
 
 
 def _json(value, status: int = 200) -> HTTPResponse:
@@ -41,19 +44,34 @@ async def _entry(served) -> dict:
 async def tags(request):
     state = request.app.ctx.state
     # Ollama has no speech-to-text models: its clients expect GGUF details, so only text models show.
-    return _json({"models": [await _entry(m) for m in state.models.values() if not m.is_audio]})
+    # Every registered model is listed, loaded or not ("loaded" is ours: Ollama has no such field).
+    models = []
+    for served in state.models.values():
+        if not served.is_audio:
+            entry = await _entry(served)
+            entry["loaded"] = router_status(state, served.name) == LOADED
+            models.append(entry)
+    return _json({"models": models})
+
+
+def _expires_at_s(state, model: str) -> float:
+    in_s = state.residency.expires_in_s(model) if state.residency is not None else None
+    return FAR_FUTURE if in_s is None else time.time() + in_s
 
 
 @ollama_errors
 async def ps(request):
+    """Loaded models: the memory their lanes hold (RSS; all in RAM, so size_vram is 0) and when
+    they unload if they stay idle."""
     state = request.app.ctx.state
     serving = {s.model for s in state.statuses() if s.state in SERVING_STATES}
     models = []
     for served in state.models.values():
-        if served.name not in serving or served.is_audio:
+        if served.name not in serving or served.is_audio or router_status(state, served.name) != LOADED:
             continue
         entry = await _entry(served)
-        entry.update(expires_at=rfc3339(FAR_FUTURE), size_vram=0, context_length=served.n_ctx)
+        entry.update(size=resident_bytes(state.pool, served.name), expires_at=rfc3339(_expires_at_s(state, served.name)),
+                     size_vram=0, context_length=served.n_ctx)
         models.append(entry)
     return _json({"models": models})
 

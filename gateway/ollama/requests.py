@@ -17,6 +17,7 @@ from lanes.api import param_default
 from gateway.http.errors import APIError
 from gateway.http.fields import as_float32
 from gateway.http.limits import MAX_MESSAGES, MAX_TOKENS_LIMIT, SEED_MAX
+from gateway.ollama.keep_alive import KeepAliveError, parse_keep_alive
 from gateway.ollama.logprobs import ollama_logprobs
 from gateway.features.reasoning import OLLAMA_LEVELS, think_from_ollama
 from gateway.features.structured import from_ollama_format
@@ -61,7 +62,7 @@ class OllamaRequest:
     system: str | None = None
     raw: bool = False
     context: tuple[int, ...] = ()       # generate: token ids of an earlier exchange (deprecated)
-    keep_alive_zero: bool = False       # keep_alive 0: an empty request "unloads"
+    keep_alive_s: float | None = None   # gateway.ollama.keep_alive: None = not given, < 0 = never unload
     think: bool | None = None           # None: the template's default
     tools: Tools | None = None          # chat: gateway.features.tools (Ollama has no tool_choice: auto)
 
@@ -142,15 +143,11 @@ def _options(body: dict) -> tuple[GenerationParams, int | None]:
     return GenerationParams(max_tokens=1, logprobs=ollama_logprobs(body, bad), **values), num_predict
 
 
-def _keep_alive_zero(body: dict) -> bool:
-    value = body.get("keep_alive")
-    if value is None:
-        return False
-    if type(value) in (int, float):
-        return value == 0
-    if type(value) is str:
-        return value.strip() in ("0", "0s", "0m", "0h")
-    raise bad("keep_alive must be a duration string or a number of seconds")
+def _keep_alive_s(body: dict) -> float | None:
+    try:
+        return parse_keep_alive(body.get("keep_alive"))
+    except KeepAliveError as exc:
+        raise bad(str(exc)) from None
 
 
 _NO_VALUES = (None, "", [], {})  # what clients send for "not used"
@@ -207,7 +204,7 @@ def parse_chat(body: dict) -> OllamaRequest:
     if type(stream) is not bool:
         raise bad("stream must be true or false")
     return OllamaRequest(model=model, stream=stream, params=params, num_predict=num_predict,
-                         messages=_messages(body), keep_alive_zero=_keep_alive_zero(body),
+                         messages=_messages(body), keep_alive_s=_keep_alive_s(body),
                          think=think_from_ollama(body.get("think")), tools=tools)
 
 
@@ -235,7 +232,7 @@ def parse_generate(body: dict) -> OllamaRequest:
     if type(context) is not list or any(type(t) is not int or t < 0 for t in context):
         raise bad("context must be a list of token ids")
     return OllamaRequest(model=model, stream=stream, params=params, num_predict=num_predict, prompt=prompt,
-                         system=system, raw=raw, context=tuple(context), keep_alive_zero=_keep_alive_zero(body),
+                         system=system, raw=raw, context=tuple(context), keep_alive_s=_keep_alive_s(body),
                          think=think_from_ollama(body.get("think")))
 
 
@@ -274,7 +271,7 @@ _COMMON_SHAPES = {
     "stream": {"type": "boolean", "default": True},
     "options": _options_schema(),
     "format": {"anyOf": [{"enum": ["", "json", None]}, {"type": "object", "description": "a JSON schema"}]},
-    "keep_alive": {"type": ["string", "number", "null"], "description": "0 with no prompt: an \"unload\" no-op"},
+    "keep_alive": {"type": ["string", "number", "null"], "description": "how long the model stays loaded after this request: a duration (\"5m\", \"1h30m\") or seconds; 0 unloads it once idle, negative keeps it loaded"},
     "think": {"enum": [True, False, *OLLAMA_LEVELS, None]},
     "logprobs": {"type": ["boolean", "null"], "description": "each token's log-probability"},
     "top_logprobs": {"type": ["integer", "null"], "minimum": 0, "maximum": 20},

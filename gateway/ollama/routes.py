@@ -18,6 +18,7 @@ from gateway.ollama.errors import error_response, served_model
 from gateway.ollama.frames import OllamaFrames
 from gateway.ollama.logprobs import OllamaScores
 from gateway.ollama.output import OllamaOutput
+from gateway.ollama.residency_calls import apply_keep_alive, load_or_unload
 from gateway.ollama.requests import (CHAT_FIELDS, GENERATE_FIELDS, OllamaError, OllamaRequest, parse_chat,
                                      parse_generate, unknown_fields)
 from gateway.openai.tool_stream import TOOL_TEXT_FRAMING
@@ -54,13 +55,14 @@ def _max_tokens(num_predict: int | None, prompt_len: int, n_ctx: int) -> int:
 
 
 class _LoadAnswer(Output):
-    """Ollama's load/unload call (no messages / no prompt), answered at once: our models stay loaded."""
+    """Ollama's load/unload call (no messages / no prompt): answered once the model is loaded, or
+    (keep_alive 0) unloaded (gateway.ollama.residency_calls)."""
 
     def __init__(self, served, parsed: OllamaRequest, frames: OllamaFrames, chat: bool) -> None:
         super().__init__(0)
         obj = {"model": served.name, "created_at": frames.created_at}
         obj.update({"message": {"role": "assistant", "content": ""}} if chat else {"response": ""})
-        obj.update(done_reason="unload" if parsed.keep_alive_zero else "load", done=True)
+        obj.update(done_reason="unload" if parsed.keep_alive_s == 0 else "load", done=True)
         self.answer = orjson.dumps(obj)
 
     def body(self, tracker) -> tuple[bytes, str]:
@@ -79,6 +81,7 @@ class _Generate(Adapter):
             raise OllamaError(400, "model is required")
         served = served_model(state, model)
         parsed = (parse_chat if self.chat else parse_generate)(body)
+        apply_keep_alive(state, served.name, parsed.keep_alive_s)
         ignored = unknown_fields(body, CHAT_FIELDS if self.chat else GENERATE_FIELDS)
         return Parsed(served.name, parsed.stream, parsed, tuple(ignored))
 
@@ -86,7 +89,8 @@ class _Generate(Adapter):
         chat, parsed, served = self.chat, p.fields, state.models[p.model]
         frames = OllamaFrames(served.name, chat)
         if (chat and not parsed.messages) or (not chat and not parsed.prompt and not parsed.context):
-            return Job([], _LoadAnswer(served, parsed, frames, chat))
+            return Job([], _LoadAnswer(served, parsed, frames, chat),
+                       before_answer=lambda: load_or_unload(state, served.name, parsed.keep_alive_s == 0))
         ids, reasoning = _prompt_ids(served, parsed, chat)
         if not ids:
             raise OllamaError(400, "the prompt is empty after tokenization")

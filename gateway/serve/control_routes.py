@@ -12,8 +12,8 @@ from __future__ import annotations
 import orjson
 from sanic.response import HTTPResponse
 
-from gateway.http.body import parse_json_object
-from gateway.http.errors import APIError, invalid, safe_repr
+from gateway.http.body import parse_known_fields
+from gateway.http.errors import APIError, safe_repr
 from gateway.http.fields import get_str
 
 STOP_FIELDS = {"model": {"type": ["string", "null"], "maxLength": 256,
@@ -28,11 +28,7 @@ async def stop(request):
     state = request.app.ctx.state
     model = None
     if request.body and request.body.strip():
-        body = parse_json_object(request.body, request.headers.get("content-type"), state.config.max_json_depth)
-        unknown = sorted(k for k in body if k not in STOP_FIELDS)
-        if unknown and not state.config.lenient:
-            raise invalid(f"Unrecognized request argument supplied: {safe_repr(unknown[0])}",
-                          param=safe_repr(unknown[0]).strip("'"), code="unknown_parameter")
+        body = parse_known_fields(request, state.config, STOP_FIELDS)
         requested = get_str(body, "model", None, 256)
         if requested is not None:
             model = state.model(requested).name  # 404 model_not_found

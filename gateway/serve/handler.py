@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Callable
+from typing import Awaitable, Callable
 
 from sanic.response import HTTPResponse
 
 from gateway.http.cors import cors_headers
 from gateway.http.error_handler import error_response
-from gateway.http.errors import APIError, server_busy, unavailable
+from gateway.http.errors import APIError, load_failed, server_busy, unavailable
 from gateway.http.request_ids import HEADER as REQUEST_ID_HEADER
-from gateway.serve.admission import NoServingLane, QueueFull, QueueTimeout
+from gateway.serve.admission import ModelLoadFailed, NoServingLane, QueueFull, QueueTimeout
 from gateway.serve.control import cancelled_error, outcome_for
 from gateway.serve.generation import Generation, GenerationCancelled
 from gateway.serve.lanes import SERVING_STATES
@@ -54,6 +54,7 @@ class Job:
     submissions: list  # none: answered by output.body() alone (Ollama's load call, no inputs)
     output: Output
     cleanup: Callable[[], None] | None = None  # runs when the request ends, whatever ends it
+    before_answer: Callable[[], Awaitable[None]] | None = None  # no submissions: awaited first (Ollama's load call)
 
 
 class Adapter:
@@ -76,6 +77,8 @@ def admission_error(state, model: str, exc: Exception) -> APIError:
     """Why a request got no slot, in one place for every protocol."""
     if isinstance(exc, GenerationCancelled):
         return cancelled_error()
+    if isinstance(exc, ModelLoadFailed):
+        return load_failed(exc.model, exc.reason)
     retry_after_s = state.config.retry_after_s
     serving = any(s.state in SERVING_STATES for s in state.statuses() if s.model == model)
     if isinstance(exc, NoServingLane) or not serving:
@@ -140,6 +143,8 @@ class _Run:
         headers = {REQUEST_ID_HEADER: self.request_id, **job.output.headers,
                    **cors_headers(state.config.cors_origins, request.headers.get("origin"))}
         if not job.submissions:
+            if job.before_answer is not None:
+                await job.before_answer()
             return self._answer_without_lane(job.output, headers)
         if parsed.stream:
             headers["Cache-Control"] = "no-cache"
@@ -202,7 +207,7 @@ class _Run:
             if parsed.stream else None
         try:
             await (generation.start() if queued is None else queued.admit(generation))
-        except (GenerationCancelled, QueueFull, QueueTimeout) as exc:
+        except (GenerationCancelled, QueueFull, QueueTimeout, ModelLoadFailed) as exc:
             self.generation = None  # it never reached a lane
             error = admission_error(self.state, parsed.model, exc)
             if queued is None or queued.response is None:

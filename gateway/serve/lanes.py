@@ -10,6 +10,7 @@ import os
 
 from lanes.api import ReasoningMarkers  # noqa: F401  (re-exported)
 from lanes.model_files import find_model_file
+from lanes.residency import load_model, resident_bytes, unload_model  # noqa: F401  (re-exported)
 from lanes.registry import SMOLLM2
 from lanes.wire import BATCH_TOKEN_BOUNDS, CHANNELS, CONTENT, FINISH_CODES, STEP_TIME_BOUNDS_NS  # noqa: F401  (re-exported)
 from lanes.wire import MAX_CHOICES as MAX_LANE_CHOICES  # noqa: F401  (re-exported)
@@ -48,10 +49,11 @@ def is_synthetic(source: str) -> bool:
     return source.startswith(SYNTHETIC_PREFIX)
 
 
-def resolve_model_paths(config: GatewayConfig) -> dict[str, str]:
-    """Model name → GGUF path (or synthetic spec); FileNotFoundError with an install hint."""
+def resolve_model_paths(entries) -> dict[str, str]:
+    """Model name → GGUF path (or synthetic spec) of --model entries; FileNotFoundError with an
+    install hint."""
     return {entry.name: entry.source if is_synthetic(entry.source) else str(find_model_file(entry.source))
-            for entry in config.models}
+            for entry in entries}
 
 
 def model_kind(lane_path: str) -> str:
@@ -76,7 +78,7 @@ def memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def slots_for(config: GatewayConfig, path: str) -> int:
+def slots_for(config: GatewayConfig, path: str, num_models: int) -> int:
     """Sequence slots per lane: --parallel, or automatically MAX_AUTO_SLOTS, fewer only when the
     K/V cache of every lane (replicas × models × slots × ctx_size × bytes per token) would pass
     KV_MEMORY_FRACTION of this machine's memory. The cache is reserved, not resident: pages
@@ -85,33 +87,44 @@ def slots_for(config: GatewayConfig, path: str) -> int:
         return config.parallel
     if is_synthetic(path):
         return MAX_AUTO_SLOTS
-    per_token = read_model_meta(path).kv_bytes_per_token
+    try:
+        per_token = read_model_meta(path).kv_bytes_per_token
+    except ValueError:  # a broken file: its own load reports why
+        return MAX_AUTO_SLOTS
     if not per_token:
         return MAX_AUTO_SLOTS
-    lanes = config.replicas * len(config.models)
+    lanes = config.replicas * num_models
     fit = int(memory_bytes() * KV_MEMORY_FRACTION) // (lanes * config.ctx_size * per_token)
     return max(1, min(MAX_AUTO_SLOTS, fit))
 
 
+def resident_models(config: GatewayConfig, paths: dict[str, str]) -> int:
+    """How many of these models can be loaded at once (--models-max caps it): what the cores and
+    the K/V memory are shared among."""
+    return min(len(paths), config.models_max) if config.models_max else len(paths)
+
+
 def lane_specs(config: GatewayConfig, paths: dict[str, str]) -> list[LaneModelSpec]:
     specs = []
+    num_models = resident_models(config, paths)
     for name, path in paths.items():
         if model_kind(path) == "audio":
             # One transcription at a time per lane: it uses all of the lane's threads.
             specs.append(LaneModelSpec(name=name, path=path, replicas=config.replicas,
-                                       threads=config.audio_lane_threads(), ctx_size=AUDIO_CTX_SIZE, num_slots=1,
+                                       threads=config.audio_lane_threads(num_models), ctx_size=AUDIO_CTX_SIZE, num_slots=1,
                                        max_batch_tokens=1, kind="audio"))
             continue
-        slots = slots_for(config, path)
-        specs.append(LaneModelSpec(name=name, path=path, replicas=config.replicas, threads=config.lane_threads(),
+        slots = slots_for(config, path, num_models)
+        specs.append(LaneModelSpec(name=name, path=path, replicas=config.replicas, threads=config.lane_threads(num_models),
                                    ctx_size=config.ctx_size, num_slots=slots,
                                    max_batch_tokens=max(config.max_batch_tokens, slots),
                                    repack_cache_dir=config.repack_cache_path()))
     return specs
 
 
-def create_pool(config: GatewayConfig, paths: dict[str, str]) -> LanePool:
-    return LanePool(lane_specs(config, paths), heartbeat_timeout_s=config.heartbeat_timeout_s)
+def create_pool(config: GatewayConfig, paths: dict[str, str], deferred: tuple[str, ...] = ()) -> LanePool:
+    """deferred: models whose lanes load on demand (gateway.server.residency), not at start."""
+    return LanePool(lane_specs(config, paths), heartbeat_timeout_s=config.heartbeat_timeout_s, deferred=deferred)
 
 
 REASONING = CHANNELS["reasoning"]

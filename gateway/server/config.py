@@ -80,6 +80,11 @@ def _positive(name: str, value: float) -> None:
 @dataclass(frozen=True)
 class GatewayConfig:
     models: tuple[ModelEntry, ...] = (ModelEntry(DEFAULT_MODEL, DEFAULT_MODEL),)
+    # Every GGUF in this directory is served on demand under its file stem (gateway/server/models_dir.py):
+    # its lanes load on the first request and unload after idle_unload_s idle (gateway/server/residency.py).
+    models_dir: str | None = None
+    models_max: int = 0  # models loaded at once (LRU unload of idle ones beyond it); 0 = no cap
+    idle_unload_s: float = 300.0  # an on-demand model idle this long unloads; < 0 = never (eager: never)
     replicas: int = 1
     threads: int = 0  # per lane; 0 = share this machine's cores evenly among all lanes
     ctx_size: int = LaneModelSpec.ctx_size  # per sequence slot
@@ -152,6 +157,10 @@ class GatewayConfig:
             raise ConfigError(f"parallel must be an integer in [0, 256], 0 = automatic (got {self.parallel!r})")
         if type(self.max_stored_responses) is not int or self.max_stored_responses < 0:
             raise ConfigError(f"max_stored_responses must be an integer >= 0 (got {self.max_stored_responses!r})")
+        if type(self.models_max) is not int or self.models_max < 0:
+            raise ConfigError(f"models_max must be an integer >= 0, 0 = no cap (got {self.models_max!r})")
+        if self.models_dir is not None and not Path(self.models_dir).expanduser().is_dir():
+            raise ConfigError(f"models_dir: {self.models_dir!r} is not a directory")
         if type(self.max_queue) is not int or self.max_queue < 0:
             raise ConfigError(f"max_queue must be an integer >= 0 (got {self.max_queue!r})")
         if type(self.ctx_size) is not int or not 16 <= self.ctx_size <= 1 << 20:
@@ -212,20 +221,21 @@ class GatewayConfig:
             return str(default_repack_cache_dir())
         return str(Path(self.repack_cache_dir).expanduser())
 
-    def lane_threads(self) -> int:
+    def lane_threads(self, num_models: int | None = None) -> int:
         """Compute threads per lane: as configured, or the cores shared evenly among all lanes
-        (lanes × threads ≤ cores keeps every lane's thread pool from fighting the others)."""
+        (lanes × threads ≤ cores keeps every lane's thread pool from fighting the others) of the
+        num_models loaded at once (default: every --model)."""
         if self.threads:
             return self.threads
-        return max(1, available_cores() // (self.replicas * len(self.models)))
+        return max(1, available_cores() // (self.replicas * (num_models or len(self.models))))
 
-    def audio_lane_threads(self) -> int:
+    def audio_lane_threads(self, num_models: int | None = None) -> int:
         """Threads per audio lane: --audio-threads, else the same even share as text lanes (an
         audio lane is one lane in the division, so a long transcription takes its share of the
         cores and no more)."""
         if self.audio_threads:
             return self.audio_threads
-        return max(1, available_cores() // (self.replicas * len(self.models)))
+        return max(1, available_cores() // (self.replicas * (num_models or len(self.models))))
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(GatewayConfig)}
@@ -307,7 +317,7 @@ def convert(field_name: str, value: Any) -> Any:
                 return int(value.strip())
             if isinstance(default, float):
                 return float(value.strip())
-            if field_name == "records":
+            if field_name in ("records", "models_dir"):
                 return value or None
         return value
     except ValueError as exc:

@@ -6,6 +6,7 @@ from sanic.response import HTTPResponse
 
 from gateway.server import openapi
 from gateway.serve.lanes import SERVING_STATES
+from gateway.server.residency import LOADED, router_status
 
 
 def _json(value, status: int = 200, headers: dict | None = None) -> HTTPResponse:
@@ -22,6 +23,7 @@ def _model_card(state, served, statuses) -> dict:
         "root": served.name,
         "parent": None,
         "max_model_len": served.n_ctx,
+        "status": {"value": router_status(state, served.name)},  # llama-server router's field
         "laneserve": {
             "streaming": "incremental",
             "replicas": len(lanes),
@@ -57,10 +59,14 @@ def readiness(state) -> tuple[int, dict]:
     for name in state.models:
         lanes = [s for s in statuses if s.model == name]
         serving = sum(1 for s in lanes if s.state in SERVING_STATES)
-        all_serving &= serving > 0
+        residency = state.residency.describe(name) if state.residency is not None else None
+        loaded = residency is None or residency["status"] == LOADED
+        all_serving &= serving > 0 or not loaded  # one not loaded is loaded by its next request
         served = state.models[name]
         models[name] = {
-            "status": "ready" if serving == len(lanes) and lanes else ("degraded" if serving else "unavailable"),
+            "status": ("ready" if serving == len(lanes) and lanes else ("degraded" if serving else "unavailable"))
+            if loaded else residency["status"],
+            "residency": residency,
             "ready_replicas": serving,
             "slots": sum(s.num_slots for s in lanes if s.state in SERVING_STATES),
             "slots_in_use": sum(s.in_flight for s in lanes),
@@ -74,7 +80,7 @@ def readiness(state) -> tuple[int, dict]:
         status = "draining"
     elif not all_serving or state.pool is None:
         status = "unavailable"
-    elif all(m["status"] == "ready" for m in models.values()):
+    elif all(m["status"] in ("ready", "unloaded", "loading", "unloading", "failed") for m in models.values()):
         status = "ready"
     else:
         status = "degraded"

@@ -16,9 +16,10 @@ def serve(config: GatewayConfig) -> int:
     configure_logging(config.log_level, config.log_format)
     log = get_logger()
     from gateway.server.lifecycle import ServingLanes, StartupFailed
+    from gateway.server.models_dir import eager_entries
 
-    log.info("starting", models=[m.name for m in config.models], replicas=config.replicas,
-             threads=config.lane_threads(), ctx_size=config.ctx_size)
+    log.info("starting", models=[m.name for m in eager_entries(config)], models_dir=config.models_dir,
+             replicas=config.replicas, ctx_size=config.ctx_size)
     try:
         # The HTTP side's imports (~0.5-1 s) overlap the lanes' model loading.
         backend = ServingLanes.start(config, while_loading=lambda: importlib.import_module("gateway.app"))

@@ -74,9 +74,15 @@ EMBEDDINGS = obj({
                                             "embedding": {"anyOf": [_VECTOR, _STR]}})},
     "usage": obj({"prompt_tokens": _INT, "total_tokens": _INT}),
 })
+_ROUTER_STATUS = obj({"value": {"enum": ["loaded", "loading", "unloading", "unloaded"]}},
+                     {"failed": {"type": "boolean"}, "error": _STR})
 MODEL_CARD = obj({"id": _STR, "object": {"const": "model"}, "created": _INT, "owned_by": _STR},
-                 {"max_model_len": _INT, "laneserve": {"type": "object"}})
+                 {"max_model_len": _INT, "status": _ROUTER_STATUS, "laneserve": {"type": "object"}})
 MODEL_LIST = obj({"object": {"const": "list"}, "data": {"type": "array", "items": MODEL_CARD}})
+ROUTER_MODELS = obj({"object": {"const": "list"}, "data": {"type": "array", "items": obj(
+    {"id": _STR, "object": {"const": "model"}, "owned_by": _STR, "created": _INT, "path": _STR,
+     "status": _ROUTER_STATUS})}})
+ROUTER_SUCCESS = obj({"success": {"const": True}})
 TOKENIZE = obj({"tokens": {"type": "array", "items": {"anyOf": [_INT, obj({"id": _INT, "piece": _STR})]}},
                 "count": _INT, "max_model_len": _INT})
 DETOKENIZE = obj({"prompt": _STR, "content": _STR})
@@ -85,8 +91,9 @@ CANCEL = obj({"id": _STR, "cancelled": {"const": True}})
 LIVE = obj({"status": {"const": "ok"}})
 READY = obj({"status": {"enum": ["ready", "degraded", "unavailable", "draining"]},
              "models": {"type": "object", "additionalProperties": obj({
-                 "status": {"enum": ["ready", "degraded", "unavailable"]}, "ready_replicas": _INT, "slots": _INT,
-                 "slots_in_use": _INT, "queued": _INT, "lanes": {"type": "array"}})}})
+                 "status": {"enum": ["ready", "degraded", "unavailable", "loading", "unloading", "unloaded", "failed"]},
+                 "ready_replicas": _INT, "slots": _INT, "slots_in_use": _INT, "queued": _INT,
+                 "lanes": {"type": "array"}}, {"residency": {"type": ["object", "null"]}})}})
 TEXT = {"type": "string"}
 
 _OLLAMA_DONE = {"done": {"type": "boolean"}, "done_reason": _STR, "total_duration": _INT, "eval_count": _INT,
@@ -101,7 +108,8 @@ OLLAMA_EMBEDDINGS = obj({"embedding": _VECTOR})
 _OLLAMA_MODEL = obj({"name": _STR, "model": _STR, "modified_at": _STR, "size": _INT, "digest": _STR,
                      "details": {"type": "object"}})
 OLLAMA_TAGS = obj({"models": {"type": "array", "items": _OLLAMA_MODEL}})
-OLLAMA_PS = OLLAMA_TAGS
+OLLAMA_PS = obj({"models": {"type": "array", "items": obj(
+    {**_OLLAMA_MODEL["properties"], "expires_at": _STR, "size_vram": _INT, "context_length": _INT})}})
 OLLAMA_SHOW = obj({"modelfile": _STR, "parameters": _STR, "template": _STR, "details": {"type": "object"},
                    "model_info": {"type": "object"}, "capabilities": {"type": "array", "items": _STR}})
 OLLAMA_VERSION = obj({"version": _STR})

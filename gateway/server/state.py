@@ -2,6 +2,7 @@
 records, in-flight request ids and the drain flags. One instance per Sanic worker, on app.ctx."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from gateway.server.config import GatewayConfig
@@ -48,6 +49,8 @@ class ServerState:
     config: GatewayConfig
     pool: object = None  # gateway.serve.lanes.LanePool once started
     admission: object = None  # gateway.serve.admission.AdmissionQueue once started
+    residency: object = None  # gateway.server.residency.Residency once started: which models are loaded
+    on_demand: object = None  # gateway.server.on_demand.OnDemandModels (--models-dir) once started
     models: dict[str, ServedModel] = field(default_factory=dict)
     metrics: Metrics | None = None
     records: RecordsFile | None = None
@@ -67,8 +70,16 @@ class ServerState:
     def statuses(self) -> list:
         return list(self.pool.statuses()) if self.pool is not None else []
 
-    def model(self, requested: str) -> ServedModel:
+    def find_model(self, requested: str) -> ServedModel | None:
+        """The served model of that name; a --models-dir file that could not be read is read again
+        if it changed, else its error (APIError 500 model_load_failed)."""
         served = self.models.get(requested)
+        if served is None and self.on_demand is not None and requested in self.on_demand.broken:
+            served = self.models[requested] = self.on_demand.retry(requested, int(time.time()))
+        return served
+
+    def model(self, requested: str) -> ServedModel:
+        served = self.find_model(requested) if isinstance(requested, str) else None
         if served is None:
             raise model_not_found(requested)
         return served

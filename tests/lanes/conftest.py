@@ -26,9 +26,9 @@ def synthetic_events(n: int, prefix: bytes = b"", suffix: bytes = b"") -> bytes:
 def make_pool():
     pools = []
 
-    def make(specs, **config) -> LanePool:
+    def make(specs, deferred=(), **config) -> LanePool:
         cfg = PoolConfig(**{"heartbeat_timeout_s": 5.0, **config})
-        pool = LanePool(specs, config=cfg)
+        pool = LanePool(specs, config=cfg, deferred=deferred)
         pools.append(pool)
         return pool
 

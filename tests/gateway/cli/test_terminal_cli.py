@@ -37,8 +37,21 @@ def test_render_table():
     assert lines[0] == "server: ready"
     header = lines[2].split()
     assert header[:2] == ["MODEL", "STATUS"]
-    assert lines[3].split() == ["m", "ready", "1/1", "3/8", "2", "4096", "92.0", "MiB"]
+    assert lines[3].split() == ["m", "ready", "loaded", "1/1", "3/8", "2", "4096", "92.0", "MiB"]
     assert lines[-1].split() == ["m", "0", "serving", "42", "3/8", "0", "3.0", "MiB"]
+
+
+def test_loaded_column_says_busy_idle_expiring_or_unloaded():
+    from gateway.cli.ps import loaded_text
+
+    loaded = {"status": "loaded", "on_demand": True, "in_use": False, "expires_in_s": 252.4, "error": None}
+    assert loaded_text(loaded) == "idle, unloads in 4m12s"
+    assert loaded_text({**loaded, "expires_in_s": 3 * 3600 + 60}) == "idle, unloads in 3h01m"
+    assert loaded_text({**loaded, "expires_in_s": None}) == "idle, kept"
+    assert loaded_text({**loaded, "in_use": True}) == "busy"
+    assert loaded_text({**loaded, "status": "unloaded", "expires_in_s": None}) == "unloaded"
+    assert loaded_text({**loaded, "status": "loading"}) == "loading"
+    assert loaded_text(None) == "loaded"  # a server without models on demand
 
 
 def test_ps_unreachable(capsys):
@@ -70,7 +83,7 @@ def test_ps_shows_a_busy_slot(own_server, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "server: ready"
     row = next(line.split() for line in lines[3:] if line.startswith("fake"))
-    assert row[1:4] == ["ready", "1/1", "1/" + row[3].split("/")[1]] and row[4] == "0"
+    assert row[1:5] == ["ready", "busy", "1/1", "1/" + row[4].split("/")[1]] and row[5] == "0"
     lane = next(line.split() for line in lines[5:] if line.startswith("fake"))
     assert lane[1] == "0" and lane[4].startswith("1/")
 

@@ -126,7 +126,8 @@ def test_ndjson_bytes_and_load_unload(http):
     load = http.post("/api/generate", json={"model": "smollm2"}).json()
     assert load["done"] is True and load["done_reason"] == "load" and load["response"] == ""
     unload = http.post("/api/chat", json={"model": "smollm2", "messages": [], "keep_alive": 0}).json()
-    assert unload["done_reason"] == "unload"
+    assert unload["done_reason"] == "unload"  # it is unloaded (tests/gateway/server/test_on_demand.py)
+    assert http.post("/api/generate", json={"model": "smollm2"}).json()["done_reason"] == "load"  # as it was
     bad = http.post("/api/chat", content=b"{not json")
     assert bad.status_code == 400 and set(bad.json()) == {"error"}
     assert http.post("/api/generate", json={"model": "smollm2", "prompt": "x", "suffix": "y"}).status_code == 400

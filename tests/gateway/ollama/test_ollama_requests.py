@@ -1,4 +1,6 @@
 """Ollama option parsing: Ollama's own defaults where they differ from ours, GenerationParams' elsewhere."""
+import pytest
+
 from gateway.ollama.requests import DEFAULT_OPTIONS, parse_chat, parse_generate
 from lanes.api import GenerationParams
 
@@ -24,3 +26,18 @@ def test_options_override_the_defaults():
                                         "repeat_penalty": 0, "seed": 3, "stop": ["x", ""]}}).params
     assert (p.temperature, p.top_k, p.repeat_last_n, p.min_p) == (0.0, 5, 1 << 20, 0.1)
     assert p.repetition_penalty == 1.0 and p.seed == 3 and p.stop == ("x",)
+
+
+def test_keep_alive_durations_and_seconds():
+    from gateway.ollama.keep_alive import KeepAliveError, parse_keep_alive
+
+    assert parse_keep_alive(None) is None
+    assert parse_keep_alive("5m") == 300.0
+    assert parse_keep_alive("1h30m") == 5400.0
+    assert parse_keep_alive("1.5s") == 1.5 and parse_keep_alive("500ms") == 0.5
+    assert parse_keep_alive("0") == 0.0 and parse_keep_alive(0) == 0.0 and parse_keep_alive("0s") == 0.0
+    assert parse_keep_alive("-1") == -1.0 and parse_keep_alive("-1m") == -60.0 and parse_keep_alive(-1) == -1.0
+    assert parse_keep_alive(300) == 300.0 and parse_keep_alive("300") == 300.0
+    for bad in ("5 minutes", "m", "1h-30m", "", True, [], float("inf")):
+        with pytest.raises(KeepAliveError):
+            parse_keep_alive(bad)
