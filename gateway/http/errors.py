@@ -86,5 +86,5 @@ def internal(message: str = "internal server error", code: str = "internal_error
 
 def load_failed(model: str, reason: str) -> APIError:
     """A model that cannot be served: its file or its lanes failed to load (models on demand)."""
-    return APIError(500, f"model {model!r} could not be loaded: {reason}", type="server_error",
+    return APIError(503, f"model {model!r} could not be loaded: {reason}", type="server_error",
                     code="model_load_failed")

@@ -3,7 +3,7 @@
 A --models-dir model is registered at start from its GGUF alone (tokenizer, chat template,
 embedding width: ~0.1-0.3 s each, in the start-up thread that overlaps the eager lanes' loading):
 requests are tokenized and checked before its lanes load. A file that cannot be read is kept
-aside with its error: a request for it gets that error (500 model_load_failed) and no other model
+aside with its error: a request for it gets that error (503 model_load_failed) and no other model
 is affected; the next request after the file changed (size or mtime) reads it again.
 """
 from __future__ import annotations

@@ -56,9 +56,9 @@ def _errors(schema: dict, *statuses: int) -> dict:
              401: "missing or wrong API key (only when one is configured)",
              404: "unknown model or id", 413: "body over --max-body-bytes", 415: "Content-Type is not JSON",
              429: "every slot of the model is taken and its queue is full",
-             500: "the model could not be loaded (model_load_failed: its file or its lanes)",
              502: "the lane failed mid-request",
-             503: "lanes restarting, or the server is draining"}
+             503: "lanes restarting, the server draining, or the model could not be loaded (model_load_failed: "
+                  "its file or its lanes)"}
     out = {}
     for status in statuses:
         entry = {"description": words[status], "content": _content(schema)}
@@ -68,7 +68,7 @@ def _errors(schema: dict, *statuses: int) -> dict:
     return out
 
 
-_GENERATION_ERRORS = (400, 401, 404, 413, 415, 429, 500, 502, 503)
+_GENERATION_ERRORS = (400, 401, 404, 413, 415, 429, 502, 503)
 
 
 def _op(summary: str, ok: dict, *, body: dict | None = None, errors: tuple = (401,), error_schema: dict = r.ERROR,
@@ -132,10 +132,10 @@ def _operations(lenient: bool) -> dict[tuple[str, str], dict]:
         ("post", "/models/load"): _op("load a model (unloading the least recently used idle one at --models-max)",
                                       _content(r.ROUTER_SUCCESS), body=_closed(router_routes.MODEL_FIELDS, ("model",),
                                                                                lenient=lenient),
-                                      errors=(400, 401, 404, 413, 415, 500, 503)),
+                                      errors=(400, 401, 404, 413, 415, 503)),
         ("post", "/models/unload"): _op("unload a model once its requests end", _content(r.ROUTER_SUCCESS),
                                         body=_closed(router_routes.MODEL_FIELDS, ("model",), lenient=lenient),
-                                        errors=(400, 401, 404, 413, 415, 500, 503)),
+                                        errors=(400, 401, 404, 413, 415, 503)),
         ("get", "/health/live"): _op("the process answers", _content(r.LIVE), errors=()),
         ("get", "/health/ready"): {**_op("every model has a serving lane", _content(r.READY), errors=()),
                                    "responses": {"200": {"description": "ready or degraded",
@@ -147,11 +147,11 @@ def _operations(lenient: bool) -> dict[tuple[str, str], dict]:
                                  {"text/plain": {"schema": r.TEXT}}),
         ("post", "/api/chat"): _op("Ollama chat (NDJSON unless stream is false)", ndjson_or_json(r.OLLAMA_CHAT),
                                    body=ollama_requests.body_schema(ollama_requests.CHAT_FIELDS),
-                                   errors=(400, 401, 404, 413, 500, 503), error_schema=ollama),
+                                   errors=(400, 401, 404, 413, 503), error_schema=ollama),
         ("post", "/api/generate"): _op("Ollama generate (NDJSON unless stream is false)",
                                        ndjson_or_json(r.OLLAMA_GENERATE),
                                        body=ollama_requests.body_schema(ollama_requests.GENERATE_FIELDS),
-                                       errors=(400, 401, 404, 413, 500, 503), error_schema=ollama),
+                                       errors=(400, 401, 404, 413, 503), error_schema=ollama),
         ("post", "/api/embed"): _op("Ollama embeddings", _content(r.OLLAMA_EMBED), error_schema=ollama,
                                     body=ollama_requests.body_schema(embeddings.OLLAMA_EMBED_FIELDS),
                                     errors=(400, 401, 404, 413, 503)),

@@ -55,7 +55,7 @@ def _model_of(request) -> str:
     requested = get_str(body, "model", None, 256)
     if requested is None:
         raise invalid("'model' is required", param="model", code="missing_required_parameter")
-    return state.model(requested).name  # 404 model_not_found; 500 model_load_failed for an unreadable file
+    return state.model(requested).name  # 404 model_not_found; 503 model_load_failed for an unreadable file
 
 
 async def _settle(request, load: bool):

@@ -72,7 +72,7 @@ class ServerState:
 
     def find_model(self, requested: str) -> ServedModel | None:
         """The served model of that name; a --models-dir file that could not be read is read again
-        if it changed, else its error (APIError 500 model_load_failed)."""
+        if it changed, else its error (APIError 503 model_load_failed)."""
         served = self.models.get(requested)
         if served is None and self.on_demand is not None and requested in self.on_demand.broken:
             served = self.models[requested] = self.on_demand.retry(requested, int(time.time()))

@@ -142,25 +142,25 @@ def test_ollama_keep_alive_0_unloads_after_the_request(dir_server, client):
 
 def test_an_unreadable_file_fails_for_that_model_only(dir_server, client):
     answer = client.post("/v1/chat/completions", json={"model": "broken", "messages": [{"role": "user", "content": "x"}]})
-    assert answer.status_code == 500
+    assert answer.status_code == 503
     assert answer.json()["error"]["code"] == "model_load_failed"
     assert "could not be loaded" in answer.json()["error"]["message"] and "GGUF" in answer.json()["error"]["message"]
     ollama_answer = client.post("/api/chat", json={"model": "broken", "messages": [{"role": "user", "content": "x"}]})
-    assert ollama_answer.status_code == 500 and "could not be loaded" in ollama_answer.json()["error"]
+    assert ollama_answer.status_code == 503 and "could not be loaded" in ollama_answer.json()["error"]
     assert _complete(dir_server.base_url, "smollm2").status_code == 200
 
 
 def test_a_model_whose_lanes_cannot_load_fails_its_requests_and_is_retried_by_the_next(dir_server, client):
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         answers = list(pool.map(lambda m: _complete(dir_server.base_url, m), ["tiny", "tiny", "tiny"]))
-    assert [a.status_code for a in answers] == [500] * 3
+    assert [a.status_code for a in answers] == [503] * 3
     for answer in answers:
         assert answer.json()["error"]["code"] == "model_load_failed"
         assert "training context" in answer.json()["error"]["message"]
     status = _statuses(client)["tiny"]
     assert status["value"] == "unloaded" and status["failed"] and "training context" in status["error"]
     loads_before = dir_server.log_text().count("model tiny could not be loaded")
-    assert _complete(dir_server.base_url, "tiny").status_code == 500  # tried again, not answered from memory
+    assert _complete(dir_server.base_url, "tiny").status_code == 503  # tried again, not answered from memory
     assert dir_server.log_text().count("model tiny could not be loaded") == loads_before + 1
     assert _complete(dir_server.base_url, "gemma3").status_code == 200
 
