@@ -434,7 +434,6 @@ size_t BatchEngine::load_adapter(int32_t id, const std::string& path) {
   Impl& s = *impl_;
   if (s.adapters.count(id)) throw std::invalid_argument("LoRA adapter id " + std::to_string(id) + " is in use");
   auto adapter = std::make_shared<const LoraAdapter>(path, s.file, s.model.config());
-  s.model.reserve_lora(*adapter);
   const size_t bytes = adapter->tensor_bytes();
   s.adapters.emplace(id, std::move(adapter));
   return bytes;

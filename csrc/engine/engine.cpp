@@ -150,7 +150,6 @@ void Engine::set_adapters(const std::vector<std::pair<std::string, float>>& adap
   for (const auto& [path, scale] : adapters) {
     if (scale == 0.f) continue;  // left out entirely
     loaded.push_back(std::make_unique<LoraAdapter>(path, s.file, s.model.config()));
-    s.model.reserve_lora(*loaded.back());
     set.use[set.n++] = LoraUse{loaded.back().get(), scale, loaded.back()->serial()};
   }
   set.sort();

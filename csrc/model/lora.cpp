@@ -1,5 +1,8 @@
 #include "model/lora.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -7,8 +10,8 @@
 #include <stdexcept>
 
 #include "model/model.h"
+#include "common/thread_pool.h"
 #include "quant/quant.h"
-#include "quant/quant_internal.h"  // matmul_with without a pool: the small low-rank products
 
 namespace ls {
 namespace {
@@ -30,18 +33,18 @@ std::string shape(const GgufTensor& t) {
   return s + "]";
 }
 
-// Below this many multiply-adds a low-rank product runs on the calling thread: a pool dispatch
-// (~1 µs) would cost more than the product (decode: 16 × 576 = 9 k). Results are the same on any
-// number of threads, so the choice never changes a bit.
-constexpr int64_t kSerialMacs = 1 << 18;
+// Below this many multiply-adds a matrix's terms run on the calling thread: a pool dispatch
+// (~1 µs) would cost more than the work. Results are the same on any number of threads, so the
+// choice never changes a bit.
+constexpr int64_t kSerialMacs = 1 << 16;
 
-void low_rank_matmul(ThreadPool& pool, MatmulScratch& scratch, const LoraHalf& w, const float* x, int64_t n_rows,
-                     float* y) {
-  if (n_rows * w.n_in * w.n_out < kSerialMacs)
-    quant::matmul_with(quant::active_kernels(), nullptr, scratch, w.type, w.data, w.n_in, w.n_out, x, n_rows, y,
-                       w.n_out, WeightLayout::Rows);
-  else
-    matmul(pool, scratch, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out, WeightLayout::Rows);
+// The pages of [p, p + n) of a read-only file mapping, dropped from this process (they stay in
+// the page cache): a half copied transposed is never read again.
+void release_pages(const uint8_t* p, size_t n) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
 }
 
 }  // namespace
@@ -104,6 +107,8 @@ LoraAdapter::LoraAdapter(const std::string& path, const GgufFile& base, const Mo
              std::to_string(kMaxLoraRank) + " supported)");
     p.a = LoraHalf{a.type, a.data, a.ne[0], a.ne[1]};
     p.b = LoraHalf{b.type, b.data, b.ne[0], b.ne[1]};
+    if (!embd) p.at = transposed(p.a);  // token_embd's A rows are looked up in place
+    p.bt = transposed(p.b);
     if (embd) {
       embd_ = p;
     } else if (name == "output.weight") {
@@ -136,17 +141,26 @@ const LoraPair* LoraAdapter::layer(int il, LoraTarget t) const {
   return p.present() ? &p : nullptr;
 }
 
-size_t LoraAdapter::scratch_bytes(int64_t n_rows) const {
-  size_t most = 0;
-  auto need = [&](const LoraPair& p) {
-    if (!p.present()) return;
-    most = std::max(most, matmul_scratch_bytes(p.a.type, p.a.n_in, n_rows));
-    most = std::max(most, matmul_scratch_bytes(p.b.type, p.b.n_in, n_rows));
-  };
-  for (const LoraPair& p : layers_) need(p);
-  need(output_);
-  need(embd_);
-  return most;
+LoraT LoraAdapter::transposed(const LoraHalf& h) {
+  const bool f16 = h.type == GgmlType::F16;  // exact as F16; every other type as f32
+  const size_t elem = f16 ? 2 : 4;
+  store_.emplace_back(size_t(h.n_in) * size_t(h.n_out) * elem);
+  uint8_t* dst = store_.back().data();
+  std::vector<float> row(size_t(h.n_in));
+  const size_t row_bytes = ggml_row_bytes(h.type, h.n_in);
+  for (int64_t o = 0; o < h.n_out; ++o) {
+    const uint8_t* src = h.data + size_t(o) * row_bytes;
+    if (f16) {  // the halves themselves, moved
+      for (int64_t i = 0; i < h.n_in; ++i) std::memcpy(dst + 2 * (size_t(i) * size_t(h.n_out) + size_t(o)), src + 2 * i, 2);
+      continue;
+    }
+    dequantize_row(h.type, src, row.data(), h.n_in);
+    for (int64_t i = 0; i < h.n_in; ++i)
+      reinterpret_cast<float*>(dst)[size_t(i) * size_t(h.n_out) + size_t(o)] = row[size_t(i)];
+  }
+  release_pages(h.data, row_bytes * size_t(h.n_out));
+  store_bytes_ += store_.back().size();
+  return LoraT{f16, dst, h.n_in, h.n_out};
 }
 
 bool LoraSet::same_as(const LoraSet& o) const {
@@ -160,119 +174,74 @@ void LoraSet::sort() {
   std::sort(use, use + n, [](const LoraUse& a, const LoraUse& b) { return a.serial < b.serial; });
 }
 
-LoraRunner::LoraRunner(int32_t max_rows, int64_t max_in, int64_t max_out)
-    : max_rows_(max_rows), max_in_(max_in), max_out_(max_out) {
-  const size_t uses = size_t(max_rows) * kMaxLoraPerSeq;
-  groups_.reserve(uses);
-  rows_.resize(uses);
-  scales_.resize(uses);
-  gathered_.resize(max_rows);
-  row_s_.resize(max_rows);
+LoraRunner::LoraRunner(int32_t max_rows) {
+  active_.reserve(max_rows);
   out_map_.assign(max_rows, -1);
-  xg_ = LazyArray<float>(size_t(max_rows) * max_in);
   t_ = LazyArray<float>(size_t(max_rows) * kMaxLoraRank);
-  u_ = LazyArray<float>(size_t(max_rows) * max_out);
 }
 
 bool LoraRunner::begin(const LoraSet* const* row_sets, int n_rows) {
-  groups_.clear();
+  active_.clear();
+  sets_ = row_sets;
+  row_macs_ = 0;
   if (row_sets == nullptr) return false;
-  // 1. Distinct adapters in ascending serial, with their row counts (few: a linear scan).
   for (int r = 0; r < n_rows; ++r) {
     const LoraSet* set = row_sets[r];
-    for (int32_t k = 0; set && k < set->n; ++k) {
-      const LoraAdapter* a = set->use[k].adapter;
-      auto it = std::find_if(groups_.begin(), groups_.end(),
-                             [&](const Group& g) { return g.adapter->serial() >= a->serial(); });
-      if (it == groups_.end() || it->adapter != a) it = groups_.insert(it, Group{a, 0, 0});  // within capacity
-      it->count += 1;
+    if (!set || set->n == 0) continue;
+    active_.push_back(r);  // within capacity
+    for (int32_t k = 0; k < set->n; ++k) row_macs_ = std::max<int64_t>(row_macs_, set->use[k].adapter->max_rank());
+  }
+  row_macs_ *= 2048;  // rank × a typical n_in + n_out: only decides serial vs pool
+  return !active_.empty();
+}
+
+template <class PairOf, class Row>
+void LoraRunner::each_row(ThreadPool& pool, PairOf pair_of, Row io_row, const float* x, int64_t x_stride, float* y,
+                          int64_t y_stride, const BatchToken* tokens) {
+  auto rows = [&](int64_t a0, int64_t a1) {
+    for (int64_t a = a0; a < a1; ++a) {
+      const int32_t row = io_row(a);
+      if (row < 0) continue;
+      const LoraSet& set = *sets_[active_[a]];
+      float* t = t_.data() + a * kMaxLoraRank;
+      float* yr = y + int64_t(row) * y_stride;
+      for (int32_t k = 0; k < set.n; ++k) {  // ascending serial: the order the terms are added
+        const LoraAdapter& adapter = *set.use[k].adapter;
+        const LoraPair* p = pair_of(adapter);
+        if (!p) continue;
+        if (tokens) {  // token_embd: t = A's row of the token (llama.cpp's get_rows)
+          const size_t a_row = ggml_row_bytes(p->a.type, p->a.n_in);
+          dequantize_row(p->a.type, p->a.data + size_t(tokens[active_[a]].token) * a_row, t, p->rank);
+        } else {
+          lora_down(p->at, x + int64_t(row) * x_stride, t);
+        }
+        lora_up_add(p->bt, t, adapter.scale(*p, set.use[k].scale), yr, 0, p->bt.cols);
+      }
     }
-  }
-  // 2. Each group's slice of rows_, then its rows in ascending batch order.
-  int32_t off = 0;
-  for (Group& g : groups_) {
-    g.first = off;
-    off += g.count;
-    g.count = 0;
-  }
-  for (int r = 0; r < n_rows; ++r) {
-    const LoraSet* set = row_sets[r];
-    for (int32_t k = 0; set && k < set->n; ++k) {
-      Group& g = *std::find_if(groups_.begin(), groups_.end(),
-                               [&](const Group& x) { return x.adapter == set->use[k].adapter; });
-      rows_[g.first + g.count] = r;
-      scales_[g.first + g.count] = set->use[k].scale;
-      g.count += 1;
-    }
-  }
-  return !groups_.empty();
+  };
+  const int64_t n = int64_t(active_.size());
+  if (n * row_macs_ < kSerialMacs || n == 1) rows(0, n);
+  else pool.parallel_for(n, 1, rows);
 }
 
-void LoraRunner::run(ThreadPool& pool, MatmulScratch& scratch, const Group& g, const LoraPair& p,
-                     const int32_t* map, const float* x, int64_t x_stride, float* y, int64_t y_stride) {
-  const int64_t n_in = p.a.n_in;
-  int32_t n_g = 0;
-  for (int32_t j = 0; j < g.count; ++j) {
-    const int32_t row = map ? map[rows_[g.first + j]] : rows_[g.first + j];
-    if (row < 0) continue;
-    std::memcpy(xg_.data() + int64_t(n_g) * n_in, x + int64_t(row) * x_stride, size_t(n_in) * sizeof(float));
-    gathered_[n_g] = row;
-    row_s_[n_g] = g.adapter->scale(p, scales_[g.first + j]);
-    n_g += 1;
-  }
-  if (n_g == 0) return;
-  low_rank_matmul(pool, scratch, p.a, xg_.data(), n_g, t_.data());  // t [n_g][rank]
-  finish(pool, scratch, p, n_g, y, y_stride);
+void LoraRunner::apply(ThreadPool& pool, int il, LoraTarget t, const float* x, int64_t x_stride, float* y,
+                       int64_t y_stride) {
+  each_row(pool, [&](const LoraAdapter& a) { return a.layer(il, t); }, [&](int64_t a) { return active_[a]; }, x,
+           x_stride, y, y_stride, nullptr);
 }
 
-// u = B·t, then y[gathered row] += s·u, the product rounded first (ggml_scale, then ggml_add).
-void LoraRunner::finish(ThreadPool& pool, MatmulScratch& scratch, const LoraPair& p, int32_t n_g, float* y,
-                        int64_t y_stride) {
-  const int64_t n_out = p.b.n_out;
-  low_rank_matmul(pool, scratch, p.b, t_.data(), n_g, u_.data());  // u [n_g][n_out]
-  for (int32_t j = 0; j < n_g; ++j) {
-    const float s = row_s_[j];
-    const float* u = u_.data() + int64_t(j) * n_out;
-    float* yr = y + int64_t(gathered_[j]) * y_stride;
-    for (int64_t o = 0; o < n_out; ++o) {
-      const float d = s * u[o];
-      yr[o] += d;
-    }
-  }
-}
-
-void LoraRunner::apply(ThreadPool& pool, MatmulScratch& scratch, int il, LoraTarget t, const float* x,
-                       int64_t x_stride, float* y, int64_t y_stride) {
-  for (const Group& g : groups_)
-    if (const LoraPair* p = g.adapter->layer(il, t)) run(pool, scratch, g, *p, nullptr, x, x_stride, y, y_stride);
-}
-
-void LoraRunner::apply_output(ThreadPool& pool, MatmulScratch& scratch, const int32_t* out_rows, int n_out,
-                              const float* x, int64_t x_stride, float* y, int64_t y_stride) {
-  bool any = false;
-  for (const Group& g : groups_) any = any || g.adapter->output();
-  if (!any || n_out == 0) return;
+void LoraRunner::apply_output(ThreadPool& pool, const int32_t* out_rows, int n_out, const float* x, int64_t x_stride,
+                              float* y, int64_t y_stride) {
+  if (n_out == 0) return;
   for (int r = 0; r < n_out; ++r) out_map_[out_rows[r]] = r;
-  for (const Group& g : groups_)
-    if (const LoraPair* p = g.adapter->output()) run(pool, scratch, g, *p, out_map_.data(), x, x_stride, y, y_stride);
+  each_row(pool, [](const LoraAdapter& a) { return a.output(); }, [&](int64_t a) { return out_map_[active_[a]]; }, x,
+           x_stride, y, y_stride, nullptr);
   for (int r = 0; r < n_out; ++r) out_map_[out_rows[r]] = -1;
 }
 
-void LoraRunner::apply_embd(ThreadPool& pool, MatmulScratch& scratch, const BatchToken* tokens, float* x,
-                            int64_t x_stride) {
-  for (const Group& g : groups_) {
-    const LoraPair* p = g.adapter->token_embd();
-    if (!p) continue;
-    const size_t a_row = ggml_row_bytes(p->a.type, p->a.n_in);
-    for (int32_t j = 0; j < g.count; ++j) {  // t[j] = A's row of the token (llama.cpp's get_rows)
-      const int32_t row = rows_[g.first + j];
-      const int64_t token = tokens[row].token;
-      dequantize_row(p->a.type, p->a.data + size_t(token) * a_row, t_.data() + int64_t(j) * p->rank, p->rank);
-      gathered_[j] = row;
-      row_s_[j] = g.adapter->scale(*p, scales_[g.first + j]);
-    }
-    finish(pool, scratch, *p, g.count, x, x_stride);
-  }
+void LoraRunner::apply_embd(ThreadPool& pool, const BatchToken* tokens, float* x, int64_t x_stride) {
+  each_row(pool, [](const LoraAdapter& a) { return a.token_embd(); }, [&](int64_t a) { return active_[a]; }, nullptr,
+           0, x, x_stride, tokens);
 }
 
 }  // namespace ls

@@ -74,8 +74,7 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   fwd_tokens_.assign(B, BatchToken{0, 0, 0});
   fwd_rows_.assign(B, 0);
   fwd_lora_.assign(B, nullptr);
-  const int64_t lora_out = std::max({E, q_dim, int64_t(cfg_.n_ff), output_.data != tok_embd_.data ? int64_t(cfg_.n_vocab) : 0});
-  lora_ = LoraRunner(int32_t(B), std::max({E, q_dim, int64_t(cfg_.n_ff)}), lora_out);
+  lora_ = LoraRunner(int32_t(B));
 
   rope_ = RopeTable(cfg_.rope_base, cfg_.n_rot, ctx_size_);
   if (cfg_.sliding_window > 0) rope_local_ = RopeTable(cfg_.rope_base_local, cfg_.n_rot, ctx_size_);
@@ -280,8 +279,6 @@ void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits
   forward_batch(fwd_tokens_.data(), n, fwd_rows_.data(), logits && n > 0 ? n - first : 0, logits, fwd_lora_.data());
 }
 
-void ModelRuntime::reserve_lora(const LoraAdapter& adapter) { mm_scratch_.reserve(adapter.scratch_bytes(max_batch_)); }
-
 void ModelRuntime::copy_kv(int src_seq, int dst_seq, int n_pos) {
   if (src_seq < 0 || src_seq >= n_seq_ || dst_seq < 0 || dst_seq >= n_seq_ || n_pos < 0 || n_pos > ctx_size_)
     throw std::invalid_argument("copy_kv: sequence or position out of range");
@@ -313,7 +310,7 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
   // low-rank terms right after the base product (before biases and norms, as llama.cpp does).
   const bool lora = lora_.begin(row_lora, n);
   auto adapt = [&](int il, LoraTarget t, const float* x, int64_t x_stride, float* y, int64_t y_stride) {
-    if (lora) lora_.apply(*pool_, mm_scratch_, il, t, x, x_stride, y, y_stride);
+    if (lora) lora_.apply(*pool_, il, t, x, x_stride, y, y_stride);
   };
   const ModelConfig& c = cfg_;
   const int64_t E = c.n_embd, hd = c.head_dim;
@@ -327,7 +324,7 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
   if (c.sliding_window > 0) rope_local_.ensure(max_pos + 1);
   for (int i = 0; i < n; ++i)
     dequantize_weight_row(tok_embd_.type, tok_embd_.layout, tok_embd_.data, E, tokens[i].token, x_.data() + i * E);
-  if (lora) lora_.apply_embd(*pool_, mm_scratch_, tokens, x_.data(), E);  // before the scale (llama.cpp)
+  if (lora) lora_.apply_embd(*pool_, tokens, x_.data(), E);  // before the scale (llama.cpp)
   if (c.embd_scale != 1.f)
     for (int i = 0; i < n; ++i) scale_f32(x_.data() + i * E, c.embd_scale, E);
 
@@ -400,7 +397,7 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
   for (int r = 0; r < n_out; ++r)
     rmsnorm(x_.data() + int64_t(out_rows[r]) * E, output_norm_.data(), h_.data() + r * E, E, c.rms_eps);
   project(output_, h_.data(), n_out, logits);
-  if (lora) lora_.apply_output(*pool_, mm_scratch_, out_rows, n_out, h_.data(), E, logits, c.n_vocab);
+  if (lora) lora_.apply_output(*pool_, out_rows, n_out, h_.data(), E, logits, c.n_vocab);
 }
 
 void ModelRuntime::final_hidden(int first_row, int n_rows, float* out) const {

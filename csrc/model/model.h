@@ -89,7 +89,7 @@ class ModelRuntime {
   // A token's results are bit-identical whatever else shares the batch, in whatever order,
   // with any thread count. Throws std::invalid_argument on out-of-range input.
   // row_lora[i] (optional): the LoRA adapters of token i (model/lora.h; null or empty: base
-  // model). Adapters must have been passed to reserve_lora() and outlive the call.
+  // model). Adapters must have been checked against this model and outlive the call.
   void forward_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out, float* logits,
                      const LoraSet* const* row_lora = nullptr);
 
@@ -104,10 +104,6 @@ class ModelRuntime {
   // logits == nullptr skips the output head. lora: adapters of every token (null: base model).
   void forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_logits,
                const LoraSet* lora = nullptr);
-
-  // Grows the activation scratch for a newly loaded adapter's matmuls (call outside the token
-  // loop, before its first forward). The adapter must have been checked against this model.
-  void reserve_lora(const LoraAdapter& adapter);
 
   // Copies positions [0, n_pos) of every layer's K and V from sequence src_seq to dst_seq
   // (prefix reuse across slots). Throws std::invalid_argument on out-of-range input.
