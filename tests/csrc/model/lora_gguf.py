@@ -43,9 +43,9 @@ def read_base(path: Path) -> tuple[str, dict[str, gguf.ReaderTensor]]:
 
 
 def dequantized(t: gguf.ReaderTensor) -> np.ndarray:
-    """numpy [ne1, ne0] float64."""
-    return gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64).reshape(
-        int(t.shape[1]), int(t.shape[0]))
+    """numpy [ne1, ne0] float64 (a 1-D tensor: [ne0])."""
+    w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
+    return w.reshape(-1) if len(t.shape) == 1 else w.reshape(int(t.shape[1]), int(t.shape[0]))
 
 
 def _quantize(arr: np.ndarray, qtype: Q) -> tuple[np.ndarray, np.ndarray]:

@@ -188,3 +188,21 @@ def test_adapter_type_must_be_lora(tmp_path, tiny_base):
     w.write_tensors_to_file()
     w.close()
     assert "expected 'lora'" in load_error(tiny_base, bad)
+
+
+def test_portable_kernels_match_the_reference(tmp_path):
+    """The portable (scalar-ISA) LoRA kernels: same reference bound, and close to the SIMD path."""
+    from lanes import _runtime
+
+    cfg, spec, base, weights, adapter, pairs = build(tmp_path, "llama-r16-f16-attn")
+    ref = reference_logits(cfg, merged_weights(weights, [(pairs, 1.0)], [spec.alpha]), IDS)
+    model = Model(base, threads=2, ctx_size=64, lora=[(adapter, 1.0)])
+    simd = model.logits(IDS).astype(np.float64)
+    previous = _runtime.quant.active_isa()
+    assert _runtime.quant.set_isa("scalar")
+    try:
+        portable = model.logits(IDS).astype(np.float64)
+    finally:
+        _runtime.quant.set_isa(previous)
+    assert relative_error(portable, ref) < 0.03
+    assert relative_error(portable, simd) < 1e-4
