@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from lanes import _ring
+from lanes.wire import MAX_REQUEST_ADAPTERS
 from lanes.config import LANE_KINDS, LaneModelSpec  # noqa: F401  (re-exported: the lanes' API)
 
 # Lane replica states (one definition: metrics, health and admission import these).
@@ -63,6 +64,21 @@ _SAMPLING = _ring.sampling_defaults()
 
 
 @dataclass(frozen=True)
+class AdapterInfo:
+    """A LoRA adapter loaded on a model's lanes (LanePool.adapters): `id` is what
+    GenerationParams.lora names; tensor_bytes what it adds to each lane's memory."""
+    id: int
+    name: str
+    path: str
+    tensor_bytes: int = 0
+
+
+class AdapterError(Exception):
+    """A LoRA adapter could not be loaded (bad file, wrong base model, unknown name): the message
+    names the adapter and the problem."""
+
+
+@dataclass(frozen=True)
 class GenerationParams:
     """The ONE Python definition of a generation's parameters (the C++ one is
     csrc/sampler/params.h, whose defaults the sampling scalars take). The gateway fills it from
@@ -88,6 +104,10 @@ class GenerationParams:
     # and allows max_tokens 0 (score the prompt without generating).
     logprobs: int | None = None
     prompt_logprobs: bool = False
+    # LoRA adapters applied to this request: (adapter id, scale) pairs, ids from
+    # LanePool.adapters(model) (llama-server's request "lora": [{"id", "scale"}]); adapters left
+    # out, or at scale 0, are not applied. () = the base model.
+    lora: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         if not (0 if self.prompt_logprobs else 1) <= self.max_tokens < 2**31:
@@ -100,6 +120,9 @@ class GenerationParams:
             raise ValueError("seed must fit in 64 bits unsigned")
         if not 0 <= self.min_tokens < 2**31 or not -2**31 <= self.top_k < 2**31:
             raise ValueError("min_tokens/top_k out of range")
+        ids = [i for i, _ in self.lora]
+        if len(ids) > MAX_REQUEST_ADAPTERS or len(set(ids)) != len(ids) or any(not 0 < i < 2**32 for i in ids):
+            raise ValueError(f"lora takes at most {MAX_REQUEST_ADAPTERS} distinct adapter ids, got {ids}")
 
 
 def param_default(name: str):

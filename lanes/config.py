@@ -22,6 +22,10 @@ class LaneModelSpec:
     max_batch_tokens: int = 256  # per-step token budget: decode tokens + one prefill chunk
     kind: str = "text"       # LANE_KINDS
     repack_cache_dir: str = ""  # shared repacked weights (csrc/model/repack_store.h); "" = lane-private
+    # LoRA adapters (GGUF) every lane loads before its handshake: (name, path) pairs; a bad file
+    # fails only that adapter (LanePool.adapter_errors). More are loaded at run time with
+    # LanePool.load_adapter.
+    lora: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in LANE_KINDS:
@@ -38,6 +42,9 @@ class LaneModelSpec:
             raise ValueError(f"threads must be >= 0, got {self.threads}")
         if self.ctx_size < 16:
             raise ValueError(f"ctx_size must be >= 16, got {self.ctx_size}")
+        names = [name for name, _ in self.lora]
+        if any(not n for n in names) or len(set(names)) != len(names):
+            raise ValueError(f"LoRA adapter names must be non-empty and distinct, got {names}")
 
 
 @dataclass(frozen=True)

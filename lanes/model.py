@@ -71,16 +71,19 @@ class Model:
     `laneserve models`) or a path to a .gguf file.
     threads=0 uses every core; ctx_size=0 uses the model's context (capped at 8192);
     repack_cache_dir: share the repacked weights through a cache file there ("" = private memory).
+    lora: LoRA adapters (GGUF path, scale) applied to everything this model runs (set_lora changes them).
     """
 
     def __init__(self, model: str | PathLike, threads: int = 0, ctx_size: int = 0, max_batch: int = 512,
-                 repack_cache_dir: str = ""):
+                 repack_cache_dir: str = "", lora: Sequence[tuple[str | PathLike, float]] = ()):
         path = find_model_file(str(model))
         if not path.is_file():
             raise ValueError(f"{model!s} is an audio model; Model loads GGUF text models")
         self.path = str(path)
         grammar.load()
         self._engine = _runtime.Engine(self.path, threads, ctx_size, max_batch, repack_cache_dir)
+        if lora:
+            self.set_lora(lora)
         self._current: Generation | None = None
         self._template = None  # the compiled chat template, on the first chat()
         self.last_stats: GenerationStats | None = None
@@ -94,6 +97,13 @@ class Model:
     arch = property(lambda self: self._engine.arch)
     threads = property(lambda self: self._engine.threads)
     repack_status = property(lambda self: self._engine.repack_status)  # "mapped FILE", "built FILE", "private (...)"
+
+    def set_lora(self, lora: Sequence[tuple[str | PathLike, float]]) -> None:
+        """Apply these LoRA adapters [(GGUF path, scale)] from now on ([] = the base model); scale 0
+        leaves one out. Every file is loaded and checked first (ValueError naming the file and the
+        problem); an open generation ends."""
+        self._current = None
+        self._engine.set_adapters([(str(p), float(s)) for p, s in lora])
 
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
         return self._engine.tokenize(text, add_special, parse_special)

@@ -87,6 +87,8 @@ class LaneReplica:
             "max_batch_tokens": self.spec.max_batch_tokens, "repack_cache_dir": self.spec.repack_cache_dir,
             "channels": self.channels.lane_spec(), "max_pending_bytes": cfg.max_pending_bytes,
             "prefill_budget_ns_per_token": cfg.prefill_budget_ns_per_token,
+            # The pool's current LoRA adapters: a respawned lane comes back with the same set.
+            "adapters": [[a.id, a.name, a.path] for a in self.pool.adapters(self.spec.name)],
         }
         env = dict(os.environ)
         env["PYTHONPATH"] = _PACKAGE_ROOT + os.pathsep + env.get("PYTHONPATH", "")
@@ -267,6 +269,8 @@ class LaneReplica:
                 stream.push_transcript(part)
         elif rtype == wire.STATS:
             self.stats = wire.decode_stats(payload)
+        elif rtype == wire.ADAPTER:
+            self.pool.adapter_status(self, *wire.decode_adapter_status(payload))
         elif rtype == wire.ERROR:
             rid, code, message = wire.decode_error(payload)
             if rid == 0:
@@ -315,6 +319,13 @@ class LaneReplica:
         self.state = "busy"
         return stream
 
+    def send_control(self, record_type: int, payload: bytes) -> None:
+        """A control record (LOAD_ADAPTER, UNLOAD_ADAPTER) to this lane, retried while its ring is full."""
+        if self.channels is None:
+            return
+        if not self.channels.writer.write(record_type, payload):
+            self._loop.call_later(0.001, self.send_control, record_type, payload)
+
     def _send_cancel(self, request_id: int) -> None:
         if request_id not in self.streams or self.channels is None:
             return
@@ -362,6 +373,7 @@ class LaneReplica:
             self.fail_all(code, how + " during the request")
         was_ready = self.hello is not None
         self.teardown()
+        self.pool.replica_gone(self)
         if self.pool.closing or self.unloading:
             self.unloading = False
             return

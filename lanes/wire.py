@@ -29,8 +29,10 @@ SEGMENT_HEADER_OFFSETS: dict[str, int] = LAYOUT["structs"]["SegmentHeader"]["off
 # and linters see them; a name the native layout lacks fails the import.
 RECORD_TYPES: dict[str, int] = LAYOUT["record_types"]
 (PAD, REQUEST, CANCEL, SHUTDOWN, HELLO, DELTA, DONE, ERROR, STATS, EMBEDDING, LOGPROBS, AUDIO_REQUEST,
- TRANSCRIPT) = (RECORD_TYPES[n] for n in ("PAD", "REQUEST", "CANCEL", "SHUTDOWN", "HELLO", "DELTA", "DONE", "ERROR",
-                                         "STATS", "EMBEDDING", "LOGPROBS", "AUDIO_REQUEST", "TRANSCRIPT"))
+ TRANSCRIPT, LOAD_ADAPTER, UNLOAD_ADAPTER, ADAPTER) = (
+    RECORD_TYPES[n] for n in ("PAD", "REQUEST", "CANCEL", "SHUTDOWN", "HELLO", "DELTA", "DONE", "ERROR", "STATS",
+                              "EMBEDDING", "LOGPROBS", "AUDIO_REQUEST", "TRANSCRIPT", "LOAD_ADAPTER",
+                              "UNLOAD_ADAPTER", "ADAPTER"))
 CHANNELS: dict[str, int] = LAYOUT["channels"]  # content, reasoning, tool_arguments
 CONTENT = CHANNELS["content"]
 # STATS histograms: bucket i counts steps whose value is <= bound i; the last bucket is +Inf.
@@ -43,15 +45,18 @@ FINISH_NAMES = {v: k for k, v in FINISH_CODES.items()}
 ERROR_CODES: dict[str, int] = LAYOUT["error_codes"]
 ERROR_NAMES = {v: k for k, v in ERROR_CODES.items()}
 TRANSCRIPT_KINDS: dict[str, int] = LAYOUT["transcript_kinds"]
+ADAPTER_STATUSES: dict[str, int] = LAYOUT["adapter_statuses"]  # ADAPTER records: loaded, failed, unloaded
+ADAPTER_STATUS_NAMES = {v: k for k, v in ADAPTER_STATUSES.items()}
+MAX_REQUEST_ADAPTERS: int = LAYOUT["max_request_adapters"]  # LoRA adapters one request may apply
 
 # Flag bits (meanings in wire.h).
 FLAGS: dict[str, int] = LAYOUT["flags"]
 (REQUEST_HAS_SEED, REQUEST_IGNORE_EOS, REQUEST_EMBED, REQUEST_SPLIT_REASONING, REQUEST_REASONING_STARTS_INSIDE,
- REQUEST_GRAMMAR, REQUEST_LOGPROBS, REQUEST_PROMPT_LOGPROBS, DONE_LAST_CHOICE, AUDIO_TRANSLATE,
+ REQUEST_GRAMMAR, REQUEST_LOGPROBS, REQUEST_PROMPT_LOGPROBS, REQUEST_ADAPTERS, DONE_LAST_CHOICE, AUDIO_TRANSLATE,
  AUDIO_WORD_TIMESTAMPS) = (FLAGS[n] for n in (
     "REQUEST_HAS_SEED", "REQUEST_IGNORE_EOS", "REQUEST_EMBED", "REQUEST_SPLIT_REASONING",
     "REQUEST_REASONING_STARTS_INSIDE", "REQUEST_GRAMMAR", "REQUEST_LOGPROBS", "REQUEST_PROMPT_LOGPROBS",
-    "DONE_LAST_CHOICE", "AUDIO_TRANSLATE", "AUDIO_WORD_TIMESTAMPS"))
+    "REQUEST_ADAPTERS", "DONE_LAST_CHOICE", "AUDIO_TRANSLATE", "AUDIO_WORD_TIMESTAMPS"))
 MAX_CHOICES: int = LAYOUT["max_choices"]  # per REQUEST: n choices, or the inputs of an embedding request
 
 
@@ -127,10 +132,12 @@ SAMPLING_SCALARS: tuple[str, ...] = tuple(LAYOUT["sampling_scalars"])
 STRUCTS = tuple(_spec(name) for name in LAYOUT["structs"] if name != "SegmentHeader")
 _BY_NAME = {spec.name: spec for spec in STRUCTS}
 (REQUEST_HEADER, LOGIT_BIAS_ENTRY, CANCEL_RECORD, HELLO_RECORD, DELTA_HEADER, DONE_RECORD, STATS_RECORD,
- EMBEDDING_HEADER, ERROR_HEADER, LOGPROBS_HEADER, LOGPROB_ENTRY, AUDIO_REQUEST_HEADER, TRANSCRIPT_HEADER) = (
+ EMBEDDING_HEADER, ERROR_HEADER, LOGPROBS_HEADER, LOGPROB_ENTRY, AUDIO_REQUEST_HEADER, TRANSCRIPT_HEADER,
+ ADAPTER_ENTRY, LOAD_ADAPTER_HEADER, UNLOAD_ADAPTER_RECORD, ADAPTER_STATUS_HEADER) = (
     _BY_NAME[n] for n in ("RequestHeader", "LogitBiasEntry", "CancelRecord", "HelloRecord", "DeltaHeader",
                           "DoneRecord", "StatsRecord", "EmbeddingHeader", "ErrorHeader", "LogprobsHeader",
-                          "LogprobEntry", "AudioRequestHeader", "TranscriptHeader"))
+                          "LogprobEntry", "AudioRequestHeader", "TranscriptHeader", "AdapterEntry",
+                          "LoadAdapterHeader", "UnloadAdapterRecord", "AdapterStatusHeader"))
 
 _U32 = struct.Struct("<I")
 _FLAGS_OFFSET = REQUEST_HEADER.offsets()["flags"]
@@ -151,6 +158,8 @@ def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> byt
         flags |= REQUEST_GRAMMAR
     if params.logprobs is not None:
         flags |= REQUEST_LOGPROBS | (REQUEST_PROMPT_LOGPROBS if params.prompt_logprobs else 0)
+    if params.lora:
+        flags |= REQUEST_ADAPTERS
     stops = [s.encode("utf-8") for s in params.stop]
     parts = [
         REQUEST_HEADER.pack(
@@ -167,9 +176,12 @@ def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> byt
         parts.append(s)
     if params.logprobs is not None:
         parts.append(_U32.pack(params.logprobs))
-    for s in grammar:  # last section (wire.h order)
+    for s in grammar:
         parts.append(_U32.pack(len(s)))
         parts.append(s)
+    if params.lora:  # last section (wire.h order)
+        parts.append(_U32.pack(len(params.lora)))
+        parts.extend(ADAPTER_ENTRY.pack(adapter_id=i, scale=s) for i, s in params.lora)
     return b"".join(parts)
 
 
@@ -226,6 +238,24 @@ def decode_logprobs(payload: bytes) -> tuple[int, int, tuple, int, bytes, bytes]
 
 def encode_cancel(request_id: int) -> bytes:
     return CANCEL_RECORD.pack(request_id=request_id)
+
+
+def encode_load_adapter(adapter_id: int, name: str, path: str) -> bytes:
+    """LOAD_ADAPTER payload: the lane loads the GGUF LoRA adapter at path under adapter_id."""
+    n, p = name.encode("utf-8"), path.encode("utf-8")
+    return LOAD_ADAPTER_HEADER.pack(adapter_id=adapter_id, name_bytes=len(n), path_bytes=len(p), reserved=0) + n + p
+
+
+def encode_unload_adapter(adapter_id: int) -> bytes:
+    return UNLOAD_ADAPTER_RECORD.pack(adapter_id=adapter_id, reserved=0)
+
+
+def decode_adapter_status(payload: bytes) -> tuple[int, str, int, int, str]:
+    """ADAPTER → (adapter_id, status name, tensor_bytes, load_ns, message)."""
+    h = ADAPTER_STATUS_HEADER.unpack(payload)
+    message = bytes(payload[ADAPTER_STATUS_HEADER.size:]).decode("utf-8", "replace")
+    return (h["adapter_id"], ADAPTER_STATUS_NAMES.get(h["status"], f"status_{h['status']}"), h["tensor_bytes"],
+            h["load_ns"], message)
 
 
 @dataclass(frozen=True)

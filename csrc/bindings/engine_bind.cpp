@@ -44,6 +44,9 @@ GenerationRequest make_request(const std::vector<int32_t>& prompt_ids, int32_t m
   req.stop = stop;
   req.sampling = sampling_from_kwargs(kw);
   if (kw.contains("grammar") && !kw["grammar"].is_none()) req.grammar = kw["grammar"].cast<std::string>();
+  if (kw.contains("adapters") && !kw["adapters"].is_none())  // [(adapter id, scale)] (BatchEngine)
+    for (const auto& [id, scale] : kw["adapters"].cast<std::vector<std::pair<int32_t, float>>>())
+      req.adapters.push_back(AdapterScale{id, scale});
   return req;
 }
 
@@ -77,6 +80,12 @@ void bind_batch_engine(py::module_& m) {
       .def("add_embedding", &BatchEngine::add_embedding, py::arg("request_id"), py::arg("choice"),
            py::arg("prompt_ids"))
       .def_property_readonly("n_embd", &BatchEngine::n_embd)
+      .def("load_adapter", &BatchEngine::load_adapter, py::arg("id"), py::arg("path"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Load a LoRA adapter (GGUF) under id; returns its tensor bytes. Requests name it with "
+           "adapters=[(id, scale)].")
+      .def("unload_adapter", &BatchEngine::unload_adapter, py::arg("id"))
+      .def_property_readonly("adapter_ids", &BatchEngine::adapter_ids)
       .def("cancel", &BatchEngine::cancel)
       .def("step", [](BatchEngine& e, bool with_embeddings) {
              const std::vector<SeqEvent>* events;
@@ -168,6 +177,8 @@ void bind_engine(py::module_& m) {
              return py::make_tuple(utf8_to_py(r.text), r.token, r.finished, finish_reason_name(r.reason));
            }, "Runs one token; returns (text, token, finished, finish_reason).")
       .def("cancel", &Engine::cancel)
+      .def("set_adapters", &Engine::set_adapters, py::arg("adapters"), py::call_guard<py::gil_scoped_release>(),
+           "LoRA adapters [(path, scale)] every later forward applies ([] = base model).")
       .def_property_readonly("active", &Engine::active)
       .def("stats", [](Engine& e) { return stats_dict(e.stats()); });
 

@@ -182,6 +182,7 @@ py::dict wire_layout() {
   LS_EXPORT_ENUM(ErrorCode, LS_WIRE_ERROR_CODES, "error_codes")
   LS_EXPORT_ENUM(Channel, LS_WIRE_CHANNELS, "channels")
   LS_EXPORT_ENUM(TranscriptKind, LS_WIRE_TRANSCRIPT_KINDS, "transcript_kinds")
+  LS_EXPORT_ENUM(AdapterStatus, LS_WIRE_ADAPTER_STATUSES, "adapter_statuses")
   LS_WIRE_FLAGS(LS_EXPORT_CONSTANT)
   LS_WIRE_STRUCTS(LS_EXPORT_STRUCT)
   {
@@ -203,6 +204,7 @@ py::dict wire_layout() {
   out["batch_token_bounds"] = batch_bounds;
   out["step_buckets"] = wire::kStepBuckets;
   out["max_choices"] = wire::kMaxChoices;
+  out["max_request_adapters"] = wire::kMaxRequestAdapters;
   out["magic"] = kMagic;
   out["version"] = kVersion;
   out["record_header_bytes"] = kRecordHeaderBytes;
@@ -243,6 +245,9 @@ py::dict decode_request_py(py::bytes payload) {
   d["prompt_lengths"] = r.prompt_lengths;
   d["num_top_logprobs"] = r.num_top_logprobs;
   d["prompt_logprobs"] = r.prompt_logprobs;
+  py::list adapters;
+  for (const wire::AdapterEntry& e : r.adapters) adapters.append(py::make_tuple(e.adapter_id, e.scale));
+  d["adapters"] = adapters;
   return d;
 }
 
@@ -266,6 +271,16 @@ PYBIND11_MODULE(_ring, m) {
     return d;
   }, "Defaults of the scalar sampling fields (sampler/params.h), for the Python mirror's test.");
   m.def("decode_request", &decode_request_py, "Decode a REQUEST payload exactly as a lane does (tests).");
+  m.def("decode_load_adapter", [](py::bytes payload) {
+    const std::string_view b = payload;
+    wire::DecodedLoadAdapter out;
+    try {
+      wire::decode_load_adapter(reinterpret_cast<const uint8_t*>(b.data()), b.size(), out);
+    } catch (const wire::WireError& e) {
+      throw py::value_error(e.what());
+    }
+    return py::make_tuple(out.adapter_id, py::bytes(out.name), py::bytes(out.path));
+  }, "Decode a LOAD_ADAPTER payload exactly as a lane does (tests).");
   m.def("json_escape", [](py::bytes text) {
     std::string out;
     wire::json_escape_append(out, std::string(text));

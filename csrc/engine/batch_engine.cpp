@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "common/lazy_array.h"
 #include "engine/sequence.h"
@@ -14,6 +15,15 @@
 namespace ls {
 
 namespace {
+
+// A sequence's adapters and the references that keep them loaded until it ends.
+struct LoraHold {
+  LoraSet set;
+  std::shared_ptr<const LoraAdapter> refs[kMaxLoraPerSeq];
+  void release() {
+    for (auto& r : refs) r.reset();
+  }
+};
 
 // One sequence slot: its K/V region in the model's cache is sequence index = slot index.
 struct Slot {
@@ -33,6 +43,8 @@ struct Slot {
   int64_t begin_ns = 0;     // admission into the slot
   std::vector<double> embd_sum;  // [n_embd] sum of its tokens' final hidden rows, position order
   std::vector<float> embd_out;   // [n_embd] the finished embedding
+  LoraHold lora;                 // adapters of the running sequence (released once it ends)
+  LoraSet kv_lora;               // adapters kv_tokens' K/V were computed with (serials only)
   int32_t num_top = -1;          // logprobs: alternatives per scored position; -1 off
   bool prompt_lp = false;        // scores its prompt tokens too (echo)
   std::vector<TokenLogprob> lp;  // [kMaxLogprobPositions][1 + kMaxTopLogprobs] positions scored this step
@@ -50,6 +62,7 @@ struct Waiting {
   GenerationRequest req;
   bool embed = false;
   MatcherPtr grammar;  // compiled req.grammar (null: unconstrained)
+  LoraHold lora;       // req.adapters, resolved at add()
   // req.grammar waits for the model's grammar compiler, still being built (compiled at admission).
   bool grammar_deferred = false;
 };
@@ -86,6 +99,8 @@ struct BatchEngine::Impl {
 
   // Per-step buffers, sized at construction.
   std::vector<BatchToken> batch;     // [max_batch_tokens]
+  std::vector<const LoraSet*> batch_lora;  // [max_batch_tokens] each batch row's adapters
+  std::unordered_map<int32_t, std::shared_ptr<const LoraAdapter>> adapters;  // the loaded table
   std::vector<int32_t> out_rows;     // [num_slots] batch rows whose logits are needed
   std::vector<int32_t> out_slots;    // [num_slots] the slot of each such row
   std::vector<int32_t> prefilling;   // [num_slots] slots still prefilling, in admission order
@@ -113,6 +128,7 @@ struct BatchEngine::Impl {
       s.lp.resize(size_t(kMaxLogprobPositions) * (1 + kMaxTopLogprobs));
     }
     batch.resize(max_batch_tokens);
+    batch_lora.resize(max_batch_tokens);
     out_rows.reserve(o.num_slots + kMaxPromptLogitRows);
     out_slots.reserve(o.num_slots + kMaxPromptLogitRows);
     raw_row = LazyArray<float>(n_vocab);
@@ -120,6 +136,32 @@ struct BatchEngine::Impl {
     logits = LazyArray<float>(size_t(o.num_slots + kMaxPromptLogitRows) * n_vocab);
     events.reserve(o.num_slots);
     hidden = LazyArray<float>(size_t(max_batch_tokens) * model.config().n_embd);
+  }
+
+  // Prompt positions of slot s a waiting choice can reuse: its common prefix, if its K/V were
+  // computed under the same adapters (embeddings: none).
+  int32_t reusable(const Slot& s, const Waiting& w) const {
+    return s.kv_lora.same_as(w.lora.set) ? reusable_prefix(s.kv_tokens, w.req.prompt_ids) : 0;
+  }
+
+  // A request's adapters, checked and referenced (throws std::invalid_argument before queuing).
+  LoraHold resolve_adapters(const std::vector<AdapterScale>& wanted) const {
+    LoraHold h;
+    for (const AdapterScale& a : wanted) {
+      if (a.scale == 0.f) continue;  // left out entirely
+      const auto it = adapters.find(a.id);
+      if (it == adapters.end()) throw std::invalid_argument("LoRA adapter " + std::to_string(a.id) + " is not loaded");
+      for (int32_t k = 0; k < h.set.n; ++k)
+        if (h.set.use[k].adapter == it->second.get())
+          throw std::invalid_argument("LoRA adapter " + std::to_string(a.id) + " is named twice");
+      if (h.set.n == kMaxLoraPerSeq)
+        throw std::invalid_argument("at most " + std::to_string(kMaxLoraPerSeq) + " LoRA adapters per request");
+      h.refs[h.set.n] = it->second;
+      h.set.use[h.set.n++] = LoraUse{it->second.get(), a.scale, it->second->serial()};
+    }
+    // refs only keep the adapters alive: their order need not follow the sorted uses.
+    h.set.sort();
+    return h;
   }
 
   bool sibling_prefilling(uint64_t request_id) const {
@@ -133,7 +175,7 @@ struct BatchEngine::Impl {
   // A request whose grammar compiler is still being built waits without holding up the others.
   void admit() {
     for (auto it = waiting.begin(); it != waiting.end();) {
-      const int dst = pick_free_slot(it->req.prompt_ids);
+      const int dst = pick_free_slot(*it);
       if (dst < 0) return;
       if (it->grammar_deferred) {
         if (!grammar.ready()) {
@@ -161,13 +203,13 @@ struct BatchEngine::Impl {
 
   // The free slot whose cached tokens share the longest prefix with the prompt (ties: least
   // recently used), or -1.
-  int pick_free_slot(const std::vector<int32_t>& prompt) const {
+  int pick_free_slot(const Waiting& w) const {
     int best = -1;
     int32_t best_len = -1;
     for (int i = 0; i < int(slots.size()); ++i) {
       const Slot& s = slots[i];
       if (s.busy) continue;
-      const int32_t len = reusable_prefix(s.kv_tokens, prompt);
+      const int32_t len = reusable(s, w);
       if (len > best_len || (len == best_len && s.last_used < slots[best].last_used)) {
         best = i;
         best_len = len;
@@ -182,13 +224,13 @@ struct BatchEngine::Impl {
     // An embedding needs every token's hidden state, prompt logprobs every prompt row's logits:
     // they start at position 0.
     const bool from_start = w.embed || w.req.prompt_logprobs;
-    int32_t cached = from_start ? 0 : reusable_prefix(d.kv_tokens, prompt);
+    int32_t cached = from_start ? 0 : reusable(d, w);
     // A longer prefix in another slot (busy or not: positions below its fill never change) is
     // copied over: shared system prompts and sibling choices skip that part of the prefill.
     int src = -1;
     for (int i = 0; i < int(slots.size()) && !from_start; ++i) {
       if (i == dst) continue;
-      const int32_t len = reusable_prefix(slots[i].kv_tokens, prompt);
+      const int32_t len = reusable(slots[i], w);
       if (len > cached) {
         cached = len;
         src = i;
@@ -196,6 +238,8 @@ struct BatchEngine::Impl {
     }
     if (src >= 0) model.copy_kv(src, dst, cached);
     d.kv_tokens.assign(prompt.begin(), prompt.begin() + cached);
+    d.lora = std::move(w.lora);
+    d.kv_lora = d.lora.set;  // the K/V it adds (and the prefix it kept) are under these adapters
     d.seq->begin(w.req, *tokenizer, cached, steady_now_ns(), std::move(w.grammar));
     d.busy = true;
     d.request_id = w.request_id;
@@ -220,8 +264,13 @@ struct BatchEngine::Impl {
     for (int i = 0; i < int(slots.size()); ++i) {
       Slot& s = slots[i];
       s.chunk = 0;
-      if (!s.busy) continue;
+      if (!s.busy) {
+        if (s.lora.set.n) s.lora.release();  // an ended sequence lets unloaded adapters go
+        s.lora.set.n = 0;
+        continue;
+      }
       if (s.decoding()) {
+        batch_lora[n] = &s.lora.set;
         batch[n] = BatchToken{s.seq->last_token(), s.pos, i};
         out_rows.push_back(n++);
         out_slots.push_back(i);
@@ -242,7 +291,10 @@ struct BatchEngine::Impl {
         prompt_rows_left -= m;
       }
       const int32_t* ids = s.seq->request().prompt_ids.data();
-      for (int32_t j = 0; j < m; ++j) batch[n++] = BatchToken{ids[s.prefilled + j], s.prefilled + j, i};
+      for (int32_t j = 0; j < m; ++j) {
+        batch_lora[n] = &s.lora.set;
+        batch[n++] = BatchToken{ids[s.prefilled + j], s.prefilled + j, i};
+      }
       s.chunk = m;
       s.row0 = n - m;
       if (s.prompt_lp) {
@@ -350,15 +402,16 @@ bool BatchEngine::has_work() const { return !impl_->waiting.empty() || num_activ
 void BatchEngine::add(uint64_t request_id, uint32_t choice, const GenerationRequest& req) {
   validate_request(req, impl_->model.config().n_vocab, impl_->model.ctx_size());
   Impl& s = *impl_;
+  LoraHold lora = s.resolve_adapters(req.adapters);
   if (!req.grammar.empty()) {
     s.grammar.prefetch(*s.tokenizer);  // the first constrained request starts the build
     if (!s.grammar.ready()) {
-      s.waiting.push_back(Waiting{request_id, choice, req, false, MatcherPtr{}, true});
+      s.waiting.push_back(Waiting{request_id, choice, req, false, MatcherPtr{}, std::move(lora), true});
       return;
     }
   }
   MatcherPtr grammar = s.grammar.compile(*s.tokenizer, req.grammar);  // throws on a bad grammar: not queued
-  s.waiting.push_back(Waiting{request_id, choice, req, false, std::move(grammar)});
+  s.waiting.push_back(Waiting{request_id, choice, req, false, std::move(grammar), std::move(lora)});
 }
 
 void BatchEngine::add_embedding(uint64_t request_id, uint32_t choice, const std::vector<int32_t>& prompt_ids) {
@@ -376,6 +429,24 @@ void BatchEngine::add_embedding(uint64_t request_id, uint32_t choice, const std:
 }
 
 int32_t BatchEngine::n_embd() const { return impl_->model.config().n_embd; }
+
+size_t BatchEngine::load_adapter(int32_t id, const std::string& path) {
+  Impl& s = *impl_;
+  if (s.adapters.count(id)) throw std::invalid_argument("LoRA adapter id " + std::to_string(id) + " is in use");
+  auto adapter = std::make_shared<const LoraAdapter>(path, s.file, s.model.config());
+  const size_t bytes = adapter->tensor_bytes();
+  s.adapters.emplace(id, std::move(adapter));
+  return bytes;
+}
+
+bool BatchEngine::unload_adapter(int32_t id) { return impl_->adapters.erase(id) > 0; }
+
+std::vector<int32_t> BatchEngine::adapter_ids() const {
+  std::vector<int32_t> ids;
+  for (const auto& [id, a] : impl_->adapters) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
 
 int BatchEngine::cancel(uint64_t request_id) {
   Impl& s = *impl_;
@@ -414,7 +485,8 @@ const std::vector<SeqEvent>& BatchEngine::step() {
   }
   // 3. One forward pass over every sequence's tokens.
   const size_t n_vocab_z = size_t(s.model.config().n_vocab);
-  s.model.forward_batch(s.batch.data(), n, s.out_rows.data(), int(s.out_rows.size()), s.logits.data());
+  s.model.forward_batch(s.batch.data(), n, s.out_rows.data(), int(s.out_rows.size()), s.logits.data(),
+                        s.batch_lora.data());
   const int64_t now = steady_now_ns();
   s.embed_chunks(now);  // embedding sequences: pool their rows (and finish at the last chunk)
   s.advance();

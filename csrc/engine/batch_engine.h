@@ -20,6 +20,12 @@
 // states (after the output norm) to the slot's sum; at the last chunk the mean, L2-normalised,
 // is the event's `embedding`. They always start at position 0 (every token's hidden state is
 // needed, so no cached prefix is reused) but leave their K/V for later prefix reuse.
+// LoRA adapters (model/lora.h): a table of loaded adapters by id; each sequence applies the
+// adapters its request names (GenerationRequest::adapters), so one step mixes sequences of
+// different adapters and of the base model — the base matmuls run once for all rows, the
+// low-rank terms per adapter group. A sequence holds a reference to its adapters from add() to
+// its end, so unloading never waits and never disturbs it. A slot's cached K/V is reused only
+// by a request with the same adapters at the same scales.
 // Determinism: a row's result does not depend on its batchmates or the thread count (kernels
 // and attention are row-independent), and sampling state is per sequence, so a seeded request
 // gives the same tokens alone or amid others.
@@ -88,6 +94,13 @@ class BatchEngine {
   // std::invalid_argument before queuing). It ends with one event carrying `embedding`.
   void add_embedding(uint64_t request_id, uint32_t choice, const std::vector<int32_t>& prompt_ids);
   int32_t n_embd() const;
+  // Loads a LoRA adapter under `id` (checked against the model: throws GgufError naming the path
+  // and problem; std::invalid_argument when id is taken). Long-running: call without the GIL.
+  // Returns the bytes of its tensors (what it adds to the lane's memory, mapped from the file).
+  size_t load_adapter(int32_t id, const std::string& path);
+  // Removes id from the table (false if absent); sequences using it keep it until they end.
+  bool unload_adapter(int32_t id);
+  std::vector<int32_t> adapter_ids() const;
   // Drops every choice of request_id, waiting or running (its slot is free at the next step);
   // returns how many were dropped.
   int cancel(uint64_t request_id);

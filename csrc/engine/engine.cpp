@@ -37,6 +37,10 @@ struct Engine::Impl {
   int32_t prefill_from = 0;  // next prompt position to feed
   bool prefilled = false;
   int32_t pos = 0;           // next KV position to write
+  // set_adapters(): the adapters every forward applies (lora.n == 0: base model), owned here.
+  std::vector<std::unique_ptr<LoraAdapter>> adapters;
+  LoraSet lora;
+  const LoraSet* lora_or_null() const { return lora.n > 0 ? &lora : nullptr; }
 
   Impl(const std::string& path, int threads, int ctx_size, int max_batch, const std::string& repack_cache_dir)
       : file(path),
@@ -65,7 +69,7 @@ struct Engine::Impl {
     for (int off = 0; off < n; off += B) {
       const int m = std::min(B, n - off);
       model.forward(ids.data() + off, m, off, want_logits ? logits_out + int64_t(off) * n_vocab : nullptr,
-                      want_logits);
+                      want_logits, lora_or_null());
       per_batch(off, m);
     }
     kv_tokens.assign(ids.begin(), ids.end());
@@ -110,7 +114,7 @@ StepResult Engine::step() {
     const auto& ids = s.seq.request().prompt_ids;
     const int n = int(ids.size()), off = s.prefill_from;
     const int m = std::min(s.model.max_batch(), n - off);
-    s.model.forward(ids.data() + off, m, off, off + m == n ? s.logits.data() : nullptr, false);
+    s.model.forward(ids.data() + off, m, off, off + m == n ? s.logits.data() : nullptr, false, s.lora_or_null());
     s.prefill_from += m;
     s.kv_tokens.assign(ids.begin(), ids.begin() + s.prefill_from);  // within the reserved capacity
     if (s.prefill_from < n) return StepResult{{}, -1, false, FinishReason::None};
@@ -118,7 +122,7 @@ StepResult Engine::step() {
     s.prefilled = true;
   } else {
     const int32_t last = s.seq.last_token();
-    s.model.forward(&last, 1, s.pos, s.logits.data(), false);
+    s.model.forward(&last, 1, s.pos, s.logits.data(), false, s.lora_or_null());
     s.kv_tokens.push_back(last);
     s.pos += 1;
   }
@@ -134,6 +138,25 @@ void Engine::cancel() {
 void Engine::logits(const std::vector<int32_t>& ids, float* out) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->teacher_forced(ids, true, out, [](int, int) {});
+}
+
+void Engine::set_adapters(const std::vector<std::pair<std::string, float>>& adapters) {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (adapters.size() > size_t(kMaxLoraPerSeq))
+    throw std::invalid_argument("at most " + std::to_string(kMaxLoraPerSeq) + " LoRA adapters at once");
+  std::vector<std::unique_ptr<LoraAdapter>> loaded;
+  LoraSet set;
+  for (const auto& [path, scale] : adapters) {
+    if (scale == 0.f) continue;  // left out entirely
+    loaded.push_back(std::make_unique<LoraAdapter>(path, s.file, s.model.config()));
+    set.use[set.n++] = LoraUse{loaded.back().get(), scale, loaded.back()->serial()};
+  }
+  set.sort();
+  s.seq.end();
+  s.kv_tokens.clear();  // K/V computed under other adapters
+  s.adapters = std::move(loaded);
+  s.lora = set;
 }
 
 void Engine::hidden_states(const std::vector<int32_t>& ids, float* out) {

@@ -26,6 +26,13 @@ class Tokenizer;     // tokenizer/tokenizer.h
 class GgufFile;      // gguf/gguf.h
 
 
+// A LoRA adapter a request applies: its id in the engine's adapter table
+// (BatchEngine::load_adapter) and its scale (0: left out entirely).
+struct AdapterScale {
+  int32_t id;
+  float scale;
+};
+
 struct GenerationRequest {
   std::vector<int32_t> prompt_ids;   // non-empty
   SamplingParams sampling;
@@ -38,6 +45,7 @@ struct GenerationRequest {
   // prompt token (completions `echo`); it allows max_tokens 0 (score the prompt, generate nothing).
   int32_t num_top_logprobs = -1;
   bool prompt_logprobs = false;
+  std::vector<AdapterScale> adapters;  // BatchEngine only (Engine: set_adapters); ≤ kMaxLoraPerSeq, distinct ids
 };
 
 struct StepResult {
@@ -93,6 +101,12 @@ class Engine {
   // Same pass, but writes each position's final hidden state (after the output norm, what the
   // LM head reads) to out [ids.size()][n_embd]: the reference for BatchEngine embeddings.
   void hidden_states(const std::vector<int32_t>& ids, float* out);
+
+  // LoRA adapters (model/lora.h) applied to every later forward: (GGUF path, scale) pairs,
+  // scale 0 left out; an empty list returns to the base model. Loads and checks every file
+  // before replacing the current set (throws GgufError naming the file and problem); drops the
+  // cached prefix. Long-running: call without the GIL.
+  void set_adapters(const std::vector<std::pair<std::string, float>>& adapters);
 
  private:
   struct Impl;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,12 @@ class Backend {
   virtual int32_t last_batch_tokens() const = 0;
   virtual int32_t next_prefill_tokens() const = 0;  // prompt tokens the next step feeds (0: decode only)
   virtual const std::vector<SeqEvent>& step() = 0;  // long-running; never called with the GIL
+  // LoRA adapters (BatchEngine::load_adapter / unload_adapter): load returns the tensor bytes,
+  // throws with a message naming the file and problem. Backends without adapters refuse.
+  virtual size_t load_adapter(int32_t /*id*/, const std::string& /*path*/) {
+    throw std::runtime_error("this lane's backend does not take LoRA adapters");
+  }
+  virtual bool unload_adapter(int32_t /*id*/) { return false; }
 };
 
 // "synthetic:key=value,..." → synthetic backend; anything else is a GGUF path for the engine.

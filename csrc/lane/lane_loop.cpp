@@ -5,6 +5,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "model/lora.h"
+
 namespace ls::lane {
 
 using wire::RecordType;
@@ -27,7 +29,10 @@ LaneLoop::LaneLoop(const LaneOptions& opts)
   in_flight_.reserve(1024);
 }
 
-std::string LaneLoop::load_and_run(const std::string& path, const BackendOptions& backend_opts) {
+static_assert(wire::kMaxRequestAdapters == uint32_t(kMaxLoraPerSeq), "one limit of adapters per request");
+
+std::string LaneLoop::load_and_run(const std::string& path, const BackendOptions& backend_opts,
+                                   const std::vector<StartupAdapter>& adapters) {
   const uint64_t t0 = ring::monotonic_ns();
   try {
     backend_ = make_backend(path, backend_opts);
@@ -36,6 +41,7 @@ std::string LaneLoop::load_and_run(const std::string& path, const BackendOptions
     ring_bell_if_armed();
     return "load_failed";
   }
+  for (const StartupAdapter& a : adapters) load_adapter(a.id, a.name, a.path);
   const wire::HelloRecord hello{uint32_t(getpid()),       backend_->n_ctx(),          backend_->n_vocab(),
                                 ring::kVersion,           ring::monotonic_ns() - t0,  backend_->kv_cache_bytes(),
                                 backend_->num_slots(),    backend_->max_batch_tokens(), backend_->n_embd(),
@@ -71,6 +77,23 @@ void LaneLoop::drain_requests() {
         exit_reason_ = "shutdown";
         stop();
         break;
+      case RecordType::LoadAdapter: {
+        wire::DecodedLoadAdapter la;
+        try {
+          wire::decode_load_adapter(p, n, la);
+        } catch (const wire::WireError& e) {
+          emit_adapter(la.adapter_id, wire::AdapterStatus::Failed, 0, 0, e.what());
+          break;
+        }
+        load_adapter(la.adapter_id, la.name, la.path);  // between steps: no sequence is mid-forward
+        break;
+      }
+      case RecordType::UnloadAdapter: {
+        wire::UnloadAdapterRecord u{};
+        if (n >= sizeof u) std::memcpy(&u, p, sizeof u);
+        unload_adapter(u.adapter_id);
+        break;
+      }
       default:
         fail_request(0, wire::ErrorCode::ProtocolError, "unexpected record type on the request ring");
     }
@@ -113,6 +136,8 @@ void LaneLoop::begin_request(const uint8_t* payload, size_t size_bytes) {
     gen_.grammar = req_.grammar;
     gen_.num_top_logprobs = req_.num_top_logprobs;
     gen_.prompt_logprobs = req_.prompt_logprobs;
+    gen_.adapters.clear();
+    for (const wire::AdapterEntry& a : req_.adapters) gen_.adapters.push_back(AdapterScale{int32_t(a.adapter_id), a.scale});
     try {
       backend_->add(req_.request_id, choice, gen_);
     } catch (const std::exception& e) {
@@ -120,6 +145,31 @@ void LaneLoop::begin_request(const uint8_t* payload, size_t size_bytes) {
       return;
     }
   }
+}
+
+void LaneLoop::load_adapter(uint32_t id, const std::string& name, const std::string& path) {
+  const uint64_t t0 = ring::monotonic_ns();
+  try {
+    const size_t bytes = backend_->load_adapter(int32_t(id), path);
+    emit_adapter(id, wire::AdapterStatus::Loaded, bytes, ring::monotonic_ns() - t0, {});
+  } catch (const std::exception& e) {
+    emit_adapter(id, wire::AdapterStatus::Failed, 0, 0, "LoRA adapter '" + name + "': " + e.what());
+  }
+}
+
+void LaneLoop::unload_adapter(uint32_t id) {
+  if (backend_->unload_adapter(int32_t(id)))
+    emit_adapter(id, wire::AdapterStatus::Unloaded, 0, 0, {});
+  else
+    emit_adapter(id, wire::AdapterStatus::Failed, 0, 0, "LoRA adapter " + std::to_string(id) + " is not loaded");
+}
+
+void LaneLoop::emit_adapter(uint32_t id, wire::AdapterStatus status, uint64_t bytes, uint64_t load_ns,
+                            std::string_view message) {
+  const wire::AdapterStatusHeader h{id, uint32_t(status), bytes, load_ns};
+  const size_t max_message = output_.max_payload_bytes() - sizeof h;
+  const ring::Piece pieces[2] = {{&h, sizeof h}, {message.data(), std::min(message.size(), max_message)}};
+  emit(RecordType::Adapter, pieces, 2, false);
 }
 
 void LaneLoop::cancel_request(uint64_t request_id) {

@@ -1,7 +1,7 @@
 // The lane's native loop: runs on a Python thread with the GIL released.
 //
 // Each pass: 1 drain the request ring (REQUEST → one queued sequence per choice, CANCEL,
-// SHUTDOWN) → 2 one backend step over every running sequence (continuous batching) → 3 write
+// SHUTDOWN, LOAD_ADAPTER / UNLOAD_ADAPTER → ADAPTER) → 2 one backend step over every running sequence (continuous batching) → 3 write
 // each sequence's text as a protocol-neutral DELTA (request, choice, channel, raw text) and each
 // ended choice as DONE → 4 housekeeping (flush pending output, heartbeat, STATS, parent check,
 // doorbell, idle wait on the wake semaphore).
@@ -27,6 +27,12 @@
 
 namespace ls::lane {
 
+// A LoRA adapter the lane loads before its HELLO (the pool's current set, also after a respawn).
+struct StartupAdapter {
+  uint32_t id;
+  std::string name, path;
+};
+
 struct LaneOptions {
   int request_fd = -1;
   size_t request_segment_bytes = 0;
@@ -45,10 +51,12 @@ struct LaneOptions {
 class LaneLoop {
  public:
   explicit LaneLoop(const LaneOptions& opts);  // attaches both rings; throws RingError
-  // Loads the backend, completes the handshake (HELLO, or ERROR(load_failed) and return), then
-  // loops until stop()/SHUTDOWN/parent death. Returns "shutdown", "stopped", "parent_died" or
+  // Loads the backend and then each adapter (one ADAPTER record each: a bad file fails only that
+  // adapter), completes the handshake (HELLO, or ERROR(load_failed) and return), then loops
+  // until stop()/SHUTDOWN/parent death. Returns "shutdown", "stopped", "parent_died" or
   // "load_failed". Call without the GIL.
-  std::string load_and_run(const std::string& path, const BackendOptions& backend_opts);
+  std::string load_and_run(const std::string& path, const BackendOptions& backend_opts,
+                           const std::vector<StartupAdapter>& adapters = {});
   void stop() { stop_.store(true, std::memory_order_relaxed); }
 
  private:
@@ -64,6 +72,9 @@ class LaneLoop {
   void housekeeping(uint64_t now_ns);                     // phase 4
   void begin_request(const uint8_t* payload, size_t size_bytes);
   void cancel_request(uint64_t request_id);
+  void load_adapter(uint32_t id, const std::string& name, const std::string& path);  // → ADAPTER
+  void unload_adapter(uint32_t id);                                                  // → ADAPTER
+  void emit_adapter(uint32_t id, wire::AdapterStatus status, uint64_t bytes, uint64_t load_ns, std::string_view message);
   void finish_choice(const SeqEvent& ev);
   void fail_request(uint64_t request_id, wire::ErrorCode code, std::string_view message);
   void emit_delta(uint64_t request_id, uint32_t choice, wire::Channel channel, std::string_view text, uint64_t now_ns);

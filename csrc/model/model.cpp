@@ -51,6 +51,8 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   attn_scratch_ = AttentionScratch(pool_->num_threads(), cfg_.n_head, cfg_.head_dim, ctx_size_);
   fwd_tokens_.assign(B, BatchToken{0, 0, 0});
   fwd_rows_.assign(B, 0);
+  fwd_lora_.assign(B, nullptr);
+  lora_ = LoraRunner(int32_t(B));
 
   rope_ = RopeTable(cfg_.rope_base, cfg_.n_rot, ctx_size_, cfg_.rope_scaling, rope_freqs_);
   if (cfg_.sliding_window > 0) rope_local_ = RopeTable(cfg_.rope_base_local, cfg_.n_rot, ctx_size_, cfg_.rope_scaling_local);
@@ -164,12 +166,14 @@ void ModelRuntime::attention(int il, const BatchToken* tokens, int n) {
   run_attention(*pool_, job, n, attn_scratch_);
 }
 
-void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_logits) {
+void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_logits,
+                           const LoraSet* lora) {
   if (n < 0 || n > max_batch_) throw std::invalid_argument("forward: batch of " + std::to_string(n) + " tokens");
   for (int i = 0; i < n; ++i) fwd_tokens_[i] = BatchToken{tokens[i], pos0 + i, 0};
   const int first = all_logits ? 0 : n - 1;
   for (int i = first; i < n; ++i) fwd_rows_[i - first] = i;
-  forward_batch(fwd_tokens_.data(), n, fwd_rows_.data(), logits && n > 0 ? n - first : 0, logits);
+  std::fill(fwd_lora_.begin(), fwd_lora_.begin() + n, lora);
+  forward_batch(fwd_tokens_.data(), n, fwd_rows_.data(), logits && n > 0 ? n - first : 0, logits, fwd_lora_.data());
 }
 
 void ModelRuntime::copy_kv(int src_seq, int dst_seq, int n_pos) {
@@ -193,11 +197,18 @@ void ModelRuntime::check_batch(const BatchToken* tokens, int n, const int32_t* o
       throw std::invalid_argument("forward_batch: out_rows must be strictly increasing batch rows");
 }
 
-void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out, float* logits) {
+void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out, float* logits,
+                                 const LoraSet* const* row_lora) {
   if (logits == nullptr) n_out = 0;
   check_batch(tokens, n, out_rows, n_out);
   last_batch_ = n;
   if (n == 0) return;
+  // LoRA (model/lora.h): rows grouped by adapter once; each adapted matmul then adds its
+  // low-rank terms right after the base product (before biases and norms, as llama.cpp does).
+  const bool lora = lora_.begin(row_lora, n);
+  auto adapt = [&](int il, LoraTarget t, const float* x, int64_t x_stride, float* y, int64_t y_stride) {
+    if (lora) lora_.apply(*pool_, il, t, x, x_stride, y, y_stride);
+  };
   const ModelConfig& c = cfg_;
   const int64_t E = c.n_embd, hd = c.head_dim;
   const int64_t q_dim = int64_t(c.n_head) * hd, kv_dim = int64_t(c.n_head_kv) * hd;
@@ -208,11 +219,11 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
   for (int i = 0; i < n; ++i) max_pos = std::max(max_pos, tokens[i].pos);
   rope_.ensure(max_pos + 1);
   if (c.sliding_window > 0) rope_local_.ensure(max_pos + 1);
-  for (int i = 0; i < n; ++i) {
-    float* x = x_.data() + i * E;
-    dequantize_weight_row(tok_embd_.type, tok_embd_.layout, tok_embd_.data, E, tokens[i].token, x);
-    if (c.embd_scale != 1.f) scale_f32(x, c.embd_scale, E);
-  }
+  for (int i = 0; i < n; ++i)
+    dequantize_weight_row(tok_embd_.type, tok_embd_.layout, tok_embd_.data, E, tokens[i].token, x_.data() + i * E);
+  if (lora) lora_.apply_embd(*pool_, tokens, x_.data(), E);  // before the scale (llama.cpp)
+  if (c.embd_scale != 1.f)
+    for (int i = 0; i < n; ++i) scale_f32(x_.data() + i * E, c.embd_scale, E);
 
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerWeights& L = layers_[il];
@@ -224,6 +235,9 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
       for (int64_t i = i0; i < i1; ++i) rmsnorm(x_.data() + i * E, L.attn_norm.data(), h_.data() + i * E, E, c.rms_eps);
     });
     project3(L.wq, q_.data(), L.wk, k_.data(), &L.wv, v_.data(), h_.data(), n);
+    adapt(il, LoraTarget::Q, h_.data(), E, q_.data(), q_dim);
+    adapt(il, LoraTarget::K, h_.data(), E, k_.data(), kv_dim);
+    adapt(il, LoraTarget::V, h_.data(), E, v_.data(), kv_dim);
     for (int i = 0; i < n; ++i) {
       float* q = q_.data() + i * q_dim;
       float* k = k_.data() + i * kv_dim;
@@ -246,6 +260,7 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
     }
     attention(il, tokens, n);
     project(L.wo, attn_.data(), n, tmp_.data());
+    adapt(il, LoraTarget::O, attn_.data(), q_dim, tmp_.data(), E);
     for (int i = 0; i < n; ++i) {
       float* o = tmp_.data() + i * E;
       if (!L.bo.empty()) add_f32(o, L.bo.data(), E);
@@ -258,7 +273,9 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
       for (int64_t i = i0; i < i1; ++i) rmsnorm(x_.data() + i * E, L.ffn_norm.data(), h_.data() + i * E, E, c.rms_eps);
     });
     project3(L.w_gate, ffn_a_.data(), L.w_up, ffn_b_.data(), nullptr, nullptr, h_.data(), n);
-    if (!L.b_gate.empty() || !L.b_up.empty()) {
+    adapt(il, LoraTarget::Gate, h_.data(), E, ffn_a_.data(), c.n_ff);
+    adapt(il, LoraTarget::Up, h_.data(), E, ffn_b_.data(), c.n_ff);
+    if (!L.b_gate.empty() || !L.b_up.empty()) {  // after the adapters' terms, as llama.cpp adds them
       for (int i = 0; i < n; ++i) {
         if (!L.b_gate.empty()) add_f32(ffn_a_.data() + int64_t(i) * c.n_ff, L.b_gate.data(), c.n_ff);
         if (!L.b_up.empty()) add_f32(ffn_b_.data() + int64_t(i) * c.n_ff, L.b_up.data(), c.n_ff);
@@ -271,6 +288,7 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
       else silu_mul(ffn_a_.data() + b, ffn_b_.data() + b, e - b);
     });
     project(L.w_down, ffn_a_.data(), n, tmp_.data());
+    adapt(il, LoraTarget::Down, ffn_a_.data(), c.n_ff, tmp_.data(), E);
     for (int i = 0; i < n; ++i) {
       float* o = tmp_.data() + i * E;
       if (!L.b_down.empty()) add_f32(o, L.b_down.data(), E);
@@ -284,6 +302,7 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
   for (int r = 0; r < n_out; ++r)
     rmsnorm(x_.data() + int64_t(out_rows[r]) * E, output_norm_.data(), h_.data() + r * E, E, c.rms_eps);
   project(output_, h_.data(), n_out, logits);
+  if (lora) lora_.apply_output(*pool_, out_rows, n_out, h_.data(), E, logits, c.n_vocab);
   if (!output_bias_.empty())
     for (int r = 0; r < n_out; ++r) add_f32(logits + int64_t(r) * c.n_vocab, output_bias_.data(), c.n_vocab);
 }

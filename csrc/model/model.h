@@ -21,6 +21,7 @@
 #include "model/attention.h"
 #include "model/batch.h"
 #include "model/kv_cache.h"
+#include "model/lora.h"
 #include "model/ops.h"
 #include "model/repack_store.h"
 #include "model/rope.h"
@@ -95,7 +96,10 @@ class ModelRuntime {
   // out_rows[i] (strictly increasing). n_out == 0 or logits == nullptr skips the LM head.
   // A token's results are bit-identical whatever else shares the batch, in whatever order,
   // with any thread count. Throws std::invalid_argument on out-of-range input.
-  void forward_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out, float* logits);
+  // row_lora[i] (optional): the LoRA adapters of token i (model/lora.h; null or empty: base
+  // model). Adapters must have been checked against this model and outlive the call.
+  void forward_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out, float* logits,
+                     const LoraSet* const* row_lora = nullptr);
 
   // Final hidden states of the most recent forward_batch(): rows [first_row, first_row + n_rows)
   // of its batch after the output RMSNorm (what the LM head would read), written to out
@@ -105,8 +109,9 @@ class ModelRuntime {
 
   // Sequence 0 only: tokens[0..n) at positions pos0.. (n ≤ max_batch, pos0 + n ≤ ctx_size).
   // If all_logits, writes n rows of n_vocab to logits; else only the last token's row;
-  // logits == nullptr skips the output head.
-  void forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_logits);
+  // logits == nullptr skips the output head. lora: adapters of every token (null: base model).
+  void forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_logits,
+               const LoraSet* lora = nullptr);
 
   // Copies positions [0, n_pos) of every layer's K and V from sequence src_seq to dst_seq
   // (prefix reuse across slots). Throws std::invalid_argument on out-of-range input.
@@ -144,6 +149,8 @@ class ModelRuntime {
   RopeTable rope_, rope_local_;                   // global base; local (SWA) base
   std::vector<BatchToken> fwd_tokens_;            // [max_batch] forward()'s batch, seq 0
   std::vector<int32_t> fwd_rows_;                 // [max_batch] forward()'s out_rows
+  std::vector<const LoraSet*> fwd_lora_;          // [max_batch] forward()'s per-row adapters
+  LoraRunner lora_;                               // low-rank terms of the batch's adapters
   int32_t last_batch_ = 0;                        // rows of x_ the last forward_batch() left
 };
 

@@ -95,8 +95,23 @@ void decode_request(const uint8_t* payload, size_t size_bytes, DecodedRequest& o
     out.grammar = c.str(c.take<uint32_t>("grammar length"), "grammar");
     if (out.grammar.empty()) throw WireError("REQUEST grammar is empty");
   }
+  out.adapters.clear();
+  if (h.flags & kRequestAdapters) {
+    const auto n = c.take<uint32_t>("adapter count");
+    if (n == 0 || n > kMaxRequestAdapters) throw WireError("REQUEST adapter count out of range");
+    for (uint32_t i = 0; i < n; ++i) out.adapters.push_back(c.take<AdapterEntry>("adapters"));
+  }
   out.num_choices = h.num_choices;
   if (c.left != 0) throw WireError("REQUEST record has " + std::to_string(c.left) + " trailing bytes");
+}
+
+void decode_load_adapter(const uint8_t* payload, size_t size_bytes, DecodedLoadAdapter& out) {
+  Cursor c{payload, size_bytes};
+  const auto h = c.take<LoadAdapterHeader>("LOAD_ADAPTER header");
+  out.adapter_id = h.adapter_id;
+  out.name = c.str(h.name_bytes, "adapter name");
+  out.path = c.str(h.path_bytes, "adapter path");
+  if (out.path.empty()) throw WireError("LOAD_ADAPTER path is empty");
 }
 
 }  // namespace ls::wire

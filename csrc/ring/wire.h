@@ -7,8 +7,10 @@
 // All fields little-endian, fixed width, read with memcpy (records are only 8-byte aligned and
 // variable sections are unaligned). Version bumps go in ring.h kVersion.
 //
-// Request ring (gateway → lane):  REQUEST, CANCEL, SHUTDOWN; audio lanes: AUDIO_REQUEST
-// Output ring  (lane → gateway):  HELLO, DELTA, DONE, ERROR, STATS, EMBEDDING, LOGPROBS; audio: TRANSCRIPT
+// Request ring (gateway → lane):  REQUEST, CANCEL, SHUTDOWN, LOAD_ADAPTER, UNLOAD_ADAPTER;
+//                                 audio lanes: AUDIO_REQUEST
+// Output ring  (lane → gateway):  HELLO, DELTA, DONE, ERROR, STATS, EMBEDDING, LOGPROBS, ADAPTER;
+//                                 audio: TRANSCRIPT
 //
 // Output is protocol-neutral: a DELTA carries raw UTF-8 text of one (request, choice, channel);
 // the gateway's native relay (ring/delta_relay.h) escapes and frames it per protocol. Records of
@@ -41,6 +43,8 @@ namespace ls::wire {
   X(Request, REQUEST, 1)                                                        \
   X(Cancel, CANCEL, 2)                                                          \
   X(Shutdown, SHUTDOWN, 3)                                                      \
+  X(LoadAdapter, LOAD_ADAPTER, 5)                                               \
+  X(UnloadAdapter, UNLOAD_ADAPTER, 6)                                           \
   X(Hello, HELLO, 16)                                                           \
   X(Delta, DELTA, 17)                                                           \
   X(Done, DONE, 18)                                                             \
@@ -48,6 +52,7 @@ namespace ls::wire {
   X(Stats, STATS, 20)                                                           \
   X(Embedding, EMBEDDING, 21)                                                   \
   X(Logprobs, LOGPROBS, 22)                                                     \
+  X(Adapter, ADAPTER, 23)                                                       \
   X(AudioRequest, AUDIO_REQUEST, 4) /* audio lanes only ("Audio lanes" below) */ \
   X(Transcript, TRANSCRIPT, 30)
 enum class RecordType : uint32_t { LS_WIRE_RECORD_TYPES(LS_WIRE_DECLARE_ENUMERATOR) };
@@ -61,6 +66,7 @@ enum class RecordType : uint32_t { LS_WIRE_RECORD_TYPES(LS_WIRE_DECLARE_ENUMERAT
 //   only with kRequestSplitReasoning: 2 × { u32 size_bytes; utf8 bytes } (open, close marker)
 //   only with kRequestLogprobs: u32 num_top_logprobs (0..20)
 //   only with kRequestGrammar: { u32 size_bytes; utf8 bytes } (llguidance grammar, JSON)
+//   only with kRequestAdapters: u32 count (1..8); AdapterEntry[count] (LoRA adapters by lane id)
 #define LS_WIRE_REQUEST_HEADER(X)                                                          \
   X(uint64_t, request_id)                                                                  \
   X(uint64_t, seed)                                                                        \
@@ -88,6 +94,7 @@ struct RequestHeader { LS_WIRE_REQUEST_HEADER(LS_WIRE_DECLARE_FIELD) };
   /* kRequestPromptLogprobs every prompt token too, and max_tokens may be 0 (score only). */   \
   X(kRequestLogprobs, REQUEST_LOGPROBS, 1u << 8)                                               \
   X(kRequestPromptLogprobs, REQUEST_PROMPT_LOGPROBS, 1u << 9)                                  \
+  X(kRequestAdapters, REQUEST_ADAPTERS, 1u << 10) /* LoRA adapters follow the grammar */          \
   X(kDoneLastChoice, DONE_LAST_CHOICE, 1u) /* DONE: the request is over (every choice ended) */ \
   X(kAudioTranslate, AUDIO_TRANSLATE, 1u) /* translate to English instead of transcribing */  \
   X(kAudioWordTimestamps, AUDIO_WORD_TIMESTAMPS, 2u) /* segments carry per-word timings */
@@ -96,6 +103,34 @@ constexpr uint32_t kMaxChoices = 128;  // per REQUEST (n, or inputs of an embedd
 
 #define LS_WIRE_LOGIT_BIAS_ENTRY(X) X(int32_t, token_id) X(float, bias)
 struct LogitBiasEntry { LS_WIRE_LOGIT_BIAS_ENTRY(LS_WIRE_DECLARE_FIELD) };
+
+// A LoRA adapter a request applies: the id the pool gave it (LOAD_ADAPTER) and its scale.
+#define LS_WIRE_ADAPTER_ENTRY(X) X(uint32_t, adapter_id) X(float, scale)
+struct AdapterEntry { LS_WIRE_ADAPTER_ENTRY(LS_WIRE_DECLARE_FIELD) };
+constexpr uint32_t kMaxRequestAdapters = 8;  // = kMaxLoraPerSeq (model/lora.h)
+
+// LOAD_ADAPTER payload: LoadAdapterHeader, then name_bytes of UTF-8 name and path_bytes of
+// UTF-8 GGUF path. The lane loads it between steps and answers ADAPTER (loaded or failed).
+// Ids are the pool's, never reused for another file.
+#define LS_WIRE_LOAD_ADAPTER_HEADER(X)                                               \
+  X(uint32_t, adapter_id)                                                            \
+  X(uint32_t, name_bytes)                                                            \
+  X(uint32_t, path_bytes)                                                            \
+  X(uint32_t, reserved)
+struct LoadAdapterHeader { LS_WIRE_LOAD_ADAPTER_HEADER(LS_WIRE_DECLARE_FIELD) };
+// UNLOAD_ADAPTER: the adapter leaves the lane's table at once; sequences using it keep it until
+// they end. Answered by ADAPTER (unloaded, or failed when the id is unknown).
+#define LS_WIRE_UNLOAD_ADAPTER_RECORD(X) X(uint32_t, adapter_id) X(uint32_t, reserved)
+struct UnloadAdapterRecord { LS_WIRE_UNLOAD_ADAPTER_RECORD(LS_WIRE_DECLARE_FIELD) };
+// ADAPTER payload: AdapterStatusHeader + UTF-8 message (failed: why, naming the file).
+#define LS_WIRE_ADAPTER_STATUS_HEADER(X)                                             \
+  X(uint32_t, adapter_id)                                                            \
+  X(uint32_t, status)       /* AdapterStatus */                                      \
+  X(uint64_t, tensor_bytes) /* loaded: bytes of its tensors (mapped from its file) */ \
+  X(uint64_t, load_ns)      /* loaded: time to map and check it */
+struct AdapterStatusHeader { LS_WIRE_ADAPTER_STATUS_HEADER(LS_WIRE_DECLARE_FIELD) };
+#define LS_WIRE_ADAPTER_STATUSES(X) X(Loaded, loaded, 1) X(Failed, failed, 2) X(Unloaded, unloaded, 3)
+enum class AdapterStatus : uint32_t { LS_WIRE_ADAPTER_STATUSES(LS_WIRE_DECLARE_ENUMERATOR) };
 
 #define LS_WIRE_CANCEL_RECORD(X) X(uint64_t, request_id)
 struct CancelRecord { LS_WIRE_CANCEL_RECORD(LS_WIRE_DECLARE_FIELD) };
@@ -238,6 +273,10 @@ enum class ErrorCode : uint32_t { LS_WIRE_ERROR_CODES(LS_WIRE_DECLARE_ENUMERATOR
 #define LS_WIRE_STRUCTS(X)                                                           \
   X(RequestHeader, LS_WIRE_REQUEST_HEADER)                                           \
   X(LogitBiasEntry, LS_WIRE_LOGIT_BIAS_ENTRY)                                        \
+  X(AdapterEntry, LS_WIRE_ADAPTER_ENTRY)                                             \
+  X(LoadAdapterHeader, LS_WIRE_LOAD_ADAPTER_HEADER)                                  \
+  X(UnloadAdapterRecord, LS_WIRE_UNLOAD_ADAPTER_RECORD)                              \
+  X(AdapterStatusHeader, LS_WIRE_ADAPTER_STATUS_HEADER)                              \
   X(CancelRecord, LS_WIRE_CANCEL_RECORD)                                             \
   X(HelloRecord, LS_WIRE_HELLO_RECORD)                                               \
   X(DeltaHeader, LS_WIRE_DELTA_HEADER)                                               \
@@ -278,9 +317,17 @@ struct DecodedRequest {
   std::vector<uint32_t> prompt_lengths;  // embed: [num_choices] ids per input
   int32_t num_top_logprobs = -1;         // kRequestLogprobs: 0..20, else -1
   bool prompt_logprobs = false;          // kRequestPromptLogprobs
+  std::vector<AdapterEntry> adapters;    // kRequestAdapters
 };
 
 // Throws WireError naming the problem if the payload is truncated or inconsistent.
 void decode_request(const uint8_t* payload, size_t size_bytes, DecodedRequest& out);
+
+// A decoded LOAD_ADAPTER.
+struct DecodedLoadAdapter {
+  uint32_t adapter_id = 0;
+  std::string name, path;
+};
+void decode_load_adapter(const uint8_t* payload, size_t size_bytes, DecodedLoadAdapter& out);  // throws WireError
 
 }  // namespace ls::wire

@@ -224,3 +224,19 @@ def test_audio_records_agree():
     offsets = wire.AUDIO_REQUEST_HEADER.offsets()
     assert struct.unpack_from("<Q", payload, offsets["num_samples"])[0] == 16000
     assert struct.unpack_from("<I", payload, offsets["flags"])[0] == wire.AUDIO_TRANSLATE
+
+
+def test_request_adapters_and_adapter_records_agree():
+    params = GenerationParams(max_tokens=3, grammar='{"x": 1}', lora=((7, 0.5), (2**32 - 1, -1.25)))
+    d = _ring.decode_request(wire.encode_request(5, [1, 2], params, 1))
+    assert d["adapters"] == [(7, 0.5), (2**32 - 1, -1.25)]
+    assert _ring.decode_request(wire.encode_request(5, [1], GenerationParams(max_tokens=1), 1))["adapters"] == []
+    assert _ring.decode_load_adapter(wire.encode_load_adapter(9, "tuned", "/x/ä.gguf")) == (
+        9, b"tuned", "/x/ä.gguf".encode())
+    with pytest.raises(ValueError):
+        _ring.decode_load_adapter(wire.encode_load_adapter(9, "tuned", "/x.gguf")[:-1])
+    status = wire.ADAPTER_STATUS_HEADER.pack(adapter_id=3, status=wire.ADAPTER_STATUSES["failed"], tensor_bytes=0,
+                                             load_ns=0) + "bad file".encode()
+    assert wire.decode_adapter_status(status) == (3, "failed", 0, 0, "bad file")
+    with pytest.raises(ValueError):
+        GenerationParams(max_tokens=1, lora=((1, 1.0), (1, 0.5)))

@@ -1,0 +1,247 @@
+#include "model/lora.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+
+#include "model/model.h"
+#include "common/thread_pool.h"
+#include "quant/quant.h"
+
+namespace ls {
+namespace {
+
+std::atomic<uint64_t> g_next_serial{1};
+
+// Base tensor names of a layer's targets, in LoraTarget order.
+const char* const kTargetNames[kLoraPerLayer] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
+                                                 "ffn_gate", "ffn_up", "ffn_down"};
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+std::string shape(const GgufTensor& t) {
+  std::string s = "[" + std::to_string(t.ne[0]);
+  for (uint32_t d = 1; d < t.n_dims; ++d) s += ", " + std::to_string(t.ne[d]);
+  return s + "]";
+}
+
+// Below this many multiply-adds a matrix's terms run on the calling thread: a pool dispatch
+// (~1 µs) would cost more than the work. Results are the same on any number of threads, so the
+// choice never changes a bit.
+constexpr int64_t kSerialMacs = 1 << 16;
+
+// The pages of [p, p + n) of a read-only file mapping, dropped from this process (they stay in
+// the page cache): a half copied transposed is never read again.
+void release_pages(const uint8_t* p, size_t n) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + page - 1) & ~(page - 1);
+  const uintptr_t e = (reinterpret_cast<uintptr_t>(p) + n) & ~(page - 1);
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+}
+
+}  // namespace
+
+LoraAdapter::LoraAdapter(const std::string& path, const GgufFile& base, const ModelConfig& cfg)
+    : file_(path), serial_(g_next_serial.fetch_add(1, std::memory_order_relaxed)) {
+  const GgufFile& f = file_;
+  // Metadata checks in llama.cpp's order.
+  const std::string general_type = f.get_string("general.type", "");
+  if (general_type != "adapter")
+    f.fail("general.type is '" + general_type + "', expected 'adapter' (not a LoRA adapter file)");
+  const std::string arch = f.get_string("general.architecture", "");
+  if (arch != cfg.arch_name)
+    f.fail("adapter architecture '" + arch + "' does not match the base model's '" + cfg.arch_name + "'");
+  const std::string adapter_type = f.get_string("adapter.type", "");
+  if (adapter_type != "lora") f.fail("adapter.type is '" + adapter_type + "', expected 'lora'");
+  alpha_ = float(f.get_float("adapter.lora.alpha", 0.0));
+
+  // Pair the halves by base tensor name.
+  std::map<std::string, std::pair<const GgufTensor*, const GgufTensor*>> pairs;
+  for (const GgufTensor& t : f.tensors()) {
+    if (ends_with(t.name, ".lora_a")) {
+      pairs[t.name.substr(0, t.name.size() - 7)].first = &t;
+    } else if (ends_with(t.name, ".lora_b")) {
+      pairs[t.name.substr(0, t.name.size() - 7)].second = &t;
+    } else if (!ends_with(t.name, "_norm.weight")) {  // norm entries: skipped, as llama.cpp does
+      f.fail("tensor '" + t.name + "' has an unexpected suffix (expected .lora_a, .lora_b or _norm.weight)");
+    }
+  }
+
+  layers_.assign(size_t(cfg.n_layer) * kLoraPerLayer, LoraPair{});
+  for (const auto& [name, ab] : pairs) {
+    if (!ab.first || !ab.second)
+      f.fail("LoRA pair for '" + name + "' is missing its " + (ab.first ? "lora_b" : "lora_a") + " half");
+    const GgufTensor& a = *ab.first;
+    const GgufTensor& b = *ab.second;
+    const GgufTensor* w = base.tensor(name);
+    if (!w) f.fail("'" + name + "' is not a tensor of the base model (adapter made for another model?)");
+    if (a.n_dims != 2 || b.n_dims != 2 || w->n_dims != 2)
+      f.fail("LoRA pair for '" + name + "': halves and base tensor must be 2-D");
+    for (const GgufTensor* h : {&a, &b})
+      if (!ggml_type_supported(h->type))
+        f.fail("tensor '" + h->name + "' has type " + ggml_type_info(h->type).name + ", which the runtime cannot run");
+    const bool embd = name == "token_embd.weight";
+    // llama.cpp's shape rules; A and B are swapped for token_embd.
+    const bool fits = embd ? (b.ne[1] == w->ne[0] && a.ne[1] == w->ne[1] && a.ne[0] == b.ne[0])
+                           : (a.ne[0] == w->ne[0] && b.ne[1] == w->ne[1] && a.ne[1] == b.ne[0]);
+    if (!fits) {
+      const std::string want = embd ? "lora_a [r, " + std::to_string(w->ne[1]) + "] and lora_b [r, " +
+                                          std::to_string(w->ne[0]) + "]"
+                                    : "lora_a [" + std::to_string(w->ne[0]) + ", r] and lora_b [r, " +
+                                          std::to_string(w->ne[1]) + "]";
+      f.fail("LoRA pair for '" + name + "' has lora_a " + shape(a) + " and lora_b " + shape(b) +
+             ", which do not fit the base tensor " + shape(*w) + ": expected " + want);
+    }
+    LoraPair p;
+    p.rank = int32_t(b.ne[0]);
+    if (p.rank < 1 || p.rank > kMaxLoraRank)
+      f.fail("LoRA pair for '" + name + "' has rank " + std::to_string(b.ne[0]) + " (1.." +
+             std::to_string(kMaxLoraRank) + " supported)");
+    p.a = LoraHalf{a.type, a.data, a.ne[0], a.ne[1]};
+    p.b = LoraHalf{b.type, b.data, b.ne[0], b.ne[1]};
+    if (!embd) p.at = transposed(p.a);  // token_embd's A rows are looked up in place
+    p.bt = transposed(p.b);
+    if (embd) {
+      embd_ = p;
+    } else if (name == "output.weight") {
+      output_ = p;
+    } else {
+      int il = -1, k = -1;
+      for (int t = 0; t < kLoraPerLayer && k < 0; ++t) {
+        const std::string suffix = std::string(".") + kTargetNames[t] + ".weight";
+        if (name.rfind("blk.", 0) == 0 && ends_with(name, suffix.c_str())) {
+          const std::string num = name.substr(4, name.size() - 4 - suffix.size());
+          if (!num.empty() && num.size() < 6 && num.find_first_not_of("0123456789") == std::string::npos) {
+            il = std::stoi(num);
+            k = t;
+          }
+        }
+      }
+      if (k < 0 || il >= cfg.n_layer)
+        f.fail("adapting '" + name + "' is not supported (targets: attention q/k/v/output, FFN gate/up/down, "
+               "output, token_embd)");
+      layers_[size_t(il) * kLoraPerLayer + k] = p;
+    }
+    max_rank_ = std::max(max_rank_, p.rank);
+    num_pairs_ += 1;
+    tensor_bytes_ += a.size_bytes + b.size_bytes;
+  }
+}
+
+const LoraPair* LoraAdapter::layer(int il, LoraTarget t) const {
+  const LoraPair& p = layers_[size_t(il) * kLoraPerLayer + size_t(t)];
+  return p.present() ? &p : nullptr;
+}
+
+LoraT LoraAdapter::transposed(const LoraHalf& h) {
+  const bool f16 = h.type == GgmlType::F16;  // exact as F16; every other type as f32
+  const size_t elem = f16 ? 2 : 4;
+  store_.emplace_back(size_t(h.n_in) * size_t(h.n_out) * elem);
+  uint8_t* dst = store_.back().data();
+  std::vector<float> row(size_t(h.n_in));
+  const size_t row_bytes = ggml_row_bytes(h.type, h.n_in);
+  for (int64_t o = 0; o < h.n_out; ++o) {
+    const uint8_t* src = h.data + size_t(o) * row_bytes;
+    if (f16) {  // the halves themselves, moved
+      for (int64_t i = 0; i < h.n_in; ++i) std::memcpy(dst + 2 * (size_t(i) * size_t(h.n_out) + size_t(o)), src + 2 * i, 2);
+      continue;
+    }
+    dequantize_row(h.type, src, row.data(), h.n_in);
+    for (int64_t i = 0; i < h.n_in; ++i)
+      reinterpret_cast<float*>(dst)[size_t(i) * size_t(h.n_out) + size_t(o)] = row[size_t(i)];
+  }
+  release_pages(h.data, row_bytes * size_t(h.n_out));
+  store_bytes_ += store_.back().size();
+  return LoraT{f16, dst, h.n_in, h.n_out};
+}
+
+bool LoraSet::same_as(const LoraSet& o) const {
+  if (n != o.n) return false;
+  for (int32_t k = 0; k < n; ++k)
+    if (use[k].serial != o.use[k].serial || use[k].scale != o.use[k].scale) return false;
+  return true;
+}
+
+void LoraSet::sort() {
+  std::sort(use, use + n, [](const LoraUse& a, const LoraUse& b) { return a.serial < b.serial; });
+}
+
+LoraRunner::LoraRunner(int32_t max_rows) {
+  active_.reserve(max_rows);
+  out_map_.assign(max_rows, -1);
+  t_ = LazyArray<float>(size_t(max_rows) * kMaxLoraRank);
+}
+
+bool LoraRunner::begin(const LoraSet* const* row_sets, int n_rows) {
+  active_.clear();
+  sets_ = row_sets;
+  row_macs_ = 0;
+  if (row_sets == nullptr) return false;
+  for (int r = 0; r < n_rows; ++r) {
+    const LoraSet* set = row_sets[r];
+    if (!set || set->n == 0) continue;
+    active_.push_back(r);  // within capacity
+    for (int32_t k = 0; k < set->n; ++k) row_macs_ = std::max<int64_t>(row_macs_, set->use[k].adapter->max_rank());
+  }
+  row_macs_ *= 2048;  // rank × a typical n_in + n_out: only decides serial vs pool
+  return !active_.empty();
+}
+
+template <class PairOf, class Row>
+void LoraRunner::each_row(ThreadPool& pool, PairOf pair_of, Row io_row, const float* x, int64_t x_stride, float* y,
+                          int64_t y_stride, const BatchToken* tokens) {
+  auto rows = [&](int64_t a0, int64_t a1) {
+    for (int64_t a = a0; a < a1; ++a) {
+      const int32_t row = io_row(a);
+      if (row < 0) continue;
+      const LoraSet& set = *sets_[active_[a]];
+      float* t = t_.data() + a * kMaxLoraRank;
+      float* yr = y + int64_t(row) * y_stride;
+      for (int32_t k = 0; k < set.n; ++k) {  // ascending serial: the order the terms are added
+        const LoraAdapter& adapter = *set.use[k].adapter;
+        const LoraPair* p = pair_of(adapter);
+        if (!p) continue;
+        if (tokens) {  // token_embd: t = A's row of the token (llama.cpp's get_rows)
+          const size_t a_row = ggml_row_bytes(p->a.type, p->a.n_in);
+          dequantize_row(p->a.type, p->a.data + size_t(tokens[active_[a]].token) * a_row, t, p->rank);
+        } else {
+          lora_down(p->at, x + int64_t(row) * x_stride, t);
+        }
+        lora_up_add(p->bt, t, adapter.scale(*p, set.use[k].scale), yr, 0, p->bt.cols);
+      }
+    }
+  };
+  const int64_t n = int64_t(active_.size());
+  if (n * row_macs_ < kSerialMacs || n == 1) rows(0, n);
+  else pool.parallel_for(n, 1, rows);
+}
+
+void LoraRunner::apply(ThreadPool& pool, int il, LoraTarget t, const float* x, int64_t x_stride, float* y,
+                       int64_t y_stride) {
+  each_row(pool, [&](const LoraAdapter& a) { return a.layer(il, t); }, [&](int64_t a) { return active_[a]; }, x,
+           x_stride, y, y_stride, nullptr);
+}
+
+void LoraRunner::apply_output(ThreadPool& pool, const int32_t* out_rows, int n_out, const float* x, int64_t x_stride,
+                              float* y, int64_t y_stride) {
+  if (n_out == 0) return;
+  for (int r = 0; r < n_out; ++r) out_map_[out_rows[r]] = r;
+  each_row(pool, [](const LoraAdapter& a) { return a.output(); }, [&](int64_t a) { return out_map_[active_[a]]; }, x,
+           x_stride, y, y_stride, nullptr);
+  for (int r = 0; r < n_out; ++r) out_map_[out_rows[r]] = -1;
+}
+
+void LoraRunner::apply_embd(ThreadPool& pool, const BatchToken* tokens, float* x, int64_t x_stride) {
+  each_row(pool, [](const LoraAdapter& a) { return a.token_embd(); }, [&](int64_t a) { return active_[a]; }, nullptr,
+           0, x, x_stride, tokens);
+}
+
+}  // namespace ls
