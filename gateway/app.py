@@ -30,6 +30,7 @@ from gateway.audio import routes as audio_routes
 from gateway.ollama import info as ollama_info
 from gateway.ollama import routes as ollama_routes
 from gateway.responses import routes as responses_routes
+from gateway.lora import routes as lora_routes
 from gateway.ui import routes as ui_routes
 from gateway.server.config import ConfigError, GatewayConfig, config_from_strings, field_names
 from gateway.http.cors import add_cors
@@ -103,6 +104,12 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(anthropic_routes.count_tokens, "/v1/messages/count_tokens", "POST")
     route(info_routes.list_models, "/v1/models", "GET")
     route(info_routes.get_model, "/v1/models/<model_id:str>", "GET")
+    route(lora_routes.load_lora_adapter, "/v1/load_lora_adapter", "POST")
+    route(lora_routes.unload_lora_adapter, "/v1/unload_lora_adapter", "POST")
+    route(lora_routes.list_lora_adapters, "/lora-adapters", "GET")
+    route(lora_routes.set_lora_scales, "/lora-adapters", "POST")
+    route(lora_routes.set_lora, "/set_lora", "POST")
+    route(lora_routes.unset_lora, "/unset_lora", "POST")
     route(router_routes.router_models, "/models", "GET")
     route(router_routes.load_model, "/models/load", "POST")
     route(router_routes.unload_model, "/models/unload", "POST")

@@ -32,7 +32,8 @@ class _Messages(Adapter):
         body = parse_json_object(request.body, request.headers.get("content-type"), config.max_json_depth)
         parsed = parse_messages_request(body, lenient=config.lenient, count_only=self.count_only)
         served = state.text_model(parsed.chat.sampling.model)
-        return Parsed(served.name, parsed.chat.sampling.stream, parsed, parsed.ignored_fields)
+        return Parsed(served.name, parsed.chat.sampling.stream, parsed, parsed.ignored_fields,
+                      () if self.count_only else state.lora_for(parsed.chat.sampling.model))
 
     def plan(self, state, p: Parsed) -> Job:
         request, served = p.fields, state.models[p.model]

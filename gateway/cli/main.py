@@ -49,6 +49,10 @@ _HELP = {
     "audio_threads": "compute threads per audio lane (0 = the same share of the cores as every lane)",
     "max_json_depth": "deepest nesting of a JSON body; deeper 400",
     "max_n": "largest n (choices per request)",
+    "lora": "LoRA adapter (GGUF) to serve as NAME=PATH, on the text model whose architecture it fits, or "
+            "MODEL:NAME=PATH (repeatable); requests name it as their model",
+    "lora_dir": "directory of LoRA adapters (NAME.gguf) that /v1/load_lora_adapter and /set_lora may load at "
+                "run time (no other path is ever opened)",
     "max_stored_responses": "responses kept in memory for GET /v1/responses/{id} and previous_response_id "
                             "(the oldest goes first; 0 = keep none)",
     "stored_response_ttl_s": "a stored response is forgotten this many seconds after it ended",
@@ -77,6 +81,8 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
         help_text = f"{_HELP[name]} (default {default_text(name)})".replace("%", "%%")  # argparse formats it
         if name == "models":
             parser.add_argument(flag, dest=name, action="append", metavar="NAME=PATH_OR_ALIAS", help=help_text)
+        elif name == "lora":
+            parser.add_argument(flag, dest=name, action="append", metavar="[MODEL:]NAME=PATH", help=help_text)
         elif name == "cors_origins":
             parser.add_argument(flag, dest=name, nargs="+", metavar="ORIGIN", help=help_text)
         elif isinstance(f.default, bool):

@@ -46,10 +46,12 @@ def _depth_exceeds(value: object, max_depth: int) -> bool:
     return False
 
 
-def parse_json_object(body: bytes, content_type: str | None, max_depth: int) -> dict:
+def parse_json_object(body: bytes, content_type: str | None, max_depth: int, *, top_level: type = dict) -> dict:
+    """`top_level`: list for the few routes whose body is an array (llama-server's POST /lora-adapters)."""
+    what = "a JSON object" if top_level is dict else "a JSON array"
     check_content_type(content_type)
     if not body or not body.strip():
-        raise invalid("request body is empty; expected a JSON object", code="invalid_json")
+        raise invalid(f"request body is empty; expected {what}", code="invalid_json")
     if body.startswith(b"\xef\xbb\xbf"):
         raise invalid("request body starts with a byte-order mark; send plain UTF-8 JSON", code="invalid_json")
     try:
@@ -57,8 +59,8 @@ def parse_json_object(body: bytes, content_type: str | None, max_depth: int) -> 
     except orjson.JSONDecodeError as exc:
         # orjson's message names the problem and position, never the offending bytes.
         raise invalid(f"request body is not valid JSON: {exc}", code="invalid_json") from None
-    if not isinstance(value, dict):
-        raise invalid("request body must be a JSON object", code="invalid_json")
+    if not isinstance(value, top_level):
+        raise invalid(f"request body must be {what}", code="invalid_json")
     if _depth_exceeds(value, max_depth):
         raise invalid(f"request body nests deeper than {max_depth} levels", code="invalid_json")
     return value

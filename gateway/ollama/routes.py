@@ -83,7 +83,8 @@ class _Generate(Adapter):
         parsed = (parse_chat if self.chat else parse_generate)(body)
         apply_keep_alive(state, served.name, parsed.keep_alive_s)
         ignored = unknown_fields(body, CHAT_FIELDS if self.chat else GENERATE_FIELDS)
-        return Parsed(served.name, parsed.stream, parsed, tuple(ignored))
+        requested = model if served.name == model or not model.endswith(":latest") else model[: -len(":latest")]
+        return Parsed(served.name, parsed.stream, parsed, tuple(ignored), state.lora_for(requested))
 
     def plan(self, state, p: Parsed) -> Job:
         chat, parsed, served = self.chat, p.fields, state.models[p.model]

@@ -19,6 +19,7 @@ from gateway.features.reasoning import EFFORTS, think_from_openai
 from gateway.features.structured import SCHEMA_SHAPES as STRUCTURED_SHAPES
 from gateway.features.structured import from_openai as structured_from_openai
 from gateway.features.tools import CALL_SHAPE, TOOL_SHAPES, Tools, parse_tools, tool_calls_of_message
+from gateway.lora.selection import LORA_SHAPE, parse_request_lora
 from lanes.api import GenerationParams, param_default
 
 MAX_STOP_STRINGS = 4
@@ -334,6 +335,8 @@ COMMON_FIELDS = table(
     Custom("stream_options", "only with stream: true", reader=lambda body: None, shape={
         **object_schema(_STREAM_OPTION_FIELDS), "type": ["object", "null"]}),
     Str("user", max_chars=256),
+    Custom("lora", "llama-server's per-request LoRA scales [{\"id\", \"scale\"}] (GET /lora-adapters lists the ids; "
+           "ids left out: scale 0)", reader=lambda body: parse_request_lora(body.get("lora")), shape=LORA_SHAPE),
     # Structured outputs (gateway.features.structured reads them all at once in _sampling).
     *(Custom(name, doc, reader=lambda body: None, shape=shape) for name, (doc, shape) in STRUCTURED_SHAPES.items()),
 )

@@ -14,7 +14,7 @@ from gateway.http.errors import invalid
 from gateway.openai.frames import StreamFrames, new_completion_id, now_s
 from gateway.openai.logprobs import request_scores
 from gateway.openai.output import OpenAIOutput
-from gateway.openai.requests import parse_chat, parse_completion
+from gateway.openai.requests import COMMON_FIELDS, parse_chat, parse_completion
 from gateway.openai.tool_stream import TOOL_TEXT_FRAMING
 from gateway.serve.generation import Submission
 from gateway.serve.handler import Adapter, Job, Parsed, route_handler
@@ -57,7 +57,8 @@ class _Generate(Adapter):
         served = state.text_model(parsed.sampling.model)
         if parsed.sampling.n > config.max_n:
             raise invalid(f"'n' must be between 1 and {config.max_n}", param="n")
-        return Parsed(served.name, parsed.sampling.stream, parsed, tuple(parsed.ignored_fields or ()))
+        lora = state.lora_for(parsed.sampling.model, COMMON_FIELDS["lora"].read(body))
+        return Parsed(served.name, parsed.sampling.stream, parsed, tuple(parsed.ignored_fields or ()), lora)
 
     def plan(self, state, p: Parsed) -> Job:
         chat, parsed, served = self.chat, p.fields, state.models[p.model]

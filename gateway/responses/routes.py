@@ -52,7 +52,8 @@ class _Responses(Adapter):
             if stored is None:
                 raise _not_found(parsed.previous_response_id, "previous_response_id")
             history = stored.messages
-        return Parsed(served.name, parsed.sampling.stream, _Request(parsed, history), parsed.ignored_fields)
+        return Parsed(served.name, parsed.sampling.stream, _Request(parsed, history), parsed.ignored_fields,
+                      state.lora_for(parsed.sampling.model))
 
     def plan(self, state, p: Parsed) -> Job:
         parsed, served = p.fields.parsed, state.models[p.model]

@@ -17,6 +17,7 @@ the lane protocol on a disconnect or failure, the id released. Only this module 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
@@ -46,6 +47,7 @@ class Parsed:
     stream: bool
     fields: object  # the protocol's own parsed request
     ignored_fields: tuple = ()  # unknown fields dropped under --lenient (logged by name)
+    lora: tuple = ()  # LoRA adapters, (id, scale) pairs, for every submission (ServerState.lora_for)
 
 
 @dataclass
@@ -192,6 +194,9 @@ class _Run:
         else:
             job = adapter.plan(self.state, parsed)
         self.cleanup = job.cleanup
+        if parsed.lora:  # every protocol's submissions run with the request's adapters
+            job.submissions = [dataclasses.replace(s, params=dataclasses.replace(s.params, lora=parsed.lora))
+                               for s in job.submissions]
         return job
 
     def _open(self, headers: dict, out: Output, first: bytes = b""):

@@ -34,6 +34,7 @@ from lanes.pool import (  # noqa: F401  (re-exported)
     ScoredChunk,
 )
 
+from gateway.lora.startup import adapters_by_model
 from gateway.server.config import KV_MEMORY_FRACTION, MAX_AUTO_SLOTS, GatewayConfig
 from gateway.http.fields import F32_TINY, as_float32
 from gateway.text.gguf_meta import read_model_meta
@@ -107,6 +108,8 @@ def resident_models(config: GatewayConfig, paths: dict[str, str]) -> int:
 def lane_specs(config: GatewayConfig, paths: dict[str, str]) -> list[LaneModelSpec]:
     specs = []
     num_models = resident_models(config, paths)
+    lora = adapters_by_model(config, {n: p for n, p in paths.items()
+                                      if not is_synthetic(p) and model_kind(p) == "text"}) if config.lora else {}
     for name, path in paths.items():
         if model_kind(path) == "audio":
             # One transcription at a time per lane: it uses all of the lane's threads.
@@ -118,7 +121,7 @@ def lane_specs(config: GatewayConfig, paths: dict[str, str]) -> list[LaneModelSp
         specs.append(LaneModelSpec(name=name, path=path, replicas=config.replicas, threads=config.lane_threads(num_models),
                                    ctx_size=config.ctx_size, num_slots=slots,
                                    max_batch_tokens=max(config.max_batch_tokens, slots),
-                                   repack_cache_dir=config.repack_cache_path()))
+                                   repack_cache_dir=config.repack_cache_path(), lora=lora.get(name, ())))
     return specs
 
 

@@ -44,6 +44,38 @@ class ModelEntry:
             raise ConfigError(f"model {self.name}: empty path or alias")
 
 
+ADAPTER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # a single directory name: no '/', no '..'
+
+
+def check_adapter_name(name: str, what: str = "LoRA adapter name") -> str:
+    if not isinstance(name, str) or not ADAPTER_NAME_RE.match(name) or ".." in name:
+        raise ConfigError(f"{what} {name!r}: use 1-64 letters, digits, '.', '_', '-' (a single directory name, "
+                          "not a path)")
+    return name
+
+
+@dataclass(frozen=True)
+class LoraEntry:
+    """`--lora [MODEL:]NAME=PATH`: a GGUF LoRA adapter served as NAME (on MODEL, else on the one
+    text model whose architecture it fits)."""
+    model: str | None
+    name: str
+    path: str
+
+    def __post_init__(self) -> None:
+        check_adapter_name(self.name)
+        if not self.path:
+            raise ConfigError(f"LoRA adapter {self.name}: empty path")
+
+
+def parse_lora_arg(text: str) -> LoraEntry:
+    head, sep, path = text.strip().partition("=")
+    if not sep:
+        raise ConfigError(f"--lora {text!r}: expected NAME=PATH or MODEL:NAME=PATH")
+    model, colon, name = head.strip().rpartition(":")
+    return LoraEntry(model if colon else None, name, path.strip())
+
+
 def parse_model_arg(text: str) -> ModelEntry:
     """`NAME=PATH_OR_ALIAS`, or a bare alias/path (the name is then the alias or the file stem)."""
     text = text.strip()
@@ -111,6 +143,9 @@ class GatewayConfig:
     audio_threads: int = 0
     max_json_depth: int = 32
     max_n: int = 8
+    # LoRA adapters (gateway/lora/): served at start, and a directory run-time loads may read from.
+    lora: tuple[LoraEntry, ...] = ()
+    lora_dir: str | None = None
     # The Responses API's stored responses (GET /v1/responses/{id}, previous_response_id): in memory,
     # at most this many, none older than this (gateway/responses/store.py).
     max_stored_responses: int = 1000
@@ -310,6 +345,8 @@ def convert(field_name: str, value: Any) -> Any:
             return tuple(parse_model_arg(item) for item in _split_models(value))
         if field_name == "cors_origins":
             return tuple(_split_list(value))
+        if field_name == "lora":
+            return tuple(parse_lora_arg(item) for item in _split_list(value))
         if isinstance(value, str):
             if isinstance(default, bool):
                 return _parse_bool(field_name, value)
@@ -317,7 +354,7 @@ def convert(field_name: str, value: Any) -> Any:
                 return int(value.strip())
             if isinstance(default, float):
                 return float(value.strip())
-            if field_name in ("records", "models_dir"):
+            if field_name in ("records", "models_dir", "lora_dir"):
                 return value or None
         return value
     except ValueError as exc:
@@ -344,6 +381,7 @@ __all__ = [
     "DEFAULT_URL",
     "GatewayConfig",
     "MODEL_NAME_RE",
+    "LoraEntry",
     "ModelEntry",
     "config_from_strings",
     "convert",

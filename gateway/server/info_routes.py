@@ -36,15 +36,35 @@ def _model_card(state, served, statuses) -> dict:
     }
 
 
+def _adapter_card(state, served, adapter, statuses) -> dict:
+    """A LoRA adapter as vLLM lists it: a model of its own whose `parent` is the base model."""
+    card = _model_card(state, served, statuses)
+    card.update(id=adapter.name, root=adapter.path, parent=served.name)
+    card["laneserve"] = {**card["laneserve"], "lora": {"id": adapter.id, "path": adapter.path}}
+    return card
+
+
+def _cards(state, statuses) -> list[dict]:
+    cards = []
+    for served in state.models.values():
+        cards.append(_model_card(state, served, statuses))
+        cards += [_adapter_card(state, served, a, statuses) for a in state.lora.loaded(state.pool, served.name)
+                  if not served.is_audio]
+    return cards
+
+
 async def list_models(request):
     state = request.app.ctx.state
-    statuses = state.statuses()
-    return _json({"object": "list", "data": [_model_card(state, m, statuses) for m in state.models.values()]})
+    return _json({"object": "list", "data": _cards(state, state.statuses())})
 
 
 async def get_model(request, model_id: str):
     state = request.app.ctx.state
-    return _json(_model_card(state, state.model(model_id), state.statuses()))
+    served, statuses = state.model(model_id), state.statuses()
+    if served.name == model_id:
+        return _json(_model_card(state, served, statuses))
+    found = state.lora.find(state.pool, [served.name], model_id)
+    return _json(_adapter_card(state, served, found.adapter, statuses))
 
 
 async def health_live(request):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from gateway.anthropic import openapi as anthropic
 from gateway.responses import openapi as responses
+from gateway.lora import routes as lora_routes
 from gateway.http import auth
 from gateway.serve import control_routes
 from gateway.embeddings import requests as embeddings
@@ -22,6 +23,7 @@ from gateway.server import openapi_responses as r
 from gateway.server import router_routes, tokenize_routes
 from gateway.audio import openapi as audio_openapi
 from gateway.http.fields import object_schema
+from gateway.lora.selection import LORA_SHAPE
 from gateway.openai.frames import SYSTEM_FINGERPRINT
 from gateway.ollama import info as ollama_info
 from gateway.ollama import requests as ollama_requests
@@ -128,6 +130,26 @@ def _operations(lenient: bool) -> dict[tuple[str, str], dict]:
                                errors=(400, 401, 404, 413, 415)),
         ("delete", "/v1/requests/{request_id}"): _op("cancel one request by its X-Request-ID", _content(r.CANCEL),
                                                      errors=(401, 404), params=request_id),
+        ("post", "/v1/load_lora_adapter"): _op("vLLM: load a LoRA adapter from --lora-dir, served as model lora_name",
+                                               {"text/plain": {"schema": r.TEXT}}, errors=(400, 401, 404, 413, 415),
+                                               body=_closed(lora_routes.LOAD_FIELDS, ("lora_name", "lora_path"),
+                                                            lenient=lenient)),
+        ("post", "/v1/unload_lora_adapter"): _op("vLLM: unload a LoRA adapter (running requests keep it)",
+                                                 {"text/plain": {"schema": r.TEXT}}, errors=(400, 401, 404, 413, 415),
+                                                 body=_closed(lora_routes.UNLOAD_FIELDS, ("lora_name",), lenient=lenient)),
+        ("get", "/lora-adapters"): _op("llama-server: loaded LoRA adapters and their global scales",
+                                       _content({"type": "array", "items": {"type": "object", "required": [
+                                           "id", "path", "scale"]}})),
+        ("post", "/lora-adapters"): _op("llama-server: global LoRA scales for requests naming the base model "
+                                        "(adapters left out: 0)", _content(r.ROUTER_SUCCESS),
+                                        body={"type": "array", "items": LORA_SHAPE["items"]},
+                                        errors=(400, 401, 413, 415)),
+        ("post", "/set_lora"): _op("SiMa: a model's default LoRA adapter (loaded from --lora-dir if needed)",
+                                   _content({"type": "object"}), errors=(400, 401, 404, 413, 415),
+                                   body=_closed(lora_routes.SET_FIELDS, ("name",), lenient=lenient)),
+        ("post", "/unset_lora"): _op("SiMa: back to the base weights", _content({"type": "object"}),
+                                     errors=(400, 401, 404, 413, 415), body_required=False,
+                                     body=_closed(lora_routes.UNSET_FIELDS, lenient=lenient)),
         ("get", "/models"): _op("llama-server router: every model and whether it is loaded", _content(r.ROUTER_MODELS)),
         ("post", "/models/load"): _op("load a model (unloading the least recently used idle one at --models-max)",
                                       _content(r.ROUTER_SUCCESS), body=_closed(router_routes.MODEL_FIELDS, ("model",),

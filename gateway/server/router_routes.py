@@ -6,7 +6,7 @@ loading and unloading (gateway.server.residency does both).
   last load failed (or whose file cannot be read) is "unloaded" with `"failed": true` and the
   reason in `"error"`.
 * `POST /models/load {"model": NAME}` → 200 `{"success": true}` once it is loaded (waits up to
-  --queue-timeout-s; unloads the least recently used idle model first at --models-max); 500
+  --queue-timeout-s; unloads the least recently used idle model first at --models-max); 503
   `model_load_failed` when it cannot be loaded.
 * `POST /models/unload {"model": NAME}` → 200 `{"success": true}` once its lanes are gone (it
   waits for the model's requests to end, up to --queue-timeout-s; else 503).

@@ -13,6 +13,7 @@ from gateway.server.metrics import Metrics
 from gateway.server.records import RecordsFile
 from gateway.http.request_ids import InFlightIds
 from gateway.responses.store import ResponseStore
+from gateway.lora.selection import LoraSettings
 
 
 @dataclass
@@ -59,6 +60,7 @@ class ServerState:
     responses: ResponseStore | None = None  # the Responses API's stored responses (set in __post_init__)
     # SIGTERM: `stopping` withdraws readiness at once (balancers stop sending work); `draining`
     # refuses new generation requests with 503, --drain-delay-s later (gateway.app._before_stop).
+    lora: LoraSettings = field(default_factory=LoraSettings)  # adapters' defaults and scales (gateway/lora/)
     stopping: bool = False
     draining: bool = False
     log: object = field(default_factory=get_logger)
@@ -76,7 +78,15 @@ class ServerState:
         served = self.models.get(requested)
         if served is None and self.on_demand is not None and requested in self.on_demand.broken:
             served = self.models[requested] = self.on_demand.retry(requested, int(time.time()))
+        if served is None:  # a LoRA adapter's name: its base model (vLLM's way of naming adapters)
+            found = self.lora.find(self.pool, self.models, requested)
+            served = None if found is None else self.models[found.model]
         return served
+
+    def lora_for(self, requested: str, request_lora=None) -> tuple[tuple[int, float], ...]:
+        """The (adapter id, scale) pairs a request for model `requested` runs with (gateway/lora/selection.py)."""
+        served = self.text_model(requested)
+        return self.lora.selection(self.pool, served.name, requested, request_lora)
 
     def model(self, requested: str) -> ServedModel:
         served = self.find_model(requested) if isinstance(requested, str) else None
