@@ -136,7 +136,7 @@ class _Run:
         parsed = await self.adapter.parse(request, state)
         if parsed.ignored_fields:
             state.log.info("ignored_unknown_fields", request_id=self.request_id, fields=list(parsed.ignored_fields)[:16])
-        tracker.set_model(parsed.model, parsed.stream)
+        tracker.set_model(parsed.model, parsed.stream, parsed.lora)
         # 3. one request per id in flight (cancel addresses it by id)
         state.in_flight.claim(self.request_id)
         self.claimed = True

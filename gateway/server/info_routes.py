@@ -92,6 +92,8 @@ def readiness(state) -> tuple[int, dict]:
             "slots_in_use": sum(s.in_flight for s in lanes),
             "queued": state.admission.depth(name) if state.admission is not None else 0,
             "ctx_per_slot": served.n_ctx,
+            "lora": [{"id": a.id, "name": a.name} for a in state.lora.loaded(state.pool, name)],
+            "lora_errors": dict(getattr(state.pool, "adapter_errors", {}).get(name, {})),
             "lanes": [{"index": s.index, "state": s.state, "pid": s.pid, "restarts": s.restarts,
                        "slots": s.num_slots, "slots_in_use": s.in_flight,
                        "kv_cache_bytes": s.kv_cache_bytes} for s in lanes],

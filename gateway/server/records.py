@@ -20,6 +20,7 @@ class RequestRecord:
     route: str
     session_id: str | None = None  # the client's X-Session-ID (gateway.http.session_ids), if sent
     model: str | None = None
+    lora: list | None = None  # LoRA adapters the request ran with: [[adapter id, scale], ...]; None: the base
     stream: bool = False
     outcome: str = "error"
     status: int = 0

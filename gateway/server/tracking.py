@@ -45,9 +45,10 @@ class RequestTracker:
             self.finish("disconnect", 499, "client_disconnected")
             raise
 
-    def set_model(self, model: str, stream: bool) -> None:
+    def set_model(self, model: str, stream: bool, lora: tuple = ()) -> None:
         self.record.model = model
         self.record.stream = stream
+        self.record.lora = [list(pair) for pair in lora] or None
 
     def admitted(self) -> None:
         self._admitted_ns = time.perf_counter_ns()

@@ -149,3 +149,13 @@ def test_mixed_adapters_in_one_batch_are_identical_to_alone(http):
     with ThreadPoolExecutor(8) as pool:
         together = list(pool.map(lambda m: chat(http, m, **seeded), models))
     assert together == [alone[m] for m in models]
+
+
+def test_records_and_readiness_show_adapters(lora_server, http):
+    r = http.post("/v1/chat/completions", headers={"X-Request-ID": "lora-record"},
+                  json={"model": "pirate", "messages": USER, "max_tokens": 2})
+    assert r.status_code == 200
+    [record] = lora_server.records("lora-record")
+    assert record["model"] == "smollm2" and record["lora"] == [[adapter_ids(http)["pirate"], 1.0]]
+    ready = http.get("/health/ready").json()["models"]["smollm2"]
+    assert {a["name"] for a in ready["lora"]} >= {"pirate"} and ready["lora_errors"] == {}
