@@ -122,13 +122,12 @@ struct LoraSet {
 
 // Applies the adapters of a batch inside ModelRuntime::forward_batch. The base product runs
 // once for all rows; then each row with adapters adds its low-rank terms, its adapters in
-// ascending serial. Rows are independent, so they are split over the pool when the work is
-// large (prefill, many sequences) and run on the calling thread when it is small (a decode
-// row's rank-16 FFN term is ~30 k multiply-adds, a pool dispatch ~1 µs). Measured (see
-// benchmarks/README.md): grouping rows per adapter buys nothing here — a term's transposed
-// halves (18–66 KB at rank 16) stay in L1/L2 from row to row anyway — while per-row work
-// spreads evenly over the threads. Buffers are sized at construction; nothing is allocated
-// per step. Not thread-safe: the forward pass drives it.
+// ascending serial. Rows are independent and computed one by one, so any split gives the same
+// bits. Rows are ordered by adapter and the pool takes whole runs of rows of one adapter (a
+// term's transposed halves, 18–66 KB at rank 16, are then read from memory by one thread and
+// stay in its cache for the run's other rows); a single row splits B's outputs over the pool
+// instead. Small work runs on the calling thread (a pool dispatch is ~1 µs). Buffers are sized
+// at construction; nothing is allocated per step. Not thread-safe: the forward pass drives it.
 class LoraRunner {
  public:
   LoraRunner() = default;
@@ -155,7 +154,8 @@ class LoraRunner {
                 int64_t y_stride, const BatchToken* tokens);
 
   const LoraSet* const* sets_ = nullptr;  // the step's row_sets
-  std::vector<int32_t> active_;           // [max_rows] batch rows with adapters, ascending
+  std::vector<int32_t> active_;           // [max_rows] batch rows with adapters, by first adapter
+  std::vector<int32_t> runs_;             // [max_rows + 1] starts of runs of active_ with one first adapter
   int64_t row_macs_ = 0;                  // rough multiply-adds per active row and matrix (serial or pool)
   std::vector<int32_t> out_map_;          // [max_rows] batch row → LM-head row (-1: no logits)
   LazyArray<float> t_;                    // [max_rows][kMaxLoraRank] A·x of each active row
