@@ -18,10 +18,13 @@
 // others become f32 (a Q8_0 or BF16 half costs 3.8× / 2× its bytes). The file's own pages are
 // then released, except token_embd's A, whose rows are read in place (lookup by token).
 //
-// Arithmetic per adapted matmul, per row of a group (rows using that adapter):
-//   t = A·x [rank] (fp32 activations), then y += s·(B·t) — s·u rounded to f32 first (llama.cpp's
-//   ggml_scale then ggml_add). A row's adapters are applied in ascending load serial, and each
-//   row is computed on its own, so its result does not depend on its batchmates.
+// Arithmetic per adapted matmul and per row using adapters:
+//   t = A·x [rank] (fp32 activations), then y += s·(B·t) — s·(B·t) rounded to f32 first
+//   (llama.cpp's ggml_scale then ggml_add). A row's adapters are applied in ascending load
+//   serial, and each row is computed on its own, so its result does not depend on its batchmates.
+// Lifetimes: a LoraAdapter is immutable after construction and shared (BatchEngine's table and
+// every sequence using it hold a shared_ptr); a LoraSet's raw pointers are valid while those
+// references are held, i.e. for the forward passes of its sequence.
 #pragma once
 
 #include <cstdint>
