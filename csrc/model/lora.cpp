@@ -194,10 +194,15 @@ bool LoraRunner::begin(const LoraSet* const* row_sets, int n_rows) {
     for (int32_t k = 0; k < set->n; ++k) row_macs_ = std::max<int64_t>(row_macs_, set->use[k].adapter->max_rank());
   }
   row_macs_ *= 2048;  // rank × a typical n_in + n_out: only decides serial vs pool
-  // Runs of rows whose first adapter is the same (stable: ascending rows within a run).
-  std::stable_sort(active_.begin(), active_.end(), [&](int32_t a, int32_t b) {
-    return row_sets[a]->use[0].serial < row_sets[b]->use[0].serial;
-  });
+  // Runs of rows whose first adapter is the same, ascending rows within a run: an insertion
+  // sort (std::stable_sort may allocate; rows arrive mostly grouped, sequence by sequence).
+  auto key = [&](int32_t row) { return row_sets[row]->use[0].serial; };
+  for (size_t i = 1; i < active_.size(); ++i) {
+    const int32_t row = active_[i];
+    size_t j = i;
+    for (; j > 0 && key(active_[j - 1]) > key(row); --j) active_[j] = active_[j - 1];
+    active_[j] = row;
+  }
   runs_.clear();
   for (size_t a = 0; a < active_.size(); ++a)
     if (a == 0 || row_sets[active_[a]]->use[0].serial != row_sets[active_[a - 1]]->use[0].serial)
@@ -229,19 +234,22 @@ void LoraRunner::each_row(ThreadPool& pool, PairOf pair_of, Row io_row, const fl
           lora_down(p->at, x + int64_t(row) * x_stride, t);
         }
         const float s = adapter.scale(*p, set.use[k].scale);
-        if (n == 1 && p->bt.cols * p->rank >= kSplitMacs)  // one row: B's outputs over the pool
-          pool.parallel_for(p->bt.cols, 64, [&](int64_t o0, int64_t o1) { lora_up_add(p->bt, t, s, yr, o0, o1); });
-        else
+        if (n == 1 && p->bt.cols * p->rank >= kSplitMacs) {  // one row: B's outputs over the pool
+          auto slice = [&](int64_t o0, int64_t o1) { lora_up_add(p->bt, t, s, yr, o0, o1); };
+          // One captured reference: the std::function parallel_for builds stays allocation-free.
+          pool.parallel_for(p->bt.cols, 64, [&slice](int64_t o0, int64_t o1) { slice(o0, o1); });
+        } else
           lora_up_add(p->bt, t, s, yr, 0, p->bt.cols);
       }
     }
   };
+  // Tasks capture `rows` by one reference: the std::function parallel_for builds stays inline.
   if (small || n == 1)
     rows(0, n);
   else if (n_runs >= 2)  // whole runs of one adapter per task
-    pool.parallel_for(n_runs, 1, [&](int64_t r0, int64_t r1) { rows(runs_[r0], runs_[r1]); });
+    pool.parallel_for(n_runs, 1, [&rows, this](int64_t r0, int64_t r1) { rows(runs_[r0], runs_[r1]); });
   else
-    pool.parallel_for(n, 1, rows);
+    pool.parallel_for(n, 1, [&rows](int64_t a0, int64_t a1) { rows(a0, a1); });
 }
 
 void LoraRunner::apply(ThreadPool& pool, int il, LoraTarget t, const float* x, int64_t x_stride, float* y,
