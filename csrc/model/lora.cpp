@@ -37,6 +37,7 @@ std::string shape(const GgufTensor& t) {
 // (~1 µs) would cost more than the work. Results are the same on any number of threads, so the
 // choice never changes a bit.
 constexpr int64_t kSerialMacs = 1 << 16;
+constexpr int64_t kSplitMacs = 1 << 14;  // a single row's B product worth splitting (FFN terms at rank 16)
 
 // The pages of [p, p + n) of a read-only file mapping, dropped from this process (they stay in
 // the page cache): a half copied transposed is never read again.
@@ -176,6 +177,7 @@ void LoraSet::sort() {
 
 LoraRunner::LoraRunner(int32_t max_rows) {
   active_.reserve(max_rows);
+  runs_.reserve(size_t(max_rows) + 1);
   out_map_.assign(max_rows, -1);
   t_ = LazyArray<float>(size_t(max_rows) * kMaxLoraRank);
 }
@@ -192,12 +194,28 @@ bool LoraRunner::begin(const LoraSet* const* row_sets, int n_rows) {
     for (int32_t k = 0; k < set->n; ++k) row_macs_ = std::max<int64_t>(row_macs_, set->use[k].adapter->max_rank());
   }
   row_macs_ *= 2048;  // rank × a typical n_in + n_out: only decides serial vs pool
+  // Runs of rows whose first adapter is the same, ascending rows within a run: an insertion
+  // sort (std::stable_sort may allocate; rows arrive mostly grouped, sequence by sequence).
+  auto key = [&](int32_t row) { return row_sets[row]->use[0].serial; };
+  for (size_t i = 1; i < active_.size(); ++i) {
+    const int32_t row = active_[i];
+    size_t j = i;
+    for (; j > 0 && key(active_[j - 1]) > key(row); --j) active_[j] = active_[j - 1];
+    active_[j] = row;
+  }
+  runs_.clear();
+  for (size_t a = 0; a < active_.size(); ++a)
+    if (a == 0 || row_sets[active_[a]]->use[0].serial != row_sets[active_[a - 1]]->use[0].serial)
+      runs_.push_back(int32_t(a));
+  runs_.push_back(int32_t(active_.size()));
   return !active_.empty();
 }
 
 template <class PairOf, class Row>
 void LoraRunner::each_row(ThreadPool& pool, PairOf pair_of, Row io_row, const float* x, int64_t x_stride, float* y,
                           int64_t y_stride, const BatchToken* tokens) {
+  const int64_t n = int64_t(active_.size()), n_runs = int64_t(runs_.size()) - 1;
+  const bool small = n * row_macs_ < kSerialMacs;
   auto rows = [&](int64_t a0, int64_t a1) {
     for (int64_t a = a0; a < a1; ++a) {
       const int32_t row = io_row(a);
@@ -215,13 +233,23 @@ void LoraRunner::each_row(ThreadPool& pool, PairOf pair_of, Row io_row, const fl
         } else {
           lora_down(p->at, x + int64_t(row) * x_stride, t);
         }
-        lora_up_add(p->bt, t, adapter.scale(*p, set.use[k].scale), yr, 0, p->bt.cols);
+        const float s = adapter.scale(*p, set.use[k].scale);
+        if (n == 1 && p->bt.cols * p->rank >= kSplitMacs) {  // one row: B's outputs over the pool
+          auto slice = [&](int64_t o0, int64_t o1) { lora_up_add(p->bt, t, s, yr, o0, o1); };
+          // One captured reference: the std::function parallel_for builds stays allocation-free.
+          pool.parallel_for(p->bt.cols, 64, [&slice](int64_t o0, int64_t o1) { slice(o0, o1); });
+        } else
+          lora_up_add(p->bt, t, s, yr, 0, p->bt.cols);
       }
     }
   };
-  const int64_t n = int64_t(active_.size());
-  if (n * row_macs_ < kSerialMacs || n == 1) rows(0, n);
-  else pool.parallel_for(n, 1, rows);
+  // Tasks capture `rows` by one reference: the std::function parallel_for builds stays inline.
+  if (small || n == 1)
+    rows(0, n);
+  else if (n_runs >= 2)  // whole runs of one adapter per task
+    pool.parallel_for(n_runs, 1, [&rows, this](int64_t r0, int64_t r1) { rows(runs_[r0], runs_[r1]); });
+  else
+    pool.parallel_for(n, 1, [&rows](int64_t a0, int64_t a1) { rows(a0, a1); });
 }
 
 void LoraRunner::apply(ThreadPool& pool, int il, LoraTarget t, const float* x, int64_t x_stride, float* y,

@@ -18,10 +18,13 @@
 // others become f32 (a Q8_0 or BF16 half costs 3.8× / 2× its bytes). The file's own pages are
 // then released, except token_embd's A, whose rows are read in place (lookup by token).
 //
-// Arithmetic per adapted matmul, per row of a group (rows using that adapter):
-//   t = A·x [rank] (fp32 activations), then y += s·(B·t) — s·u rounded to f32 first (llama.cpp's
-//   ggml_scale then ggml_add). A row's adapters are applied in ascending load serial, and each
-//   row is computed on its own, so its result does not depend on its batchmates.
+// Arithmetic per adapted matmul and per row using adapters:
+//   t = A·x [rank] (fp32 activations), then y += s·(B·t) — s·(B·t) rounded to f32 first
+//   (llama.cpp's ggml_scale then ggml_add). A row's adapters are applied in ascending load
+//   serial, and each row is computed on its own, so its result does not depend on its batchmates.
+// Lifetimes: a LoraAdapter is immutable after construction and shared (BatchEngine's table and
+// every sequence using it hold a shared_ptr); a LoraSet's raw pointers are valid while those
+// references are held, i.e. for the forward passes of its sequence.
 #pragma once
 
 #include <cstdint>
@@ -122,13 +125,12 @@ struct LoraSet {
 
 // Applies the adapters of a batch inside ModelRuntime::forward_batch. The base product runs
 // once for all rows; then each row with adapters adds its low-rank terms, its adapters in
-// ascending serial. Rows are independent, so they are split over the pool when the work is
-// large (prefill, many sequences) and run on the calling thread when it is small (a decode
-// row's rank-16 FFN term is ~30 k multiply-adds, a pool dispatch ~1 µs). Measured (see
-// benchmarks/README.md): grouping rows per adapter buys nothing here — a term's transposed
-// halves (18–66 KB at rank 16) stay in L1/L2 from row to row anyway — while per-row work
-// spreads evenly over the threads. Buffers are sized at construction; nothing is allocated
-// per step. Not thread-safe: the forward pass drives it.
+// ascending serial. Rows are independent and computed one by one, so any split gives the same
+// bits. Rows are ordered by adapter and the pool takes whole runs of rows of one adapter (a
+// term's transposed halves, 18–66 KB at rank 16, are then read from memory by one thread and
+// stay in its cache for the run's other rows); a single row splits B's outputs over the pool
+// instead. Small work runs on the calling thread (a pool dispatch is ~1 µs). Buffers are sized
+// at construction; nothing is allocated per step. Not thread-safe: the forward pass drives it.
 class LoraRunner {
  public:
   LoraRunner() = default;
@@ -155,7 +157,8 @@ class LoraRunner {
                 int64_t y_stride, const BatchToken* tokens);
 
   const LoraSet* const* sets_ = nullptr;  // the step's row_sets
-  std::vector<int32_t> active_;           // [max_rows] batch rows with adapters, ascending
+  std::vector<int32_t> active_;           // [max_rows] batch rows with adapters, by first adapter
+  std::vector<int32_t> runs_;             // [max_rows + 1] starts of runs of active_ with one first adapter
   int64_t row_macs_ = 0;                  // rough multiply-adds per active row and matrix (serial or pool)
   std::vector<int32_t> out_map_;          // [max_rows] batch row → LM-head row (-1: no logits)
   LazyArray<float> t_;                    // [max_rows][kMaxLoraRank] A·x of each active row
