@@ -129,11 +129,13 @@ def test_streamed_tool_call(openai_client):
 
 
 def test_token_limit_is_incomplete(openai_client):
-    r = openai_client.responses.create(model="smollm2", input="Count from one to one hundred.", max_output_tokens=4)
+    # Greedy: a sampled answer could end on its own within 4 tokens.
+    r = openai_client.responses.create(model="smollm2", input="Count from one to one hundred.", max_output_tokens=4,
+                                       **GREEDY)
     assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
     assert r.output[0].status == "incomplete" and r.usage.output_tokens == 4
     events = list(openai_client.responses.create(model="smollm2", input="Count from one to one hundred.",
-                                                 max_output_tokens=4, stream=True))
+                                                 max_output_tokens=4, stream=True, **GREEDY))
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert events[-1].type == "response.incomplete" and events[-1].response.incomplete_details.reason == \
         "max_output_tokens"

@@ -92,7 +92,14 @@ def test_an_answer_streams_token_by_token_with_statistics_and_history(page, serv
     assert console_errors(page.driver) == []
 
 
-def test_stop_ends_the_stream_and_cancels_on_the_server(page, server, artefacts):
+def test_stop_ends_the_stream_and_cancels_on_the_server(driver, own_server, artefacts):
+    # A lane that takes 20 ms per token and never ends early: Stop meets a running stream however
+    # slow the browser is (a real model may finish a short answer first).
+    server = own_server("--model", "fake=synthetic:step_us=20000,prefill_us_per_token=0,n_ctx=1024",
+                        "--ctx-size", "1024", real_model=False)
+    server.wait_ready()
+    driver.set_window_size(1200, 900)
+    page = ChatPage(driver, server.base_url)
     page.open()
     page.settings(temperature="0", max_tokens="400")
     page.send("Count from 1 to 300, one number per line.")
