@@ -62,14 +62,14 @@ class RequestStream:
 
     async def __anext__(self):
         while True:
-            if self._cancelled:
-                raise StopAsyncIteration
             if self._items:
                 item = self._items.popleft()
                 if isinstance(item, list):
                     parts = item[1]
                     return Chunk(item[0], parts[0] if len(parts) == 1 else b"".join(parts))
                 return item
+            if self._cancelled:
+                raise StopAsyncIteration
             if self._error is not None:
                 raise self._error
             if self._ended:
@@ -81,11 +81,13 @@ class RequestStream:
                 self._waiter = None
 
     def cancel(self) -> None:
-        """Idempotent. The lane frees the request's slots at its next step; iteration ends now."""
+        """Idempotent. The lane frees the request's slots at its next step; iteration ends after
+        the items already received (a consumer still writing gets every event the relay counted,
+        so numbered events stay contiguous), and nothing that arrives later is kept."""
         if self._cancelled:
             return
+        self.next_number()  # the count stops here: later deltas are framed but never written
         self._cancelled = True
-        self._items.clear()
         self.detach_sink()
         if not self._ended:
             self._on_cancel(self.request_id)
@@ -97,7 +99,7 @@ class RequestStream:
 
     def next_number(self) -> int:
         """With a NumberedFraming (lanes.api): the number the request's next event would carry."""
-        if self._route is not None:  # a count only grows; a route already gone reads 0
+        if self._route is not None and not self._cancelled:  # a count only grows; a gone route reads 0
             self._next_number = max(self._next_number, self._route.route_stats(self.request_id)[2])
         return self._next_number
 

@@ -65,10 +65,25 @@ async def test_error_after_delivered_items_and_idempotent_cancel():
     s2.cancel()
     assert cancels == [6]
     assert ("socket", 6, -1) in route.calls  # the pump must never write to its sink again
-    assert [i async for i in s2] == []
+    assert [i async for i in s2] == [Chunk(0, b"a")]  # received before the cancel: still delivered
     s2.push_chunk(0, b"late")  # records that still arrive after the cancel are dropped
     s2.push_done(DONE0, last=True)
     assert [i async for i in s2] == []
+
+
+async def test_the_event_count_stops_at_the_cancel():
+    """Deltas the relay frames after a cancel are never written: the count the closing events
+    continue from is the one at the cancel, so the client's sequence numbers have no gap."""
+    route = FakeRoute()
+    numbers = iter(range(7, 100))
+    route.route_stats = lambda rid: (0, 0, next(numbers))
+    s = RequestStream(8, 1, route, lambda rid: None)
+    s.push_chunk(0, b"numbered 6")
+    s.cancel()
+    assert s.next_number() == 7
+    s.push_chunk(0, b"numbered 7, framed after the cancel")
+    assert [i async for i in s] == [Chunk(0, b"numbered 6")]
+    assert s.next_number() == 7
 
 
 async def test_whole_text_consumer_is_woken_by_done_not_by_chunks():
