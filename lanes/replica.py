@@ -368,6 +368,9 @@ class LaneReplica:
         rc = self.proc.wait()
         self.pump_all()
         how = f"lane {self.name} (pid {self.pid}) {describe_exit(rc)}"
+        if self.kill_reason == "lane_hung":  # our SIGKILL: what the client should hear is why
+            how = (f"lane {self.name} (pid {self.pid}) stopped answering for "
+                   f"{self.pool.config.heartbeat_timeout_s:g} s and was replaced")
         if self.streams:
             code = self.kill_reason if self.kill_reason == "lane_hung" else "lane_died"
             self.fail_all(code, how + " during the request")

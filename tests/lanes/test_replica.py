@@ -65,6 +65,7 @@ async def test_hung_lane_is_detected_by_heartbeat_and_replaced(make_pool):
         async for _ in stream:
             pass
     assert e.value.code == "lane_hung"
+    assert "stopped answering for 0.5 s and was replaced" in e.value.message  # not "killed by SIGKILL"
     assert time.monotonic() - t0 < 0.5 + 0.16 + 0.5
     await wait_for(lambda: pool.statuses()[0].state == "ready", 10, "replacement lane")
     assert pool.statuses()[0].pid != pid

@@ -157,6 +157,21 @@ def battery(tmp_path_factory):
     assert srv.terminate() == 0, srv.log_text()[-3000:]
 
 
+@pytest.fixture
+def smollm2_factory(tmp_path_factory):
+    """Start SmolLM2 servers with the given arguments (unwatched), each stopped cleanly at the end."""
+    started = []
+
+    def start(*args: str):
+        srv = _start(tmp_path_factory, "smollm2", *args)
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        assert srv.terminate() == 0, srv.log_text()[-3000:]
+
+
 @pytest.fixture(scope="module")
 def synthetic_factory(tmp_path_factory):
     """Start synthetic-backend servers (no weights; SmolLM2's tokenizer), stopped at module end.
