@@ -81,20 +81,31 @@ async def exchange(port: int, raw_request: bytes, timeout_s: float = 60.0) -> Ra
         writer.close()
 
 
-def sse_events(body: bytes) -> list:
-    """Every `data:` event of an SSE body as JSON (or the string "[DONE]"); comments are skipped.
-    Raises when any event is not a whole, valid frame (bytes of two writers interleaved)."""
-    events = []
+def sse_frames(body: bytes) -> list[tuple[str | None, object]]:
+    """(event name or None, data) of every SSE event: data as JSON (or the string "[DONE]"),
+    comments skipped; a named event's data must carry its name as "type". Raises when any
+    event is not a whole, valid frame (bytes of two writers interleaved)."""
     if not body.endswith(b"\n\n"):
         raise BadFraming(f"SSE body does not end with a blank line: {body[-80:]!r}")
+    frames = []
     for frame in body[:-2].split(b"\n\n"):
         if frame.startswith(b":"):
             continue
-        if not frame.startswith(b"data: "):
+        lines = frame.split(b"\n")
+        name = lines.pop(0)[len(b"event: "):].decode() if lines[0].startswith(b"event: ") else None
+        if len(lines) != 1 or not lines[0].startswith(b"data: "):
             raise BadFraming(f"not an SSE event: {frame[:80]!r}")
-        payload = frame[len(b"data: "):]
-        events.append("[DONE]" if payload == b"[DONE]" else orjson.loads(payload))
-    return events
+        payload = lines[0][len(b"data: "):]
+        data = "[DONE]" if payload == b"[DONE]" else orjson.loads(payload)
+        if name is not None and data["type"] != name:
+            raise BadFraming(f"event {name!r} with data of type {data['type']!r}")
+        frames.append((name, data))
+    return frames
+
+
+def sse_events(body: bytes) -> list:
+    """The data of every SSE event (see sse_frames)."""
+    return [data for _, data in sse_frames(body)]
 
 
 def ndjson_lines(body: bytes) -> list:

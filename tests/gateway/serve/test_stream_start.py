@@ -14,7 +14,7 @@ import asyncio
 import orjson
 import pytest
 
-from ..raw_http import RawResponse, exchange, ndjson_lines, request_bytes, sse_events
+from ..raw_http import RawResponse, exchange, ndjson_lines, request_bytes, sse_events, sse_frames
 
 TRIES = 50
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "weather of a city",
@@ -102,13 +102,9 @@ def test_openai_streams_start_with_the_status_line(instant_server, case):
 def named_events(r: RawResponse) -> list:
     """SSE events with an `event:` line equal to their data's type (comments skipped)."""
     assert r.status == 200 and r.chunked and r.headers["content-type"].startswith("text/event-stream")
-    events = []
-    for block in r.body.decode().split("\n\n"):
-        if block and not block.startswith(":"):
-            name, data = block.split("\n")
-            events.append(orjson.loads(data.removeprefix("data: ")))
-            assert name == "event: " + events[-1]["type"]
-    return events
+    frames = sse_frames(r.body)
+    assert all(name is not None for name, _ in frames), frames
+    return [data for _, data in frames]
 
 
 def check_anthropic_stream(r: RawResponse) -> list:

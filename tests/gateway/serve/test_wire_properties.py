@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from gateway.server import openapi
-from ..raw_http import RawResponse, exchange, ndjson_lines, request_bytes
+from ..raw_http import RawResponse, exchange, ndjson_lines, request_bytes, sse_frames
 
 USER = [{"role": "user", "content": "Say something."}]
 # Bodies that make each JSON route do its real work; a route not listed gets {"model": "fake"} (its
@@ -78,26 +78,6 @@ def _stream_body(path: str, long: bool = False) -> dict:
     return body
 
 
-def _sse_frames(body: bytes) -> list[tuple[str | None, object]]:
-    """(event name or None, data) of every SSE frame; comments skipped; raises on a torn frame."""
-    assert body.endswith(b"\n\n"), body[-80:]
-    frames = []
-    for frame in body[:-2].split(b"\n\n"):
-        if frame.startswith(b":"):
-            continue
-        lines = frame.split(b"\n")
-        name = None
-        if lines[0].startswith(b"event: "):
-            name = lines.pop(0)[len(b"event: "):].decode()
-        assert len(lines) == 1 and lines[0].startswith(b"data: "), frame[:120]
-        payload = lines[0][len(b"data: "):]
-        data = "[DONE]" if payload == b"[DONE]" else orjson.loads(payload)
-        if name is not None:
-            assert data["type"] == name, frame[:120]
-        frames.append((name, data))
-    return frames
-
-
 def _sse_terminal(path: str, frames: list) -> None:
     last = frames[-1][1]
     if path.startswith("/v1/messages"):
@@ -114,7 +94,7 @@ def check_wire(path: str, r: RawResponse) -> None:
     """The properties of one whole response (exchange already checked the status line and framing)."""
     kind = r.headers.get("content-type", "").split(";")[0]
     if kind == "text/event-stream":
-        _sse_terminal(path, _sse_frames(r.body))
+        _sse_terminal(path, sse_frames(r.body))
     elif kind == "application/x-ndjson":
         last = ndjson_lines(r.body)[-1]
         assert last.get("done") is True or set(last) == {"error"}, last
