@@ -3,6 +3,7 @@ session on a free loopback port, reused by most tests; tests that stop or break 
 their own."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 from pathlib import Path
@@ -56,19 +57,31 @@ def serving_stack_missing(real_model: bool = True) -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    reason = serving_stack_missing()
+@contextlib.contextmanager
+def running_server(tmp_dir: Path, *extra_args: str, real_model: bool = True, **kwargs):
+    """A fixture's server: skipped without the serving stack, ready when it is yielded, and
+    stopped at the end — cleanly (exit 0, else the log tail) when the block ended normally."""
+    reason = serving_stack_missing(real_model)
     if reason:
         pytest.skip(reason)
-    # The lanes' heartbeat is not updated inside one long prefill step yet; a generous timeout
-    # keeps the full-context tests from being taken for a hung lane.
-    srv = start_server(tmp_path_factory.mktemp("server"), "--keepalive-interval-s", "1",
-                       "--heartbeat-timeout-s", "30")
-    srv.wait_ready()
-    yield srv
+    srv = start_server(tmp_dir, *extra_args, **kwargs)
+    try:
+        srv.wait_ready()
+        yield srv
+    except BaseException:
+        srv.kill()
+        raise
     code = srv.terminate()
     assert code == 0, srv.log_text()[-4000:]
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    # The lanes' heartbeat is not updated inside one long prefill step yet; a generous timeout
+    # keeps the full-context tests from being taken for a hung lane.
+    with running_server(tmp_path_factory.mktemp("server"), "--keepalive-interval-s", "1",
+                        "--heartbeat-timeout-s", "30") as srv:
+        yield srv
 
 
 @pytest.fixture(scope="session")
@@ -96,33 +109,21 @@ def think_server(tmp_path_factory):
     """`think`: the tiny scripted thinking model (thinking_gguf.py), beside `smollm2` (no thinking)."""
     from . import thinking_gguf
 
-    reason = serving_stack_missing()
-    if reason:
-        pytest.skip(reason)
     tmp = tmp_path_factory.mktemp("think")
     path = thinking_gguf.write_thinking_gguf(tmp / "tiny-think.gguf")
-    srv = start_server(tmp, "--model", f"think={path}", "--model", "smollm2=smollm2")
-    srv.wait_ready()
-    yield srv
-    code = srv.terminate()
-    assert code == 0, srv.log_text()[-4000:]
+    with running_server(tmp, "--model", f"think={path}", "--model", "smollm2=smollm2") as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")
 def synthetic_server(tmp_path_factory):
     """A server whose one model is the lanes' synthetic backend: deterministic text ("<i> " per
     step, with JSON-hostile characters every 7th step), slow enough to observe, no weights."""
-    reason = serving_stack_missing(real_model=False)
-    if reason:
-        pytest.skip(reason)
     # --ctx-size caps a lane's per-slot context, the synthetic one's too (the default above is 512).
-    srv = start_server(tmp_path_factory.mktemp("synthetic"), "--model",
-                       "fake=synthetic:step_us=2000,prefill_us_per_token=1000,n_ctx=1024", "--ctx-size", "1024",
-                       "--keepalive-interval-s", "0.2")
-    srv.wait_ready()
-    yield srv
-    code = srv.terminate()
-    assert code == 0, srv.log_text()[-4000:]
+    with running_server(tmp_path_factory.mktemp("synthetic"), "--model",
+                        "fake=synthetic:step_us=2000,prefill_us_per_token=1000,n_ctx=1024", "--ctx-size", "1024",
+                        "--keepalive-interval-s", "0.2", real_model=False) as srv:
+        yield srv
 
 
 @pytest.fixture

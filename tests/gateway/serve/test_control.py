@@ -13,22 +13,17 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..conftest import serving_stack_missing, start_server
+from ..conftest import running_server
 
 STEP_MS = 20  # synthetic step: every running sequence gets a token per step
 
 
 @pytest.fixture(scope="module")
 def ctl_server(tmp_path_factory):
-    reason = serving_stack_missing(real_model=False)
-    if reason:
-        pytest.skip(reason)
     spec = f"synthetic:step_us={STEP_MS * 1000},n_ctx=4096"
-    srv = start_server(tmp_path_factory.mktemp("control"), "--model", f"fake={spec}", "--model", f"other={spec}",
-                       "--ctx-size", "4096", "--parallel", "8", "--max-queue", "4")
-    srv.wait_ready()
-    yield srv
-    assert srv.terminate() == 0, srv.log_text()[-4000:]
+    with running_server(tmp_path_factory.mktemp("control"), "--model", f"fake={spec}", "--model", f"other={spec}",
+                        "--ctx-size", "4096", "--parallel", "8", "--max-queue", "4", real_model=False) as srv:
+        yield srv
 
 
 @pytest.fixture

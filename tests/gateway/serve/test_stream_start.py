@@ -77,17 +77,13 @@ OLLAMA_CASES = {
 @pytest.fixture(scope="module")
 def instant_server(tmp_path_factory):
     """Lanes that answer at once, few slots (most requests queue), keep-alives after 20 ms."""
-    from ..conftest import serving_stack_missing, start_server
+    from ..conftest import running_server
 
-    reason = serving_stack_missing(real_model=False)
-    if reason:
-        pytest.skip(reason)
-    srv = start_server(tmp_path_factory.mktemp("instant"), "--model",
-                       "fake=synthetic:step_us=0,prefill_us_per_token=0,n_ctx=1024", "--ctx-size", "1024",
-                       "--parallel", "4", "--max-queue", "256", "--keepalive-interval-s", "0.02")
-    srv.wait_ready()
-    yield srv
-    assert srv.terminate() == 0, srv.log_text()[-4000:]
+    with running_server(tmp_path_factory.mktemp("instant"), "--model",
+                        "fake=synthetic:step_us=0,prefill_us_per_token=0,n_ctx=1024", "--ctx-size", "1024",
+                        "--parallel", "4", "--max-queue", "256", "--keepalive-interval-s", "0.02",
+                        real_model=False) as srv:
+        yield srv
 
 
 @pytest.mark.parametrize("case", sorted(OPENAI_CASES))
@@ -166,18 +162,14 @@ def test_errors_before_the_stream_are_whole_responses(instant_server):
 def queueing_server(tmp_path_factory):
     """One slot, 4 ms steps, a 0.3 s queue timeout and 20 ms keep-alives: queued streams are
     opened and kept alive, and most then end in-band with the queue timeout."""
-    from ..conftest import serving_stack_missing, start_server
+    from ..conftest import running_server
 
-    reason = serving_stack_missing(real_model=False)
-    if reason:
-        pytest.skip(reason)
-    srv = start_server(tmp_path_factory.mktemp("queueing"), "--model",
-                       "fake=synthetic:step_us=4000,prefill_us_per_token=0,n_ctx=1024", "--ctx-size", "1024",
-                       "--parallel", "1", "--max-queue", "256", "--queue-timeout-s", "0.3",
-                       "--keepalive-interval-s", "0.02")
-    srv.wait_ready()
-    yield srv
-    assert srv.terminate() == 0, srv.log_text()[-4000:]
+    with running_server(tmp_path_factory.mktemp("queueing"), "--model",
+                        "fake=synthetic:step_us=4000,prefill_us_per_token=0,n_ctx=1024", "--ctx-size", "1024",
+                        "--parallel", "1", "--max-queue", "256", "--queue-timeout-s", "0.3",
+                        "--keepalive-interval-s", "0.02",
+                        real_model=False) as srv:
+        yield srv
 
 
 def test_queued_streams_and_errors_after_the_start(queueing_server):

@@ -113,18 +113,14 @@ def run(port: int, requests: list[bytes], timeout_s: float = 60.0) -> list[RawRe
 @pytest.fixture(scope="module")
 def wire_server(tmp_path_factory):
     """A synthetic lane (2 ms steps), two slots, a short queue timeout: streams run, queue and time out."""
-    from ..conftest import serving_stack_missing, start_server
+    from ..conftest import running_server
 
-    reason = serving_stack_missing(real_model=False)
-    if reason:
-        pytest.skip(reason)
-    srv = start_server(tmp_path_factory.mktemp("wire"), "--model",
-                       "fake=synthetic:step_us=2000,prefill_us_per_token=0,n_ctx=1024", "--ctx-size", "1024",
-                       "--parallel", "2", "--max-queue", "64", "--queue-timeout-s", "0.5",
-                       "--keepalive-interval-s", "0.05")
-    srv.wait_ready()
-    yield srv
-    assert srv.terminate() == 0, srv.log_text()[-4000:]
+    with running_server(tmp_path_factory.mktemp("wire"), "--model",
+                        "fake=synthetic:step_us=2000,prefill_us_per_token=0,n_ctx=1024", "--ctx-size", "1024",
+                        "--parallel", "2", "--max-queue", "64", "--queue-timeout-s", "0.5",
+                        "--keepalive-interval-s", "0.05",
+                        real_model=False) as srv:
+        yield srv
 
 
 def test_the_route_table_is_covered():

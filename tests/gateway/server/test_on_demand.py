@@ -16,7 +16,7 @@ import ollama
 import pytest
 
 from .. import thinking_gguf
-from ..conftest import serving_stack_missing, start_server
+from ..conftest import running_server, serving_stack_missing, start_server
 
 CTX_SIZE = 2048  # above the tiny model's training context (1024): its lanes refuse to load
 
@@ -46,11 +46,9 @@ def dir_server(tmp_path_factory):
     thinking_gguf.write_thinking_gguf(models / "tiny.gguf")
     (models / "broken.gguf").write_bytes(b"GGUF" + b"\xff" * 64)
     (models / "notes.txt").write_text("not a model")
-    srv = start_server(tmp, "--models-dir", str(models), "--models-max", "1", "--ctx-size", str(CTX_SIZE),
-                       "--parallel", "4", "--queue-timeout-s", "60")
-    srv.wait_ready()
-    yield srv
-    assert srv.terminate() == 0, srv.log_text()[-4000:]
+    with running_server(tmp, "--models-dir", str(models), "--models-max", "1", "--ctx-size", str(CTX_SIZE),
+                        "--parallel", "4", "--queue-timeout-s", "60") as srv:
+        yield srv
 
 
 @pytest.fixture
