@@ -28,7 +28,7 @@ def _chat_turn(items: list[dict]) -> dict:
 
 
 class ResponsesOutput(Output):
-    def __init__(self, retry_after_s: int, events: ResponseEvents, *, framed: bool, tool_format,
+    def __init__(self, retry_after_s: int, events: ResponseEvents, *, stream: bool, framed: bool, tool_format,
                  store: ResponseStore | None, conversation: tuple[dict, ...]) -> None:
         super().__init__(retry_after_s)
         self.events = events
@@ -39,10 +39,13 @@ class ResponsesOutput(Output):
         self.stream = None  # the lane stream (its event count)
         self.finish_reason = "stop"
         self._created = events.response("in_progress", [])
-        # Rendered now: a plain answer's message item id and event count go into the relay's framing.
-        self._opening = events.event("response.created", response=self._created) + \
-            events.event("response.in_progress", response=self._created) + \
-            (self.items.open_message() if self.direct else b"")
+        # Rendered now for a stream: a plain answer's message item id and event count go into the
+        # relay's framing. A whole body opens its message when the text arrives (collect_done).
+        self._opening = b""
+        if stream:
+            self._opening = events.event("response.created", response=self._created) + \
+                events.event("response.in_progress", response=self._created) + \
+                (self.items.open_message() if self.direct else b"")
         self._opened = False  # the opening went out (else an error ends the stream before it)
 
     def _status(self) -> tuple[str, str | None]:

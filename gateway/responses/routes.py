@@ -67,7 +67,7 @@ class _Responses(Adapter):
                                     requested_param="max_output_tokens")
         framed = tools is not None or markers is not None  # items depend on the text
         events = ResponseEvents(served.name, parsed.echo, parsed.previous_response_id, parsed.store)
-        out = ResponsesOutput(state.config.retry_after_s, events, framed=framed,
+        out = ResponsesOutput(state.config.retry_after_s, events, stream=sampling.stream, framed=framed,
                               tool_format=None if tools is None else tools.fmt,
                               store=state.responses if parsed.store else None, conversation=conversation)
         framings = []
