@@ -26,6 +26,7 @@ class LaneModelSpec:
     # fails only that adapter (LanePool.adapter_errors). More are loaded at run time with
     # LanePool.load_adapter.
     lora: tuple[tuple[str, str], ...] = ()
+    prompt_cache_mib: int = 0  # K/V of displaced sequences kept in RAM (csrc/engine/prompt_cache.h); 0 = off
 
     def __post_init__(self) -> None:
         if self.kind not in LANE_KINDS:

@@ -57,13 +57,29 @@ void bind_batch_engine(py::module_& m) {
                           "Continuous batching over one model (what a lane runs): many sequences, one forward "
                           "pass per step.")
       .def(py::init([](const std::string& path, int threads, int ctx_size, int num_slots, int max_batch_tokens,
-                       const std::string& repack_cache_dir) {
+                       const std::string& repack_cache_dir, int64_t prompt_cache_mib) {
+             if (prompt_cache_mib < 0) throw std::invalid_argument("prompt_cache_mib must be >= 0");
              py::gil_scoped_release nogil;
-             return new BatchEngine(path, BatchEngineOptions{threads, ctx_size, num_slots, max_batch_tokens, repack_cache_dir});
+             return new BatchEngine(path, BatchEngineOptions{threads, ctx_size, num_slots, max_batch_tokens, repack_cache_dir,
+                                                             prompt_cache_mib << 20});
            }),
            py::arg("path"), py::arg("threads") = 0, py::arg("ctx_size") = 0, py::arg("num_slots") = 8,
-           py::arg("max_batch_tokens") = 256, py::arg("repack_cache_dir") = "")
+           py::arg("max_batch_tokens") = 256, py::arg("repack_cache_dir") = "", py::arg("prompt_cache_mib") = 0)
       .def_property_readonly("repack_status", &BatchEngine::repack_status)
+      .def("prompt_cache_stats",
+           [](const BatchEngine& e) {
+             const PromptCacheStats s = e.prompt_cache_stats();
+             py::dict d;
+             d["bytes_used"] = s.bytes_used;
+             d["max_bytes"] = s.max_bytes;
+             d["entries"] = s.entries;
+             d["hits"] = s.hits;
+             d["hit_tokens"] = s.hit_tokens;
+             d["stores"] = s.stores;
+             d["evictions"] = s.evictions;
+             return d;
+           },
+           "The prompt cache's figures: bytes_used, max_bytes, entries, hits, hit_tokens, stores, evictions.")
       .def_property_readonly("n_ctx", &BatchEngine::n_ctx)
       .def_property_readonly("num_slots", &BatchEngine::num_slots)
       .def_property_readonly("max_batch_tokens", &BatchEngine::max_batch_tokens)

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "common/lazy_array.h"
+#include "engine/prompt_cache.h"
 #include "engine/sequence.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -67,18 +68,12 @@ struct Waiting {
   bool grammar_deferred = false;
 };
 
+// Shorter sequences are not worth an entry of the prompt cache (a prefill of a few tokens is cheap).
+constexpr size_t kMinCachedPositions = 32;
+
 // Positions a sequence can have scored in one step: its prompt rows, position 0's null entry and
 // the sampled token.
 constexpr int32_t kMaxLogprobPositions = kMaxPromptLogitRows + 2;
-
-// Length of the common prefix, capped so the last prompt token is always recomputed (its
-// logits are needed to sample the first token).
-int32_t reusable_prefix(const std::vector<int32_t>& cached, const std::vector<int32_t>& prompt) {
-  const size_t cap = std::min(cached.size(), prompt.size() - 1);
-  size_t n = 0;
-  while (n < cap && cached[n] == prompt[n]) ++n;
-  return int32_t(n);
-}
 
 }  // namespace
 
@@ -93,6 +88,7 @@ struct BatchEngine::Impl {
   int32_t max_batch_tokens;
   SamplerScratch sampler_scratch;  // every slot's sampler works in it (step() samples one slot at a time)
   std::vector<Slot> slots;
+  PromptCache prompt_cache;          // K/V of sequences whose slot was taken over
   std::deque<Waiting> waiting;
   uint64_t counter = 0;
   int32_t last_batch_tokens = 0;
@@ -119,6 +115,7 @@ struct BatchEngine::Impl {
         sampler_scratch(model.config().n_vocab) {
     const int32_t n_vocab = model.config().n_vocab;
     if (tokenizer->n_vocab() > n_vocab) file.fail("tokenizer has more tokens than the output head");
+    prompt_cache = PromptCache(o.prompt_cache_bytes, model.kv_bytes_per_pos());
     slots.resize(o.num_slots);
     for (Slot& s : slots) {
       s.seq = std::make_unique<Sequence>(n_vocab, &sampler_scratch);
@@ -236,7 +233,23 @@ struct BatchEngine::Impl {
         src = i;
       }
     }
-    if (src >= 0) model.copy_kv(src, dst, cached);
+    // What dst holds beyond the new prompt's share goes to the prompt cache first (storing may
+    // evict entries, so no entry is looked up before it).
+    keep_displaced(dst, prompt);
+    // Longer still in the prompt cache: a conversation that lost its slot to another one.
+    int32_t entry_len = 0;
+    int entry = from_start ? -1 : prompt_cache.find(prompt, w.lora.set, &entry_len);
+    if (entry >= 0 && entry_len > cached) {
+      cached = entry_len;
+      src = -1;
+    } else {
+      entry = -1;
+    }
+    if (entry >= 0) {
+      model.load_kv(dst, cached, prompt_cache.take(entry, cached));
+    } else if (src >= 0) {
+      model.copy_kv(src, dst, cached);
+    }
     d.kv_tokens.assign(prompt.begin(), prompt.begin() + cached);
     d.lora = std::move(w.lora);
     d.kv_lora = d.lora.set;  // the K/V it adds (and the prefix it kept) are under these adapters
@@ -253,6 +266,25 @@ struct BatchEngine::Impl {
     d.lp_n = d.lp_prompt_n = 0;
     d.begin_ns = steady_now_ns();
     if (w.embed) std::fill(d.embd_sum.begin(), d.embd_sum.end(), 0.0);
+  }
+
+  // Before slot dst takes a new prompt: its K/V beyond what that prompt shares would be lost, so
+  // they go to the prompt cache — unless another slot still holds them (the cache skips what an
+  // entry holds already).
+  void keep_displaced(int dst, const std::vector<int32_t>& prompt) {
+    Slot& d = slots[dst];
+    const std::vector<int32_t>& old = d.kv_tokens;
+    if (!prompt_cache.enabled() || old.size() < kMinCachedPositions) return;
+    size_t shared = 0;
+    while (shared < old.size() && shared < prompt.size() && old[shared] == prompt[shared]) ++shared;
+    if (shared == old.size()) return;  // the new prompt continues it: nothing is lost
+    for (int i = 0; i < int(slots.size()); ++i) {
+      const Slot& s = slots[i];
+      if (i != dst && s.kv_lora.same_as(d.kv_lora) && s.kv_tokens.size() >= old.size() &&
+          std::equal(old.begin(), old.end(), s.kv_tokens.begin()))
+        return;
+    }
+    prompt_cache.put(old, d.kv_lora, [&](uint16_t* out) { model.save_kv(dst, int(old.size()), out); });
   }
 
   // Phase 2: the batch. Returns its size.
@@ -380,6 +412,7 @@ int32_t BatchEngine::num_slots() const { return int32_t(impl_->slots.size()); }
 int32_t BatchEngine::max_batch_tokens() const { return impl_->max_batch_tokens; }
 size_t BatchEngine::kv_cache_bytes() const { return impl_->model.kv_cache_bytes(); }
 const std::string& BatchEngine::repack_status() const { return impl_->model.repack_status(); }
+PromptCacheStats BatchEngine::prompt_cache_stats() const { return impl_->prompt_cache.stats(); }
 int32_t BatchEngine::last_batch_tokens() const { return impl_->last_batch_tokens; }
 size_t BatchEngine::num_waiting() const { return impl_->waiting.size(); }
 

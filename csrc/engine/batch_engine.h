@@ -3,7 +3,8 @@
 //
 // Sequence slots: `num_slots` sequences hold a slot (their own K/V region of ctx_size positions)
 // at once; more choices wait in a FIFO inside the engine. Each step (numbered phases in step()):
-//   1 admit waiting choices into free slots, reusing the longest cached prefix of any slot;
+//   1 admit waiting choices into free slots, reusing the longest cached prefix of any slot or of
+//     the prompt cache (engine/prompt_cache.h: the K/V of sequences whose slot was taken over);
 //   2 build one batch: one token per decoding sequence, then prompt chunks of prefilling ones in
 //     admission order, up to max_batch_tokens (chunked prefill: a long prompt delays the running
 //     streams by at most one chunk per step);
@@ -42,6 +43,7 @@
 
 #include "engine/engine.h"
 #include "engine/logprobs.h"
+#include "engine/prompt_cache.h"
 
 namespace ls {
 
@@ -74,6 +76,7 @@ struct BatchEngineOptions {
   int num_slots = 8;          // sequences served at once
   int max_batch_tokens = 256; // per-step token budget (≥ num_slots)
   std::string repack_cache_dir;  // shared repacked weights (model/repack_store.h); empty = private
+  int64_t prompt_cache_bytes = 0;  // K/V of displaced sequences kept in RAM (engine/prompt_cache.h); 0 = off
 };
 
 class BatchEngine {
@@ -87,6 +90,7 @@ class BatchEngine {
   int32_t max_batch_tokens() const;
   size_t kv_cache_bytes() const;
   const std::string& repack_status() const;  // RepackStore::status()
+  PromptCacheStats prompt_cache_stats() const;
 
   // Queues one choice of a request. Throws std::invalid_argument (prompt/params) before queuing.
   void add(uint64_t request_id, uint32_t choice, const GenerationRequest& req);

@@ -17,4 +17,22 @@ void KvCache::copy(int src, int dst, int n_pos) {
   }
 }
 
+void KvCache::save(int seq, int n_pos, uint16_t* out) {
+  const size_t n_elems = size_t(n_pos) * size_t(kv_dim_);
+  for (int il = 0; il < n_layer_; ++il) {
+    std::memcpy(out, k(il, seq), n_elems * sizeof(uint16_t));
+    std::memcpy(out + n_elems, v(il, seq), n_elems * sizeof(uint16_t));
+    out += 2 * n_elems;
+  }
+}
+
+void KvCache::load(int seq, int n_pos, const uint16_t* in) {
+  const size_t n_elems = size_t(n_pos) * size_t(kv_dim_);
+  for (int il = 0; il < n_layer_; ++il) {
+    std::memcpy(k(il, seq), in, n_elems * sizeof(uint16_t));
+    std::memcpy(v(il, seq), in + n_elems, n_elems * sizeof(uint16_t));
+    in += 2 * n_elems;
+  }
+}
+
 }  // namespace ls

@@ -27,6 +27,11 @@ class KvCache {
 
   // Copies positions [0, n_pos) of every layer's K and V from sequence src to dst.
   void copy(int src, int dst, int n_pos);
+  // Positions [0, n_pos) of sequence seq to / from a buffer laid out [n_layer][2 (K, V)][n_pos][kv_dim]
+  // (n_pos * bytes_per_pos() bytes): a prompt's K/V kept outside the cache (engine/prompt_cache.h).
+  void save(int seq, int n_pos, uint16_t* out);
+  void load(int seq, int n_pos, const uint16_t* in);
+  int64_t bytes_per_pos() const { return int64_t(n_layer_) * 2 * kv_dim_ * int64_t(sizeof(uint16_t)); }
 
  private:
   LazyArray<uint16_t> cells_;

@@ -182,6 +182,16 @@ void ModelRuntime::copy_kv(int src_seq, int dst_seq, int n_pos) {
   kv_.copy(src_seq, dst_seq, n_pos);
 }
 
+void ModelRuntime::save_kv(int seq, int n_pos, uint16_t* out) {
+  if (seq < 0 || seq >= n_seq_ || n_pos < 0 || n_pos > ctx_size_) throw std::invalid_argument("save_kv: out of range");
+  kv_.save(seq, n_pos, out);
+}
+
+void ModelRuntime::load_kv(int seq, int n_pos, const uint16_t* in) {
+  if (seq < 0 || seq >= n_seq_ || n_pos < 0 || n_pos > ctx_size_) throw std::invalid_argument("load_kv: out of range");
+  kv_.load(seq, n_pos, in);
+}
+
 // Rejects input that would read or write outside the buffers (cheap next to one layer).
 void ModelRuntime::check_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out) const {
   if (n < 0 || n > max_batch_) throw std::invalid_argument("forward_batch: batch of " + std::to_string(n) + " tokens");

@@ -116,6 +116,11 @@ class ModelRuntime {
   // Copies positions [0, n_pos) of every layer's K and V from sequence src_seq to dst_seq
   // (prefix reuse across slots). Throws std::invalid_argument on out-of-range input.
   void copy_kv(int src_seq, int dst_seq, int n_pos);
+  // Positions [0, n_pos) of sequence seq's K/V to / from a buffer of n_pos * kv_bytes_per_pos()
+  // bytes (KvCache::save layout). Throw std::invalid_argument on out-of-range input.
+  void save_kv(int seq, int n_pos, uint16_t* out);
+  void load_kv(int seq, int n_pos, const uint16_t* in);
+  int64_t kv_bytes_per_pos() const { return kv_.bytes_per_pos(); }
 
  private:
   void load_config(const GgufFile& f);

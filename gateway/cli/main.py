@@ -69,6 +69,9 @@ _HELP = {
     "repack_cache_dir": "directory where lanes share each model's repacked weights (one copy for all "
                         f"replicas, no repacking on later launches); auto: ~/{_REPACK_DIR}; off: each lane "
                         "repacks into its own memory",
+    "cache_ram_mib": "MiB per lane for the K/V of conversations whose sequence slot went to another "
+                     "request: their next turn reuses the prefix it shares instead of prefilling it "
+                     "(memory is committed only as it fills; 0 = off)",
     "log_level": "debug, info, warning or error",
     "log_format": "auto: human-readable coloured lines when stderr is a terminal, JSON lines otherwise; "
                   "json; console",

@@ -121,7 +121,8 @@ def lane_specs(config: GatewayConfig, paths: dict[str, str]) -> list[LaneModelSp
         specs.append(LaneModelSpec(name=name, path=path, replicas=config.replicas, threads=config.lane_threads(num_models),
                                    ctx_size=config.ctx_size, num_slots=slots,
                                    max_batch_tokens=max(config.max_batch_tokens, slots),
-                                   repack_cache_dir=config.repack_cache_path(), lora=lora.get(name, ())))
+                                   repack_cache_dir=config.repack_cache_path(), lora=lora.get(name, ()),
+                                   prompt_cache_mib=config.cache_ram_mib))
     return specs
 
 

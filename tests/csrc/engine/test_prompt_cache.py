@@ -1,0 +1,95 @@
+"""The prompt cache (csrc/engine/prompt_cache.h) with the real SmolLM2: a conversation whose slot
+went to another one keeps its prefill for its next turn, the cached K/V give exactly the tokens a
+fresh prefill gives, and the cache stays within its budget (least recently used entries go)."""
+import pytest
+
+import lanes
+from lanes import Model, _runtime
+
+SYSTEM = "<|im_start|>system\nYou are {} and you answer in one short sentence. {}<|im_end|>\n"
+TURN = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
+PERSONAS = ["a ship's navigator", "a baker in Lyon", "a retired astronomer", "a beekeeper"]
+FILLER = "Remember the rules of the house, speak plainly and never use lists. " * 8
+SEEDED = dict(temperature=0.8, seed=4321)
+
+
+@pytest.fixture(scope="module")
+def path():
+    return str(lanes.smollm2_path())
+
+
+@pytest.fixture(scope="module")
+def tok(path):
+    return Model(path, threads=1, ctx_size=256)
+
+
+def engine(path, cache_mib, slots=2):
+    return _runtime.BatchEngine(path, threads=2, ctx_size=1024, num_slots=slots, max_batch_tokens=128,
+                                prompt_cache_mib=cache_mib)
+
+
+def run(eng, rid, ids, max_tokens=12, **kw):
+    """One request alone to its end: (text, stats)."""
+    eng.add(rid, 0, ids, max_tokens, **kw)
+    text, stats = b"", None
+    for _ in range(10_000):
+        if not eng.has_work():
+            break
+        for _rid, _c, t, finished, _reason, st in eng.step():
+            text += t
+            if finished:
+                stats = st
+    return text, stats
+
+
+def first_turns(tok, n):
+    return [tok.tokenize(SYSTEM.format(PERSONAS[i], FILLER) + TURN.format("Where are you?"), False, True)
+            for i in range(n)]
+
+
+def second_turn(tok, first_ids, answer: bytes):
+    follow = answer.decode("utf-8", "replace") + "<|im_end|>\n" + TURN.format("And why?")
+    return first_ids + tok.tokenize(follow, False, True)
+
+
+def test_a_conversation_that_lost_its_slot_keeps_its_prefill(path, tok):
+    eng = engine(path, cache_mib=64)
+    firsts = first_turns(tok, 3)
+    answers = [run(eng, i, ids, temperature=0.0)[0] for i, ids in enumerate(firsts)]  # the third takes A's slot
+    assert eng.prompt_cache_stats()["stores"] >= 1
+    a2 = second_turn(tok, firsts[0], answers[0])
+    text, stats = run(eng, 10, a2, **SEEDED)
+    # Everything conversation A had in its slot (its first prompt and the answer's K/V) came back.
+    assert stats["cached_tokens"] >= len(firsts[0]) + 4, stats
+    figures = eng.prompt_cache_stats()
+    assert figures["hits"] == 1 and figures["hit_tokens"] == stats["cached_tokens"], figures
+    # Exactly the tokens a fresh prefill gives.
+    fresh_text, fresh_stats = run(engine(path, cache_mib=0, slots=1), 10, a2, **SEEDED)
+    assert fresh_stats["cached_tokens"] == 0 and fresh_text == text
+
+
+def test_without_the_cache_the_displaced_conversation_is_prefilled_again(path, tok):
+    eng = engine(path, cache_mib=0)
+    firsts = first_turns(tok, 3)
+    answers = [run(eng, i, ids, temperature=0.0)[0] for i, ids in enumerate(firsts)]
+    _, stats = run(eng, 10, second_turn(tok, firsts[0], answers[0]), temperature=0.0)
+    assert stats["cached_tokens"] < 16  # at most the chat template's opening tokens, shared by every prompt
+    assert eng.prompt_cache_stats()["stores"] == 0
+
+
+def test_the_budget_holds_and_the_least_recently_used_entry_goes(path, tok):
+    firsts = first_turns(tok, 4)
+    bytes_per_token = 30 * 2 * 3 * 64 * 2  # SmolLM2: layers · (K, V) · kv heads · head dim · fp16
+    budget_mib = int(2.5 * (max(map(len, firsts)) + 12) * bytes_per_token) >> 20  # two conversations, not three
+    assert 3 * min(map(len, firsts)) * bytes_per_token > budget_mib << 20
+    eng = engine(path, cache_mib=budget_mib, slots=1)
+    answers = [run(eng, i, ids, temperature=0.0)[0] for i, ids in enumerate(firsts)]
+    # One slot: B displaced A, C displaced B (A, B kept), D displaced C (A, the oldest, evicted).
+    figures = eng.prompt_cache_stats()
+    assert figures["stores"] == 3 and figures["evictions"] == 1 and figures["entries"] == 2, figures
+    assert figures["bytes_used"] <= figures["max_bytes"] == budget_mib << 20
+    _, c_stats = run(eng, 20, second_turn(tok, firsts[2], answers[2]), temperature=0.0)
+    assert c_stats["cached_tokens"] >= len(firsts[2]), c_stats  # (D now displaced, B evicted)
+    _, a_stats = run(eng, 21, second_turn(tok, firsts[0], answers[0]), temperature=0.0)
+    assert a_stats["cached_tokens"] < 16, a_stats
+    assert eng.prompt_cache_stats()["bytes_used"] <= budget_mib << 20
