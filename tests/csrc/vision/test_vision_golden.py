@@ -8,36 +8,19 @@ RMS difference to the flash-attention-off reference must stay within 2× that sp
 measure 0.5–1×). A preprocessing slip (the two resampling passes in the other order: pixels off by up to 6
 levels) gives ~28× the spread, channel-swapped mean/std ~490×, CLIP's mean/std replaced by 0.5 ~880×.
 """
-import hashlib
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
 import mmproj_gguf
+from reference import ARRAYS, REF
 from gateway.vision.layout import image_layout
 from gateway.vision.preprocess import VisionConfig, preprocess
 from lanes import _runtime as rt
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "vision"
-REF = json.loads((DATA / "reference.json").read_text(encoding="utf-8"))
-ARRAYS = np.load(DATA / "reference.npz")
 SPREAD_FACTOR = 2.0
 CASES = [(name, img) for name in mmproj_gguf.SPECS for img in mmproj_gguf.IMAGES[name]]
-
-
-@pytest.fixture(scope="module")
-def mmproj_files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("mmproj")
-    out = {}
-    for name, spec in mmproj_gguf.SPECS.items():
-        path = mmproj_gguf.write_mmproj(d / f"{name}.gguf", spec)
-        assert hashlib.sha256(path.read_bytes()).hexdigest() == REF["projectors"][name]["mmproj_sha256"], \
-            "the generator no longer writes the file the reference was made from"
-        out[name] = path
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -78,21 +61,11 @@ def test_bit_identical_across_thread_counts(name, mmproj_files):
     assert np.array_equal(a, b) and np.array_equal(a, one.encode(x))
 
 
-def _text_model(name, tmp_path_factory):
-    import lanes
-    if name == "gemma3":
-        return Path(lanes.gemma3_path())
-    path = tmp_path_factory.mktemp("smollm2-vlm") / "smollm2-vlm.gguf"
-    mmproj_gguf.add_vocab_tokens(Path(lanes.smollm2_path()), path, mmproj_gguf.IDEFICS3_TOKENS)
-    assert hashlib.sha256(path.read_bytes()).hexdigest() == REF["projectors"][name]["text_sha256"]
-    return path
-
-
 @pytest.mark.parametrize("name", list(mmproj_gguf.SPECS))
-def test_prompt_tokens_match_mtmd(name, encoders, tmp_path_factory):
+def test_prompt_tokens_match_mtmd(name, encoders, text_models):
     """Marker text and image token counts, laid out as mtmd does: the text on each side of the image marker
     tokenized on its own (BOS only at the start), every marker piece tokenized with special tokens parsed."""
-    tok = rt.Tokenizer(str(_text_model(name, tmp_path_factory)))
+    tok = rt.Tokenizer(str(text_models[name]))
     enc = encoders[name]
     before, after = REF["prompt"][name].split(REF["marker"])
     for img in mmproj_gguf.IMAGES[name]:
