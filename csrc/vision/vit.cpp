@@ -75,6 +75,8 @@ void softmax_rows(ThreadPool& pool, float* s, int64_t n_rows, int64_t n, float s
 void attention(ThreadPool& pool, MatmulScratch& scratch, const float* q, const float* k, const float* v,
                int64_t stride, int64_t n, int n_head, int d_head, float* out) {
   const int64_t width = int64_t(n_head) * d_head;
+  // One head at a time: qh, kh [n][d_head]; vt [d_head][n] (V transposed: the "weight" of P·V);
+  // s [≤ kQueryBlock][n] scores, then probabilities.
   std::vector<float> qh(size_t(n * d_head)), kh(size_t(n * d_head)), vt(size_t(n * d_head));
   std::vector<float> s(size_t(std::min(n, kQueryBlock) * n));
   const float scale = 1.0f / std::sqrt(float(d_head));
@@ -124,7 +126,7 @@ void vit_forward(const Mmproj& m, ThreadPool& pool, MatmulScratch& scratch, cons
   const int64_t n = int64_t(n_side) * n_side, d = hp.n_embd, width = int64_t(hp.n_head) * hp.d_head;
 
   // Patch embedding = a stride-p convolution: each patch flattened in the kernel's (c, y, x) order.
-  std::vector<float> patches(size_t(n * 3 * p * p));
+  std::vector<float> patches(size_t(n * 3 * p * p));  // [n patches][3·p·p], patch t = (t / n_side, t % n_side)
   for (int py = 0; py < n_side; ++py)
     for (int px = 0; px < n_side; ++px) {
       float* dst = &patches[size_t((py * n_side + px) * 3 * p * p)];
@@ -136,8 +138,10 @@ void vit_forward(const Mmproj& m, ThreadPool& pool, MatmulScratch& scratch, cons
   linear(pool, scratch, m.patch_w, patches.data(), n, hidden, m.patch_b);
   add_rows(pool, hidden, m.pos_embd.data(), n, d);
 
-  std::vector<float> cur(size_t(n * std::max(d, width))), qkv(size_t(n * 3 * width)), attn(size_t(n * width));
-  std::vector<float> ff(size_t(n * hp.n_ff));
+  std::vector<float> cur(size_t(n * std::max(d, width)));  // [n][n_embd] normed input / block output
+  std::vector<float> qkv(size_t(n * 3 * width));          // [n][q | k | v], each n_head·d_head
+  std::vector<float> attn(size_t(n * width));             // [n][n_head·d_head] attention output
+  std::vector<float> ff(size_t(n * hp.n_ff));              // [n][n_ff] FFN hidden
   for (const VisionLayer& L : m.layers) {
     layer_norm_rows(pool, hidden, cur.data(), n, d, hp.eps, L.ln1_w, L.ln1_b);
     // q, k and v side by side in one buffer (row stride 3·width).
