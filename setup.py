@@ -79,6 +79,7 @@ setup(
         "jinja2>=3.1",
         "orjson>=3.9",
         "llguidance>=1.9",  # grammar-constrained decoding (structured outputs, tool calls)
+        "pillow>=10.0",  # images in chat: decoding and mtmd-exact resizing (gateway/vision/)
     ],
     extras_require={
         # `laneserve bench`: the PNG plot and the progress bar

@@ -13,4 +13,5 @@ void bind_batch_engine(pybind11::module_& m);  // engine_bind.cpp
 void bind_lane(pybind11::module_& m);  // lane_bind.cpp
 void bind_grammar(pybind11::module_& m);  // grammar_bind.cpp
 void bind_logprobs(pybind11::module_& m);  // logprobs_bind.cpp
+void bind_vision(pybind11::module_& m);  // vision_bind.cpp
 }  // namespace ls

@@ -180,6 +180,29 @@ void bind_engine(py::module_& m) {
              return out;
            }, py::arg("ids"), "Final hidden states (after the output norm) [len(ids), n_embd], teacher-forced.")
       .def_property_readonly("n_embd", [](Engine& e) { return e.model().config().n_embd; })
+      .def("last_logits_with_images", [](Engine& e, const std::vector<int32_t>& ids, py::list images) {
+             // images: (pos, float32 [n_tokens, n_embd] embeddings, non_causal) triples.
+             const int64_t E = e.model().config().n_embd;
+             std::vector<py::array_t<float, py::array::c_style | py::array::forcecast>> keep;
+             std::vector<Engine::ImageSpan> spans;
+             for (py::handle h : images) {
+               auto t = h.cast<py::tuple>();
+               if (t.size() != 3) throw py::value_error("each image is (pos, embeddings, non_causal)");
+               keep.emplace_back(t[1]);
+               const auto& a = keep.back();
+               if (a.ndim() != 2 || a.shape(1) != E)
+                 throw py::value_error("image embeddings must have shape (n_tokens, " + std::to_string(E) + ")");
+               spans.push_back({t[0].cast<int32_t>(), int32_t(a.shape(0)), a.data(), t[2].cast<bool>()});
+             }
+             py::array_t<float> out(py::ssize_t(e.model().config().n_vocab));
+             float* dst = out.mutable_data();
+             {
+               py::gil_scoped_release nogil;
+               e.last_logits_with_images(ids, spans, dst);
+             }
+             return out;
+           }, py::arg("ids"), py::arg("images"),
+           "Last position's logits of ids (one batch) with image embeddings in place of their positions.")
       .def("start", [](Engine& e, const std::vector<int32_t>& prompt_ids, int32_t max_tokens,
                        const std::vector<std::string>& stop, py::kwargs kw) {
              e.start(make_request(prompt_ids, max_tokens, stop, kw));

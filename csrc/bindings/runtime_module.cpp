@@ -13,4 +13,5 @@ PYBIND11_MODULE(_runtime, m) {
   ls::bind_lane(m);
   ls::bind_grammar(m);
   ls::bind_logprobs(m);
+  ls::bind_vision(m);
 }

@@ -140,6 +140,30 @@ void Engine::logits(const std::vector<int32_t>& ids, float* out) {
   impl_->teacher_forced(ids, true, out, [](int, int) {});
 }
 
+void Engine::last_logits_with_images(const std::vector<int32_t>& ids, const std::vector<ImageSpan>& images,
+                                     float* out) {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  const int n = int(ids.size());
+  if (n == 0 || n > s.model.max_batch()) throw std::invalid_argument("prompt must be 1..max_batch tokens");
+  const int64_t E = s.model.config().n_embd;
+  std::vector<BatchToken> batch(static_cast<size_t>(n));
+  std::vector<const float*> rows(static_cast<size_t>(n), nullptr);
+  for (int i = 0; i < n; ++i) batch[size_t(i)] = BatchToken{ids[size_t(i)], i, 0};
+  for (const ImageSpan& im : images) {
+    if (im.pos < 0 || im.n_tokens <= 0 || im.pos + im.n_tokens > n || !im.data)
+      throw std::invalid_argument("image span outside the prompt");
+    for (int j = 0; j < im.n_tokens; ++j) {
+      rows[size_t(im.pos + j)] = im.data + j * E;
+      if (im.non_causal) batch[size_t(im.pos + j)].attend_to = im.pos + im.n_tokens - 1;
+    }
+  }
+  s.seq.end();
+  s.kv_tokens.clear();  // the cache now holds image positions no token list describes
+  const int32_t last = n - 1;
+  s.model.forward_batch(batch.data(), n, &last, 1, out, nullptr, rows.data());
+}
+
 void Engine::set_adapters(const std::vector<std::pair<std::string, float>>& adapters) {
   Impl& s = *impl_;
   std::lock_guard<std::mutex> lock(s.mu);

@@ -102,6 +102,19 @@ class Engine {
   // LM head reads) to out [ids.size()][n_embd]: the reference for BatchEngine embeddings.
   void hidden_states(const std::vector<int32_t>& ids, float* out);
 
+  // An image's embeddings in a prompt: positions [pos, pos + n_tokens) take the rows of data
+  // ([n_tokens][n_embd], from the vision encoder) in place of their token ids; non_causal: those
+  // positions attend to the whole image (gemma3, as llama.cpp decodes it).
+  struct ImageSpan {
+    int32_t pos = 0, n_tokens = 0;
+    const float* data = nullptr;
+    bool non_causal = false;
+  };
+  // Logits [n_vocab] of the last position of ids, every position teacher-forced in ONE batch
+  // (ids.size() ≤ max_batch, so a non-causal image is never split), with the images' embeddings
+  // injected. Resets the KV cache. Long-running: call without the GIL.
+  void last_logits_with_images(const std::vector<int32_t>& ids, const std::vector<ImageSpan>& images, float* out);
+
   // LoRA adapters (model/lora.h) applied to every later forward: (GGUF path, scale) pairs,
   // scale 0 left out; an empty list returns to the base model. Loads and checks every file
   // before replacing the current set (throws GgufError naming the file and problem); drops the

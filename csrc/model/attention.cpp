@@ -87,7 +87,7 @@ TokenView token_view(const AttentionJob& job, int i) {
   TokenView tv;
   tv.i = i;
   tv.first = job.window > 0 ? std::max(0, t.pos - job.window + 1) : 0;
-  tv.n_pos = t.pos - tv.first + 1;
+  tv.n_pos = std::max(t.pos, t.attend_to) - tv.first + 1;
   tv.n_chunks = (tv.n_pos + kAttnChunkPositions - 1) / kAttnChunkPositions;
   tv.kv_off = int64_t(t.seq) * job.seq_stride + int64_t(tv.first) * job.kv_dim;
   return tv;

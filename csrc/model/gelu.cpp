@@ -80,4 +80,13 @@ void gelu_tanh_mul(float* a, const float* b, int64_t n) {
 
 void gelu_tanh_mul_portable(float* a, const float* b, int64_t n) { gelu_mul_scalar(gelu_table(), a, b, n); }
 
+// ggml's plain GELU (the vision encoder's feed-forward): the same table, x itself above 10, 0 below −10.
+void gelu_tanh(float* a, int64_t n) {
+  const float* table = gelu_table();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = a[i];
+    a[i] = x <= -10.0f ? 0.0f : x >= 10.0f ? x : table[f32_to_fp16(x)];
+  }
+}
+
 }  // namespace ls

@@ -197,7 +197,8 @@ void ModelRuntime::check_batch(const BatchToken* tokens, int n, const int32_t* o
   if (n < 0 || n > max_batch_) throw std::invalid_argument("forward_batch: batch of " + std::to_string(n) + " tokens");
   for (int i = 0; i < n; ++i) {
     const BatchToken& t = tokens[i];
-    if (t.token < 0 || t.token >= cfg_.n_vocab || t.pos < 0 || t.pos >= ctx_size_ || t.seq < 0 || t.seq >= n_seq_)
+    if (t.token < 0 || t.token >= cfg_.n_vocab || t.pos < 0 || t.pos >= ctx_size_ || t.seq < 0 || t.seq >= n_seq_ ||
+        t.attend_to < 0 || t.attend_to >= ctx_size_)
       throw std::invalid_argument("forward_batch: token " + std::to_string(i) + " (id " + std::to_string(t.token) +
                                   ", pos " + std::to_string(t.pos) + ", seq " + std::to_string(t.seq) + ") out of range");
   }
@@ -208,7 +209,7 @@ void ModelRuntime::check_batch(const BatchToken* tokens, int n, const int32_t* o
 }
 
 void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out, float* logits,
-                                 const LoraSet* const* row_lora) {
+                                 const LoraSet* const* row_lora, const float* const* row_embd) {
   if (logits == nullptr) n_out = 0;
   check_batch(tokens, n, out_rows, n_out);
   last_batch_ = n;
@@ -234,6 +235,9 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
   if (lora) lora_.apply_embd(*pool_, tokens, x_.data(), E);  // before the scale (llama.cpp)
   if (c.embd_scale != 1.f)
     for (int i = 0; i < n; ++i) scale_f32(x_.data() + i * E, c.embd_scale, E);
+  if (row_embd)
+    for (int i = 0; i < n; ++i)
+      if (row_embd[i]) std::memcpy(x_.data() + i * E, row_embd[i], sizeof(float) * size_t(E));
 
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerWeights& L = layers_[il];

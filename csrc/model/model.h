@@ -98,8 +98,11 @@ class ModelRuntime {
   // with any thread count. Throws std::invalid_argument on out-of-range input.
   // row_lora[i] (optional): the LoRA adapters of token i (model/lora.h; null or empty: base
   // model). Adapters must have been checked against this model and outlive the call.
+  // row_embd[i] (optional): n_embd floats that replace token i's embedding (an image embedding
+  // from the vision encoder; not scaled by embd_scale, as llama.cpp feeds raw embeddings); null
+  // entries (or a null array) look the token id up as usual.
   void forward_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out, float* logits,
-                     const LoraSet* const* row_lora = nullptr);
+                     const LoraSet* const* row_lora = nullptr, const float* const* row_embd = nullptr);
 
   // Final hidden states of the most recent forward_batch(): rows [first_row, first_row + n_rows)
   // of its batch after the output RMSNorm (what the LM head would read), written to out

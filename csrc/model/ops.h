@@ -17,5 +17,6 @@ void silu_mul(float* a, const float* b, int64_t n);            // a = silu(a) ‚ä
 // reference the AVX2 path is tested against.
 void gelu_tanh_mul(float* a, const float* b, int64_t n);
 void gelu_tanh_mul_portable(float* a, const float* b, int64_t n);
+void gelu_tanh(float* a, int64_t n);                           // a = gelu_tanh(a), same table
 
 }  // namespace ls

@@ -1,0 +1,56 @@
+// The vision encoder of an mmproj file: normalised pixels of one image_size² input → image
+// embeddings in the text model's space, computed as llama.cpp's mtmd computes them (clip.cpp's
+// SigLIP graph with flash attention off): the same op order, matmuls on the text path's kernels
+// with activations rounded to fp16 / bf16 before products with fp16 / bf16 weights (ggml converts
+// them to the weight's dot type), layer norms with double accumulation, GELU from ggml's fp16
+// table, softmax in fp32 with a double sum. Attention is fp32 throughout (llama.cpp's default
+// flash-attention path keeps K and V in fp16; the golden tests measure that spread).
+//
+// Threading: one pool per encoder; every reduction is split by rows, so results are bit-identical
+// for any thread count. encode() serialises callers.
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "common/thread_pool.h"
+#include "quant/quant.h"
+#include "vision/mmproj.h"
+
+namespace ls {
+
+class VisionEncoder {
+ public:
+  VisionEncoder(std::shared_ptr<const Mmproj> mmproj, int n_threads);
+
+  const Mmproj& mmproj() const { return *mmproj_; }
+  int n_tokens() const { return mmproj_->tokens_per_image(); }
+  int n_embd_out() const { return mmproj_->hparams().n_embd_out; }
+  int n_threads() const { return pool_.num_threads(); }
+
+  // pixels: 3 planes of image_size × image_size floats (R, G, B; rows top to bottom), already
+  // normalised with the file's mean / std. out: n_tokens() rows of n_embd_out() floats.
+  void encode(const float* pixels, float* out);
+
+ private:
+  std::shared_ptr<const Mmproj> mmproj_;
+  ThreadPool pool_;
+  MatmulScratch scratch_;
+  std::mutex mu_;
+};
+
+// Internals shared by vit.cpp and projector.cpp.
+namespace vision {
+// Rounds x to the precision ggml converts activations to before a product with weights of type t
+// (fp16 for F16, bf16 for BF16; quantized types are handled inside matmul, F32 needs nothing).
+void round_for_weights(GgmlType t, float* x, int64_t n);
+// y (n_rows × w.n_out) = x (n_rows × w.n_in) · wᵀ; x is rounded in place first (round_for_weights).
+void linear(ThreadPool& pool, MatmulScratch& scratch, const VisionMatrix& w, float* x, int64_t n_rows, float* y,
+            const std::vector<float>& bias);
+// ViT over one input: pixels (3 × S × S) → hidden (n_patches × n_embd), after post_ln.
+void vit_forward(const Mmproj& m, ThreadPool& pool, MatmulScratch& scratch, const float* pixels, float* hidden);
+// Projector: hidden (n_patches × n_embd, clobbered) → out (tokens_per_image × n_embd_out).
+void project(const Mmproj& m, ThreadPool& pool, MatmulScratch& scratch, float* hidden, float* out);
+}  // namespace vision
+
+}  // namespace ls

@@ -1,0 +1,187 @@
+// SigLIP encoder of an mmproj file (see vision_encoder.h for the numerics).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common/fp16.h"
+#include "model/ops.h"
+#include "vision/vision_encoder.h"
+
+namespace ls {
+namespace vision {
+namespace {
+
+// Query rows per attention block: bounds the score matrix at kQueryBlock × n_patches floats.
+constexpr int64_t kQueryBlock = 256;
+
+inline float bf16_round(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return f;  // NaN stays NaN
+  x = (x + 0x7fffu + ((x >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+// ggml_norm then the optional weight and bias: mean and variance accumulated in double.
+void layer_norm_rows(ThreadPool& pool, const float* x, float* y, int64_t n_rows, int64_t n, float eps,
+                     const std::vector<float>& w, const std::vector<float>& b) {
+  pool.parallel_for(n_rows, 4, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * n;
+      float* yr = y + r * n;
+      double sum = 0.0;
+      for (int64_t i = 0; i < n; ++i) sum += xr[i];
+      const float mean = float(sum) / float(n);
+      double sum2 = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = xr[i] - mean;
+        yr[i] = v;
+        sum2 += double(v * v);
+      }
+      const float scale = 1.0f / std::sqrt(float(sum2 / double(n)) + eps);
+      for (int64_t i = 0; i < n; ++i) yr[i] *= scale;
+      if (!w.empty()) for (int64_t i = 0; i < n; ++i) yr[i] *= w[size_t(i)];
+      if (!b.empty()) for (int64_t i = 0; i < n; ++i) yr[i] += b[size_t(i)];
+    }
+  });
+}
+
+// Softmax of each row of s (n_rows × n) after scaling by `scale`, as ggml_soft_max_ext.
+void softmax_rows(ThreadPool& pool, float* s, int64_t n_rows, int64_t n, float scale) {
+  pool.parallel_for(n_rows, 4, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* row = s + r * n;
+      float mx = -INFINITY;
+      for (int64_t i = 0; i < n; ++i) {
+        row[i] *= scale;
+        mx = std::max(mx, row[i]);
+      }
+      double sum = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        row[i] = std::exp(row[i] - mx);
+        sum += row[i];
+      }
+      const float inv = float(1.0 / sum);
+      for (int64_t i = 0; i < n; ++i) row[i] *= inv;
+    }
+  });
+}
+
+// Full (non-causal) multi-head attention over n tokens: qkv rows hold q | k | v (each
+// n_head·d_head wide); out gets n rows of n_head·d_head. Scores and the weighted sum of V run
+// on the fp32 matmul kernel, one head and one block of queries at a time.
+void attention(ThreadPool& pool, MatmulScratch& scratch, const float* q, const float* k, const float* v,
+               int64_t stride, int64_t n, int n_head, int d_head, float* out) {
+  const int64_t width = int64_t(n_head) * d_head;
+  // One head at a time: qh, kh [n][d_head]; vt [d_head][n] (V transposed: the "weight" of P·V);
+  // s [≤ kQueryBlock][n] scores, then probabilities.
+  std::vector<float> qh(size_t(n * d_head)), kh(size_t(n * d_head)), vt(size_t(n * d_head));
+  std::vector<float> s(size_t(std::min(n, kQueryBlock) * n));
+  const float scale = 1.0f / std::sqrt(float(d_head));
+  for (int h = 0; h < n_head; ++h) {
+    for (int64_t t = 0; t < n; ++t) {
+      std::memcpy(&qh[size_t(t * d_head)], q + t * stride + h * d_head, sizeof(float) * size_t(d_head));
+      std::memcpy(&kh[size_t(t * d_head)], k + t * stride + h * d_head, sizeof(float) * size_t(d_head));
+      for (int j = 0; j < d_head; ++j) vt[size_t(j * n + t)] = v[t * stride + h * d_head + j];
+    }
+    for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
+      const int64_t bq = std::min(kQueryBlock, n - q0);
+      matmul(pool, scratch, GgmlType::F32, kh.data(), d_head, n, &qh[size_t(q0 * d_head)], bq, s.data(), n);
+      softmax_rows(pool, s.data(), bq, n, scale);
+      matmul(pool, scratch, GgmlType::F32, vt.data(), n, d_head, s.data(), bq, out + q0 * width + h * d_head, width);
+    }
+  }
+}
+
+void add_rows(ThreadPool& pool, float* y, const float* x, int64_t n_rows, int64_t n) {
+  pool.parallel_for(n_rows, 16, [&](int64_t r0, int64_t r1) { add_f32(y + r0 * n, x + r0 * n, (r1 - r0) * n); });
+}
+
+}  // namespace
+
+void round_for_weights(GgmlType t, float* x, int64_t n) {
+  if (t == GgmlType::F16) {
+    for (int64_t i = 0; i < n; ++i) x[i] = fp16_round(x[i]);
+  } else if (t == GgmlType::BF16) {
+    for (int64_t i = 0; i < n; ++i) x[i] = bf16_round(x[i]);
+  }
+}
+
+void linear(ThreadPool& pool, MatmulScratch& scratch, const VisionMatrix& w, float* x, int64_t n_rows, float* y,
+            const std::vector<float>& bias) {
+  round_for_weights(w.type, x, n_rows * w.n_in);
+  matmul(pool, scratch, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out);
+  if (!bias.empty()) {
+    pool.parallel_for(n_rows, 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) add_f32(y + r * w.n_out, bias.data(), w.n_out);
+    });
+  }
+}
+
+void vit_forward(const Mmproj& m, ThreadPool& pool, MatmulScratch& scratch, const float* pixels, float* hidden) {
+  const VisionHparams& hp = m.hparams();
+  const int p = hp.patch_size, side = hp.image_size, n_side = side / p;
+  const int64_t n = int64_t(n_side) * n_side, d = hp.n_embd, width = int64_t(hp.n_head) * hp.d_head;
+
+  // Patch embedding = a stride-p convolution: each patch flattened in the kernel's (c, y, x) order.
+  std::vector<float> patches(size_t(n * 3 * p * p));  // [n patches][3·p·p], patch t = (t / n_side, t % n_side)
+  for (int py = 0; py < n_side; ++py)
+    for (int px = 0; px < n_side; ++px) {
+      float* dst = &patches[size_t((py * n_side + px) * 3 * p * p)];
+      for (int c = 0; c < 3; ++c)
+        for (int ky = 0; ky < p; ++ky)
+          std::memcpy(dst + (c * p + ky) * p, pixels + (size_t(c) * side + py * p + ky) * side + px * p,
+                      sizeof(float) * size_t(p));
+    }
+  linear(pool, scratch, m.patch_w, patches.data(), n, hidden, m.patch_b);
+  add_rows(pool, hidden, m.pos_embd.data(), n, d);
+
+  std::vector<float> cur(size_t(n * std::max(d, width)));  // [n][n_embd] normed input / block output
+  std::vector<float> qkv(size_t(n * 3 * width));          // [n][q | k | v], each n_head·d_head
+  std::vector<float> attn(size_t(n * width));             // [n][n_head·d_head] attention output
+  std::vector<float> ff(size_t(n * hp.n_ff));              // [n][n_ff] FFN hidden
+  for (const VisionLayer& L : m.layers) {
+    layer_norm_rows(pool, hidden, cur.data(), n, d, hp.eps, L.ln1_w, L.ln1_b);
+    // q, k and v side by side in one buffer (row stride 3·width).
+    float* q = qkv.data();
+    if (L.q.type == L.k.type && L.q.type == L.v.type) {
+      round_for_weights(L.q.type, cur.data(), n * d);
+      const MatmulOut outs[3] = {{L.q.data, width, q, 3 * width},
+                                 {L.k.data, width, q + width, 3 * width},
+                                 {L.v.data, width, q + 2 * width, 3 * width}};
+      matmul_multi(pool, scratch, L.q.type, d, cur.data(), n, outs, 3);
+    } else {  // mixed types: each product rounds its own copy of the input
+      std::vector<float> x(size_t(n * d));
+      const VisionMatrix* mats[3] = {&L.q, &L.k, &L.v};
+      for (int j = 0; j < 3; ++j) {
+        std::memcpy(x.data(), cur.data(), sizeof(float) * x.size());
+        round_for_weights(mats[j]->type, x.data(), n * d);
+        matmul(pool, scratch, mats[j]->type, mats[j]->data, d, width, x.data(), n, q + j * width, 3 * width);
+      }
+    }
+    const std::vector<float>* biases[3] = {&L.q_b, &L.k_b, &L.v_b};
+    for (int j = 0; j < 3; ++j) {
+      const std::vector<float>& b = *biases[j];
+      if (b.empty()) continue;
+      pool.parallel_for(n, 16, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) add_f32(q + r * 3 * width + j * width, b.data(), width);
+      });
+    }
+    attention(pool, scratch, q, q + width, q + 2 * width, 3 * width, n, hp.n_head, hp.d_head, attn.data());
+    linear(pool, scratch, L.o, attn.data(), n, cur.data(), L.o_b);
+    add_rows(pool, hidden, cur.data(), n, d);
+
+    layer_norm_rows(pool, hidden, cur.data(), n, d, hp.eps, L.ln2_w, L.ln2_b);
+    linear(pool, scratch, L.up, cur.data(), n, ff.data(), L.up_b);
+    pool.parallel_for(n, 16, [&](int64_t r0, int64_t r1) { gelu_tanh(&ff[size_t(r0 * hp.n_ff)], (r1 - r0) * hp.n_ff); });
+    linear(pool, scratch, L.down, ff.data(), n, cur.data(), L.down_b);
+    add_rows(pool, hidden, cur.data(), n, d);
+  }
+  if (!m.post_ln_w.empty() || !m.post_ln_b.empty())
+    layer_norm_rows(pool, hidden, hidden, n, d, hp.eps, m.post_ln_w, m.post_ln_b);
+}
+
+}  // namespace vision
+}  // namespace ls

@@ -1,0 +1,1 @@
+"""Images in chat: decoding and preprocessing on the gateway side (Pillow), as llama.cpp's mtmd does it."""

@@ -1,0 +1,52 @@
+"""Images in chat requests → (message text with an image marker where each image sits, the images' bytes).
+
+Not wired into the request parsers yet (gateway/openai/requests.py, gateway/ollama/requests.py still refuse
+images): these are the pieces they call once a model has a projector.
+- OpenAI chat: content parts `{"type": "text"}` and `{"type": "image_url", "image_url": {"url": "data:...",
+  "detail": ...}}` (`detail` accepted and ignored; a bare string `image_url` is accepted too); the marker replaces
+  each image in the concatenated text.
+- Ollama: `messages[].images` (/api/chat) and top-level `images` (/api/generate), raw base64; the markers go
+  before the message text, one per image.
+Errors are gateway.vision.decode's: ImageDecodeError (400, naming the part), ImageTooLarge (413).
+"""
+from __future__ import annotations
+
+from gateway.vision.decode import ImageDecodeError, payload_bytes
+
+IMAGE_MARKER = "<__media__>"  # llama.cpp's default media marker; a chat template renders it like any text
+
+
+def openai_content(content: list, where: str) -> tuple[str, list[bytes]]:
+    """An OpenAI message's content parts → (text with IMAGE_MARKER per image, image bytes in order)."""
+    texts: list[str] = []
+    images: list[bytes] = []
+    for k, part in enumerate(content):
+        here = f"{where}[{k}]"
+        kind = part.get("type") if type(part) is dict else None
+        if kind == "text" and type(part.get("text")) is str:
+            texts.append(part["text"])
+        elif kind == "image_url":
+            url = part.get("image_url")
+            if type(url) is dict:
+                url = url.get("url")
+            if type(url) is not str:
+                raise ImageDecodeError(f"{here}: image_url.url must be a string")
+            images.append(payload_bytes(url, here))
+            texts.append(IMAGE_MARKER)
+        else:
+            raise ImageDecodeError(f"{here}: content parts must be text or image_url")
+    return "".join(texts), images
+
+
+def ollama_images(images: object, where: str) -> list[bytes]:
+    """Ollama's `images` list (raw base64 strings) → bytes, in order."""
+    if images is None:
+        return []
+    if type(images) is not list:
+        raise ImageDecodeError(f"{where}: images must be an array of base64 strings")
+    return [payload_bytes(v, f"{where}[{k}]") for k, v in enumerate(images)]
+
+
+def with_markers(text: str, n_images: int) -> str:
+    """The images' markers first, then the message text."""
+    return IMAGE_MARKER * n_images + text
