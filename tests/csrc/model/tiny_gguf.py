@@ -48,6 +48,7 @@ class TinyConfig:
     embd_type: Q = Q.Q8_0
     tied: bool = True
     n_ctx_train: int = 256
+    tokenizer_pre: str = "gpt2"  # llama.cpp rejects "gpt2"; files it must load use "smollm"
     # Optional tensors (llama.cpp reads attention-output/FFN biases and rope_freqs for llama only,
     # the LM head bias for qwen2 only; qwen2 files always carry q/k/v biases).
     attn_bias: bool = False  # attn_{q,k,v,output}.bias
@@ -98,7 +99,7 @@ def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.
     if a == "gemma3":
         w.add_sliding_window(cfg.sliding_window)
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt2")
+    w.add_tokenizer_pre(cfg.tokenizer_pre)
     w.add_token_list(tokens)
     w.add_token_types(types)
     w.add_token_merges(merges)
