@@ -265,6 +265,7 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
       float* o = tmp_.data() + i * E;
       if (!L.bo.empty()) add_f32(o, L.bo.data(), E);
       if (gemma) rmsnorm(o, L.post_attn_norm.data(), o, E, c.rms_eps);
+      if (c.residual_scale != 1.f) scale_f32(o, c.residual_scale, E);
       add_f32(x_.data() + i * E, o, E);
     }
 
@@ -293,6 +294,7 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
       float* o = tmp_.data() + i * E;
       if (!L.b_down.empty()) add_f32(o, L.b_down.data(), E);
       if (gemma) rmsnorm(o, L.post_ffw_norm.data(), o, E, c.rms_eps);
+      if (c.residual_scale != 1.f) scale_f32(o, c.residual_scale, E);
       add_f32(x_.data() + i * E, o, E);
     }
   }
@@ -305,6 +307,8 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
   if (lora) lora_.apply_output(*pool_, out_rows, n_out, h_.data(), E, logits, c.n_vocab);
   if (!output_bias_.empty())
     for (int r = 0; r < n_out; ++r) add_f32(logits + int64_t(r) * c.n_vocab, output_bias_.data(), c.n_vocab);
+  if (c.logit_scale != 1.f)
+    for (int r = 0; r < n_out; ++r) scale_f32(logits + int64_t(r) * c.n_vocab, 1.0f / c.logit_scale, c.n_vocab);
 }
 
 void ModelRuntime::final_hidden(int first_row, int n_rows, float* out) const {

@@ -1,4 +1,4 @@
-// Transformer forward pass over GGUF weights used in place (llama, qwen2, qwen3, gemma3).
+// Transformer forward pass over GGUF weights used in place (llama, qwen2, qwen3, gemma3, granite).
 //
 // Continuous batching: one forward_batch() runs tokens of many sequences (slots) together, so
 // every weight matrix is read once per step for the whole batch; each token attends only to
@@ -29,8 +29,8 @@
 
 namespace ls {
 
-enum class Arch { Llama, Qwen2, Qwen3, Gemma3 };
-enum class RopeStyle { Norm, Neox };  // adjacent pairs (llama GGUFs) vs halves (qwen2/3, gemma3)
+enum class Arch { Llama, Qwen2, Qwen3, Gemma3, Granite };
+enum class RopeStyle { Norm, Neox };  // adjacent pairs (llama, granite GGUFs) vs halves (qwen2/3, gemma3)
 
 struct ModelConfig {
   Arch arch = Arch::Llama;
@@ -47,7 +47,9 @@ struct ModelConfig {
   RopeScaling rope_scaling;               // global layers
   RopeScaling rope_scaling_local;         // SWA layers: llama.cpp keeps their freq_scale at 1
   float attn_scale = 0.f;        // multiplies q·k (1/sqrt(head_dim) unless the model says otherwise)
-  float embd_scale = 1.f;        // gemma: sqrt(n_embd)
+  float embd_scale = 1.f;        // gemma: sqrt(n_embd); granite: granite.embedding_scale
+  float residual_scale = 1.f;    // granite: multiplies each block's output before the residual add
+  float logit_scale = 1.f;       // granite: logits are multiplied by 1/logit_scale (llama.cpp's order)
   int32_t sliding_window = 0;    // gemma3 local layers; 0 = none
   int32_t swa_pattern = 0;       // layer il is local iff swa_pattern > 0 && il % swa_pattern != swa_pattern-1
   bool is_local(int il) const { return sliding_window > 0 && swa_pattern > 0 && il % swa_pattern != swa_pattern - 1; }

@@ -116,7 +116,8 @@ void ModelRuntime::load_config(const GgufFile& f) {
   else if (c.arch_name == "qwen2") c.arch = Arch::Qwen2;
   else if (c.arch_name == "qwen3") c.arch = Arch::Qwen3;
   else if (c.arch_name == "gemma3") c.arch = Arch::Gemma3;
-  else f.fail("unsupported architecture '" + c.arch_name + "' (supported: llama, qwen2, qwen3, gemma3)");
+  else if (c.arch_name == "granite") c.arch = Arch::Granite;
+  else f.fail("unsupported architecture '" + c.arch_name + "' (supported: llama, qwen2, qwen3, gemma3, granite)");
 
   auto req_int = [&](const char* suffix) {
     int64_t v = f.get_int(key(c, suffix), -1);
@@ -137,9 +138,16 @@ void ModelRuntime::load_config(const GgufFile& f) {
   c.n_rot = int32_t(f.get_int(key(c, "rope.dimension_count"), c.head_dim));
   if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) f.fail("invalid rope.dimension_count");
   load_rope_scaling(f, c);
-  c.rope = c.arch == Arch::Llama ? RopeStyle::Norm : RopeStyle::Neox;
+  c.rope = c.arch == Arch::Llama || c.arch == Arch::Granite ? RopeStyle::Norm : RopeStyle::Neox;
   c.rope_base = float(f.get_float(key(c, "rope.freq_base"), c.arch == Arch::Gemma3 ? 1e6 : 1e4));
   c.attn_scale = float(f.get_float(key(c, "attention.scale"), 1.0 / std::sqrt(double(c.head_dim))));
+  if (c.arch == Arch::Granite) {  // llama.cpp: a missing or zero attention.scale means 1/sqrt(head_dim)
+    if (c.attn_scale == 0.f) c.attn_scale = 1.0f / std::sqrt(float(c.head_dim));
+    c.embd_scale = float(f.get_float(key(c, "embedding_scale"), 1.0));
+    c.residual_scale = float(f.get_float(key(c, "residual_scale"), 1.0));
+    c.logit_scale = float(f.get_float(key(c, "logit_scale"), 1.0));
+    if (!(c.logit_scale != 0.f) || !std::isfinite(c.logit_scale)) f.fail("invalid granite.logit_scale");
+  }
   if (c.arch == Arch::Gemma3) {
     c.embd_scale = std::sqrt(float(c.n_embd));
     c.sliding_window = int32_t(f.get_int(key(c, "attention.sliding_window"), 0));
@@ -151,12 +159,12 @@ void ModelRuntime::load_config(const GgufFile& f) {
 }
 
 // Which optional tensors each architecture reads follows llama.cpp's loaders (src/models/*.cpp):
-// q/k/v biases on all four; attention-output and FFN biases and rope_freqs on llama only; the
-// LM head bias on qwen2 only. Anything else is refused by refuse_unused().
+// q/k/v biases on all; attention-output and FFN biases and rope_freqs on llama and granite only;
+// the LM head bias on qwen2 only. Anything else is refused by refuse_unused().
 void ModelRuntime::load_weights(const GgufFile& f) {
   ModelConfig& c = cfg_;
   TensorReader r(f);
-  const bool llama = c.arch == Arch::Llama;
+  const bool llama = c.arch == Arch::Llama || c.arch == Arch::Granite;  // granite = llama's tensors
   const GgufTensor* emb = r.find("token_embd.weight");
   if (!emb) f.fail("missing tensor token_embd.weight");
   if (emb->n_dims != 2 || emb->ne[0] != c.n_embd) f.fail("token_embd.weight has the wrong width");
