@@ -1,4 +1,5 @@
-// Transformer forward pass over GGUF weights used in place (llama, qwen2, qwen3, gemma3, granite).
+// Transformer forward pass over GGUF weights used in place (llama, qwen2, qwen3, gemma3, granite, olmo2,
+// smollm3, phi3).
 //
 // Continuous batching: one forward_batch() runs tokens of many sequences (slots) together, so
 // every weight matrix is read once per step for the whole batch; each token attends only to
@@ -29,8 +30,8 @@
 
 namespace ls {
 
-enum class Arch { Llama, Qwen2, Qwen3, Gemma3, Granite };
-enum class RopeStyle { Norm, Neox };  // adjacent pairs (llama, granite GGUFs) vs halves (qwen2/3, gemma3)
+enum class Arch { Llama, Qwen2, Qwen3, Gemma3, Granite, Olmo2, SmolLM3, Phi3 };
+enum class RopeStyle { Norm, Neox };  // adjacent pairs (llama, granite, smollm3) vs halves (qwen2/3, gemma3, olmo2, phi3)
 
 struct ModelConfig {
   Arch arch = Arch::Llama;
@@ -52,6 +53,8 @@ struct ModelConfig {
   float logit_scale = 1.f;       // granite: logits are multiplied by 1/logit_scale (llama.cpp's order)
   int32_t sliding_window = 0;    // gemma3 local layers; 0 = none
   int32_t swa_pattern = 0;       // layer il is local iff swa_pattern > 0 && il % swa_pattern != swa_pattern-1
+  int32_t no_rope_step = 0;      // smollm3: layer il skips RoPE iff (il + 1) % no_rope_step == 0 (llama.cpp: 4)
+  bool uses_rope(int il) const { return no_rope_step <= 0 || (il + 1) % no_rope_step != 0; }
   bool is_local(int il) const { return sliding_window > 0 && swa_pattern > 0 && il % swa_pattern != swa_pattern - 1; }
 };
 
@@ -63,6 +66,7 @@ struct Weight {  // a 2-D weight: n_out rows of n_in, in the mapping or repacked
 };
 
 struct LayerWeights {
+  // Empty when the architecture lacks them (olmo2: no pre-norms; q/k norms span the whole projection).
   std::vector<float> attn_norm, ffn_norm, post_attn_norm, post_ffw_norm, q_norm, k_norm;
   // Biases (empty if absent): q/k/v on every arch (qwen2 has them); output and FFN ones on llama.
   std::vector<float> bq, bk, bv, bo, b_gate, b_up, b_down;

@@ -16,10 +16,22 @@ GRANITE_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|start_of_role|>assistant<|end_of_role|>' -}}{%- endif -%}"
 )
+# Written for these tests in the Phi-3 turn format (<|role|>\n…<|end|>\n), llama.cpp's built-in "phi3".
+PHI3_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{- '<|' + message['role'] + '|>\n' + message['content'] + '<|end|>\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|assistant|>\n' -}}{%- endif -%}"
+)
 
 CASES = {
     "granite-q8_0": (TinyConfig(arch="granite", weight_type=Q.Q8_0, tokenizer_pre="smollm",
                                 chat_template=GRANITE_TEMPLATE), 31),
+    "smollm3-q4_0": (TinyConfig(arch="smollm3", n_layer=4, weight_type=Q.Q4_0, tokenizer_pre="smollm"), 119),
+    "phi3-q5_0": (TinyConfig(arch="phi3", weight_type=Q.Q5_0, tokenizer_pre="smollm", tied=False,
+                             output_std=0.8, chat_template=PHI3_TEMPLATE), 119),
+    "olmo2-q8_0": (TinyConfig(arch="olmo2", weight_type=Q.Q8_0, tokenizer_pre="smollm", eps=1e-6, tied=False,
+                              output_std=0.8), 102),
 }
 IDS = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 10, 84, 104, 101, 32, 113, 117,
        105, 99, 107, 32]

@@ -54,6 +54,7 @@ class TinyConfig:
     n_ctx_train: int = 256
     tokenizer_pre: str = "gpt2"  # llama.cpp rejects "gpt2"; files it must load use "smollm"
     chat_template: str | None = None  # tokenizer.chat_template
+    output_std: float = 0.2  # untied LM head: larger values give larger logit margins (decisive greedy steps)
     # Optional tensors (llama.cpp reads attention-output/FFN biases and rope_freqs for llama only,
     # the LM head bias for qwen2 only; qwen2 files always carry q/k/v biases).
     attn_bias: bool = False  # attn_{q,k,v,output}.bias
@@ -137,7 +138,7 @@ def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.
     norm = (lambda n: 1.0 + 0.1 * rng.standard_normal(n))
     add("token_embd.weight", rng.standard_normal((n_vocab, E)) * 0.5, cfg.embd_type)
     if not cfg.tied:
-        add("output.weight", rng.standard_normal((n_vocab, E)) * 0.2, cfg.weight_type)
+        add("output.weight", rng.standard_normal((n_vocab, E)) * cfg.output_std, cfg.weight_type)
     add("output_norm.weight", norm(E), Q.F32)
     if cfg.output_bias:
         add("output.bias", 0.5 * rng.standard_normal(n_vocab), Q.F32)
