@@ -11,6 +11,7 @@ const GgmlTypeInfo& ggml_type_info(GgmlType t) {
   static const GgmlTypeInfo kQ2_K = {"Q2_K", 256, 84}, kQ3_K = {"Q3_K", 256, 110};
   static const GgmlTypeInfo kQ4_K = {"Q4_K", 256, 144}, kQ5_K = {"Q5_K", 256, 176};
   static const GgmlTypeInfo kQ6_K = {"Q6_K", 256, 210}, kQ8_K = {"Q8_K", 256, 292};
+  static const GgmlTypeInfo kIQ4_NL = {"IQ4_NL", 32, 18}, kIQ4_XS = {"IQ4_XS", 256, 136};
   switch (t) {
     case GgmlType::F32: return kF32;
     case GgmlType::F16: return kF16;
@@ -27,6 +28,8 @@ const GgmlTypeInfo& ggml_type_info(GgmlType t) {
     case GgmlType::Q5_K: return kQ5_K;
     case GgmlType::Q6_K: return kQ6_K;
     case GgmlType::Q8_K: return kQ8_K;
+    case GgmlType::IQ4_NL: return kIQ4_NL;
+    case GgmlType::IQ4_XS: return kIQ4_XS;
   }
   return kUnknown;
 }
@@ -36,6 +39,7 @@ bool ggml_type_supported(GgmlType t) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
     case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
     case GgmlType::Q8_0: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS:
       return true;
     default:
       return false;

@@ -245,13 +245,15 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
     const RopeTable& rope = local ? rope_local_ : rope_;
 
     // 2. Attention block: norm → q/k/v → (bias, q/k norm) → RoPE → fp16 cache → attention → out.
-    pool_->parallel_for(n, 8, [&](int64_t i0, int64_t i1) {  // rows are independent: any split
-      for (int64_t i = i0; i < i1; ++i) rmsnorm(x_.data() + i * E, L.attn_norm.data(), h_.data() + i * E, E, c.rms_eps);
-    });
-    project3(L.wq, q_.data(), L.wk, k_.data(), &L.wv, v_.data(), h_.data(), n);
-    adapt(il, LoraTarget::Q, h_.data(), E, q_.data(), q_dim);
-    adapt(il, LoraTarget::K, h_.data(), E, k_.data(), kv_dim);
-    adapt(il, LoraTarget::V, h_.data(), E, v_.data(), kv_dim);
+    const float* attn_in = L.attn_norm.empty() ? x_.data() : h_.data();  // olmo2: no pre-norm
+    if (!L.attn_norm.empty())
+      pool_->parallel_for(n, 8, [&](int64_t i0, int64_t i1) {  // rows are independent: any split
+        for (int64_t i = i0; i < i1; ++i) rmsnorm(x_.data() + i * E, L.attn_norm.data(), h_.data() + i * E, E, c.rms_eps);
+      });
+    project3(L.wq, q_.data(), L.wk, k_.data(), &L.wv, v_.data(), attn_in, n);
+    adapt(il, LoraTarget::Q, attn_in, E, q_.data(), q_dim);
+    adapt(il, LoraTarget::K, attn_in, E, k_.data(), kv_dim);
+    adapt(il, LoraTarget::V, attn_in, E, v_.data(), kv_dim);
     for (int i = 0; i < n; ++i) {
       float* q = q_.data() + i * q_dim;
       float* k = k_.data() + i * kv_dim;
@@ -259,15 +261,20 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
       if (!L.bq.empty()) add_f32(q, L.bq.data(), q_dim);
       if (!L.bk.empty()) add_f32(k, L.bk.data(), kv_dim);
       if (!L.bv.empty()) add_f32(v, L.bv.data(), kv_dim);
-      if (!L.q_norm.empty()) {
+      if (c.arch == Arch::Olmo2) {
+        rmsnorm(q, L.q_norm.data(), q, q_dim, c.rms_eps);
+        rmsnorm(k, L.k_norm.data(), k, kv_dim, c.rms_eps);
+      } else if (!L.q_norm.empty()) {
         for (int h = 0; h < c.n_head; ++h) rmsnorm(q + h * hd, L.q_norm.data(), q + h * hd, hd, c.rms_eps);
         for (int h = 0; h < c.n_head_kv; ++h) rmsnorm(k + h * hd, L.k_norm.data(), k + h * hd, hd, c.rms_eps);
       }
       const int pos = tokens[i].pos;
       const float* cs = rope.cos_row(pos);
       const float* sn = rope.sin_row(pos);
-      for (int h = 0; h < c.n_head; ++h) rope_apply(q + h * hd, cs, sn, c.n_rot, c.rope == RopeStyle::Neox);
-      for (int h = 0; h < c.n_head_kv; ++h) rope_apply(k + h * hd, cs, sn, c.n_rot, c.rope == RopeStyle::Neox);
+      if (c.uses_rope(il)) {
+        for (int h = 0; h < c.n_head; ++h) rope_apply(q + h * hd, cs, sn, c.n_rot, c.rope == RopeStyle::Neox);
+        for (int h = 0; h < c.n_head_kv; ++h) rope_apply(k + h * hd, cs, sn, c.n_rot, c.rope == RopeStyle::Neox);
+      }
       if (gemma) scale_f32(q, c.attn_scale, q_dim);
       attn_kern_->store(k, kv_.k(il, tokens[i].seq) + int64_t(pos) * kv_dim, kv_dim);
       attn_kern_->store(v, kv_.v(il, tokens[i].seq) + int64_t(pos) * kv_dim, kv_dim);
@@ -278,17 +285,20 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
     for (int i = 0; i < n; ++i) {
       float* o = tmp_.data() + i * E;
       if (!L.bo.empty()) add_f32(o, L.bo.data(), E);
-      if (gemma) rmsnorm(o, L.post_attn_norm.data(), o, E, c.rms_eps);
+      if (!L.post_attn_norm.empty()) rmsnorm(o, L.post_attn_norm.data(), o, E, c.rms_eps);
+      if (c.residual_scale != 1.f) scale_f32(o, c.residual_scale, E);
       add_f32(x_.data() + i * E, o, E);
     }
 
     // 3. Feed-forward block: norm → gate/up → act ⊙ → down (→ post norm) → residual.
-    pool_->parallel_for(n, 8, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) rmsnorm(x_.data() + i * E, L.ffn_norm.data(), h_.data() + i * E, E, c.rms_eps);
-    });
-    project3(L.w_gate, ffn_a_.data(), L.w_up, ffn_b_.data(), nullptr, nullptr, h_.data(), n);
-    adapt(il, LoraTarget::Gate, h_.data(), E, ffn_a_.data(), c.n_ff);
-    adapt(il, LoraTarget::Up, h_.data(), E, ffn_b_.data(), c.n_ff);
+    const float* ffn_in = L.ffn_norm.empty() ? x_.data() : h_.data();
+    if (!L.ffn_norm.empty())
+      pool_->parallel_for(n, 8, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) rmsnorm(x_.data() + i * E, L.ffn_norm.data(), h_.data() + i * E, E, c.rms_eps);
+      });
+    project3(L.w_gate, ffn_a_.data(), L.w_up, ffn_b_.data(), nullptr, nullptr, ffn_in, n);
+    adapt(il, LoraTarget::Gate, ffn_in, E, ffn_a_.data(), c.n_ff);
+    adapt(il, LoraTarget::Up, ffn_in, E, ffn_b_.data(), c.n_ff);
     if (!L.b_gate.empty() || !L.b_up.empty()) {  // after the adapters' terms, as llama.cpp adds them
       for (int i = 0; i < n; ++i) {
         if (!L.b_gate.empty()) add_f32(ffn_a_.data() + int64_t(i) * c.n_ff, L.b_gate.data(), c.n_ff);
@@ -306,7 +316,8 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
     for (int i = 0; i < n; ++i) {
       float* o = tmp_.data() + i * E;
       if (!L.b_down.empty()) add_f32(o, L.b_down.data(), E);
-      if (gemma) rmsnorm(o, L.post_ffw_norm.data(), o, E, c.rms_eps);
+      if (!L.post_ffw_norm.empty()) rmsnorm(o, L.post_ffw_norm.data(), o, E, c.rms_eps);
+      if (c.residual_scale != 1.f) scale_f32(o, c.residual_scale, E);
       add_f32(x_.data() + i * E, o, E);
     }
   }
@@ -319,6 +330,8 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
   if (lora) lora_.apply_output(*pool_, out_rows, n_out, h_.data(), E, logits, c.n_vocab);
   if (!output_bias_.empty())
     for (int r = 0; r < n_out; ++r) add_f32(logits + int64_t(r) * c.n_vocab, output_bias_.data(), c.n_vocab);
+  if (c.logit_scale != 1.f)
+    for (int r = 0; r < n_out; ++r) scale_f32(logits + int64_t(r) * c.n_vocab, 1.0f / c.logit_scale, c.n_vocab);
 }
 
 void ModelRuntime::final_hidden(int first_row, int n_rows, float* out) const {

@@ -1,4 +1,5 @@
-// Transformer forward pass over GGUF weights used in place (llama, qwen2, qwen3, gemma3).
+// Transformer forward pass over GGUF weights used in place (llama, qwen2, qwen3, gemma3, granite, olmo2,
+// smollm3, phi3).
 //
 // Continuous batching: one forward_batch() runs tokens of many sequences (slots) together, so
 // every weight matrix is read once per step for the whole batch; each token attends only to
@@ -29,8 +30,8 @@
 
 namespace ls {
 
-enum class Arch { Llama, Qwen2, Qwen3, Gemma3 };
-enum class RopeStyle { Norm, Neox };  // adjacent pairs (llama GGUFs) vs halves (qwen2/3, gemma3)
+enum class Arch { Llama, Qwen2, Qwen3, Gemma3, Granite, Olmo2, SmolLM3, Phi3 };
+enum class RopeStyle { Norm, Neox };  // adjacent pairs (llama, granite, smollm3) vs halves (qwen2/3, gemma3, olmo2, phi3)
 
 struct ModelConfig {
   Arch arch = Arch::Llama;
@@ -47,9 +48,13 @@ struct ModelConfig {
   RopeScaling rope_scaling;               // global layers
   RopeScaling rope_scaling_local;         // SWA layers: llama.cpp keeps their freq_scale at 1
   float attn_scale = 0.f;        // multiplies q·k (1/sqrt(head_dim) unless the model says otherwise)
-  float embd_scale = 1.f;        // gemma: sqrt(n_embd)
+  float embd_scale = 1.f;        // gemma: sqrt(n_embd); granite: granite.embedding_scale
+  float residual_scale = 1.f;    // granite: multiplies each block's output before the residual add
+  float logit_scale = 1.f;       // granite: logits are multiplied by 1/logit_scale (llama.cpp's order)
   int32_t sliding_window = 0;    // gemma3 local layers; 0 = none
   int32_t swa_pattern = 0;       // layer il is local iff swa_pattern > 0 && il % swa_pattern != swa_pattern-1
+  int32_t no_rope_step = 0;      // smollm3: layer il skips RoPE iff (il + 1) % no_rope_step == 0 (llama.cpp: 4)
+  bool uses_rope(int il) const { return no_rope_step <= 0 || (il + 1) % no_rope_step != 0; }
   bool is_local(int il) const { return sliding_window > 0 && swa_pattern > 0 && il % swa_pattern != swa_pattern - 1; }
 };
 
@@ -61,6 +66,7 @@ struct Weight {  // a 2-D weight: n_out rows of n_in, in the mapping or repacked
 };
 
 struct LayerWeights {
+  // Empty when the architecture lacks them (olmo2: no pre-norms; q/k norms span the whole projection).
   std::vector<float> attn_norm, ffn_norm, post_attn_norm, post_ffw_norm, q_norm, k_norm;
   // Biases (empty if absent): q/k/v on every arch (qwen2 has them); output and FFN ones on llama.
   std::vector<float> bq, bk, bv, bo, b_gate, b_up, b_down;

@@ -107,6 +107,11 @@ void load_rope_scaling(const GgufFile& f, ModelConfig& c) {
                                            double(1 << 24)));
 }
 
+// Rows [r0, r0 + n) of a 2-D weight in the file's row layout (slices of phi3's fused tensors).
+Weight weight_rows(const Weight& w, int64_t r0, int64_t n) {
+  return Weight{w.type, w.data + size_t(r0) * ggml_row_bytes(w.type, w.n_in), w.n_in, n, w.layout};
+}
+
 }  // namespace
 
 void ModelRuntime::load_config(const GgufFile& f) {
@@ -116,7 +121,13 @@ void ModelRuntime::load_config(const GgufFile& f) {
   else if (c.arch_name == "qwen2") c.arch = Arch::Qwen2;
   else if (c.arch_name == "qwen3") c.arch = Arch::Qwen3;
   else if (c.arch_name == "gemma3") c.arch = Arch::Gemma3;
-  else f.fail("unsupported architecture '" + c.arch_name + "' (supported: llama, qwen2, qwen3, gemma3)");
+  else if (c.arch_name == "granite") c.arch = Arch::Granite;
+  else if (c.arch_name == "olmo2") c.arch = Arch::Olmo2;
+  else if (c.arch_name == "smollm3") c.arch = Arch::SmolLM3;
+  // phi3: its attention.sliding_window is not applied — llama.cpp disables Phi's SWA (the released
+  // files' windows do not describe how the models were trained), and we match llama.cpp.
+  else if (c.arch_name == "phi3") c.arch = Arch::Phi3;
+  else f.fail("unsupported architecture '" + c.arch_name + "' (supported: llama, qwen2, qwen3, gemma3, granite, olmo2, smollm3, phi3)");
 
   auto req_int = [&](const char* suffix) {
     int64_t v = f.get_int(key(c, suffix), -1);
@@ -137,9 +148,17 @@ void ModelRuntime::load_config(const GgufFile& f) {
   c.n_rot = int32_t(f.get_int(key(c, "rope.dimension_count"), c.head_dim));
   if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0) f.fail("invalid rope.dimension_count");
   load_rope_scaling(f, c);
-  c.rope = c.arch == Arch::Llama ? RopeStyle::Norm : RopeStyle::Neox;
+  c.rope = c.arch == Arch::Llama || c.arch == Arch::Granite || c.arch == Arch::SmolLM3 ? RopeStyle::Norm : RopeStyle::Neox;
+  if (c.arch == Arch::SmolLM3) c.no_rope_step = 4;  // fixed in llama.cpp's loader (no GGUF key)
   c.rope_base = float(f.get_float(key(c, "rope.freq_base"), c.arch == Arch::Gemma3 ? 1e6 : 1e4));
   c.attn_scale = float(f.get_float(key(c, "attention.scale"), 1.0 / std::sqrt(double(c.head_dim))));
+  if (c.arch == Arch::Granite) {  // llama.cpp: a missing or zero attention.scale means 1/sqrt(head_dim)
+    if (c.attn_scale == 0.f) c.attn_scale = 1.0f / std::sqrt(float(c.head_dim));
+    c.embd_scale = float(f.get_float(key(c, "embedding_scale"), 1.0));
+    c.residual_scale = float(f.get_float(key(c, "residual_scale"), 1.0));
+    c.logit_scale = float(f.get_float(key(c, "logit_scale"), 1.0));
+    if (!(c.logit_scale != 0.f) || !std::isfinite(c.logit_scale)) f.fail("invalid granite.logit_scale");
+  }
   if (c.arch == Arch::Gemma3) {
     c.embd_scale = std::sqrt(float(c.n_embd));
     c.sliding_window = int32_t(f.get_int(key(c, "attention.sliding_window"), 0));
@@ -151,12 +170,12 @@ void ModelRuntime::load_config(const GgufFile& f) {
 }
 
 // Which optional tensors each architecture reads follows llama.cpp's loaders (src/models/*.cpp):
-// q/k/v biases on all four; attention-output and FFN biases and rope_freqs on llama only; the
-// LM head bias on qwen2 only. Anything else is refused by refuse_unused().
+// q/k/v biases on all; attention-output and FFN biases and rope_freqs on llama and granite only;
+// the LM head bias on qwen2 only. Anything else is refused by refuse_unused().
 void ModelRuntime::load_weights(const GgufFile& f) {
   ModelConfig& c = cfg_;
   TensorReader r(f);
-  const bool llama = c.arch == Arch::Llama;
+  const bool llama = c.arch == Arch::Llama || c.arch == Arch::Granite;  // granite = llama's tensors
   const GgufTensor* emb = r.find("token_embd.weight");
   if (!emb) f.fail("missing tensor token_embd.weight");
   if (emb->n_dims != 2 || emb->ne[0] != c.n_embd) f.fail("token_embd.weight has the wrong width");
@@ -177,14 +196,29 @@ void ModelRuntime::load_weights(const GgufFile& f) {
   for (int il = 0; il < c.n_layer; ++il) {
     LayerWeights& L = layers_[il];
     const std::string p = "blk." + std::to_string(il) + ".";
-    L.attn_norm = r.vector(p + "attn_norm.weight", E);
-    L.ffn_norm = r.vector(p + "ffn_norm.weight", E);
-    L.wq = r.weight(p + "attn_q.weight", E, q_dim);
-    L.wk = r.weight(p + "attn_k.weight", E, kv_dim);
-    L.wv = r.weight(p + "attn_v.weight", E, kv_dim);
+    if (c.arch != Arch::Olmo2) {  // olmo2 normalises block outputs only (post-norms below)
+      L.attn_norm = r.vector(p + "attn_norm.weight", E);
+      L.ffn_norm = r.vector(p + "ffn_norm.weight", E);
+    }
+    if (c.arch == Arch::Phi3) {  // fused q|k|v rows
+      const Weight qkv = r.weight(p + "attn_qkv.weight", E, q_dim + 2 * kv_dim);
+      L.wq = weight_rows(qkv, 0, q_dim);
+      L.wk = weight_rows(qkv, q_dim, kv_dim);
+      L.wv = weight_rows(qkv, q_dim + kv_dim, kv_dim);
+    } else {
+      L.wq = r.weight(p + "attn_q.weight", E, q_dim);
+      L.wk = r.weight(p + "attn_k.weight", E, kv_dim);
+      L.wv = r.weight(p + "attn_v.weight", E, kv_dim);
+    }
     L.wo = r.weight(p + "attn_output.weight", q_dim, E);
-    L.w_gate = r.weight(p + "ffn_gate.weight", E, c.n_ff);
-    L.w_up = r.weight(p + "ffn_up.weight", E, c.n_ff);
+    if (c.arch == Arch::Phi3) {  // fused gate|up rows (ggml_swiglu: the first half is the gate)
+      const Weight gate_up = r.weight(p + "ffn_up.weight", E, 2 * int64_t(c.n_ff));
+      L.w_gate = weight_rows(gate_up, 0, c.n_ff);
+      L.w_up = weight_rows(gate_up, c.n_ff, c.n_ff);
+    } else {
+      L.w_gate = r.weight(p + "ffn_gate.weight", E, c.n_ff);
+      L.w_up = r.weight(p + "ffn_up.weight", E, c.n_ff);
+    }
     L.w_down = r.weight(p + "ffn_down.weight", c.n_ff, E);
     L.bq = r.vector(p + "attn_q.bias", q_dim, false);
     L.bk = r.vector(p + "attn_k.bias", kv_dim, false);
@@ -199,7 +233,11 @@ void ModelRuntime::load_weights(const GgufFile& f) {
       L.q_norm = r.vector(p + "attn_q_norm.weight", c.head_dim);
       L.k_norm = r.vector(p + "attn_k_norm.weight", c.head_dim);
     }
-    if (c.arch == Arch::Gemma3) {
+    if (c.arch == Arch::Olmo2) {  // q/k RMSNorm over the whole projection (all heads at once)
+      L.q_norm = r.vector(p + "attn_q_norm.weight", q_dim);
+      L.k_norm = r.vector(p + "attn_k_norm.weight", kv_dim);
+    }
+    if (c.arch == Arch::Gemma3 || c.arch == Arch::Olmo2) {
       L.post_attn_norm = r.vector(p + "post_attention_norm.weight", E);
       L.post_ffw_norm = r.vector(p + "post_ffw_norm.weight", E);
     }

@@ -18,11 +18,15 @@ ActFormat act_format(GgmlType wt) {
     case GgmlType::Q8_0: return {ActKind::Q8_0, ActOrder::Natural, 128};
     case GgmlType::Q4_0: return {ActKind::Q8_0, ActOrder::PairPerm, 8};
     case GgmlType::Q5_0: return {ActKind::Q8_0, ActOrder::PairPerm, 16};
+    case GgmlType::IQ4_NL: return {ActKind::Q8_0, ActOrder::PairPerm, 0};  // signed codes: no bias
     case GgmlType::Q4_1:
     case GgmlType::Q5_1: return {ActKind::Q8_1, ActOrder::PairPerm, 0};
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
-    case GgmlType::Q6_K: return {ActKind::Q8_K, ActOrder::Natural, 0};
+    case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS: return {ActKind::Q8_K, ActOrder::Natural, 0};
     default: return {ActKind::F32, ActOrder::Natural, 0};
   }
 }

@@ -86,6 +86,52 @@ void deq_q6_k(const uint8_t* b, float* y) {
   }
 }
 
+// Q2_K: 16 bytes scales (low nibble scale, high nibble min), 64 bytes of 2-bit codes, fp16 d, dmin.
+// Element e = 128h + 32k + l is bits 2k of qs[32h + l], in sub-block e/16.
+void deq_q2_k(const uint8_t* b, float* y) {
+  const uint8_t* sc = b;
+  const uint8_t* qs = b + 16;
+  const float d = fp16_to_f32(load_u16(b + 80)), dmin = fp16_to_f32(load_u16(b + 82));
+  for (int e = 0; e < 256; ++e) {
+    const int h = e >> 7, k = (e >> 5) & 3, l = e & 31;
+    const int u = (qs[32 * h + l] >> (2 * k)) & 3;
+    const float dl = d * float(sc[e / 16] & 15), ml = dmin * float(sc[e / 16] >> 4);
+    y[e] = dl * float(u) - ml;
+  }
+}
+// Q3_K: 32 bytes hmask, 64 bytes 2-bit codes (as Q2_K), 12 bytes scales, fp16 d. The code is
+// low2 − 4 unless bit e/32 of hmask[e % 32] is set.
+void deq_q3_k(const uint8_t* b, float* y) {
+  const uint8_t* hm = b;
+  const uint8_t* qs = b + 32;
+  const float d = fp16_to_f32(load_u16(b + 108));
+  for (int e = 0; e < 256; ++e) {
+    const int h = e >> 7, k = (e >> 5) & 3, l = e & 31;
+    const int q = ((qs[32 * h + l] >> (2 * k)) & 3) - (((hm[l] >> (e >> 5)) & 1) ? 0 : 4);
+    y[e] = (d * float(q3k_scale(b + 96, e / 16))) * float(q);
+  }
+}
+void deq_iq4_nl(const uint8_t* b, float* y) {
+  const float d = fp16_to_f32(load_u16(b));
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * float(kIq4Values[b[2 + j] & 15]);
+    y[j + 16] = d * float(kIq4Values[b[2 + j] >> 4]);
+  }
+}
+// IQ4_XS: fp16 d, u16 scales_h, 4 bytes scales_l, then per 32-element sub-block 16 bytes of
+// IQ4_NL-style nibbles.
+void deq_iq4_xs(const uint8_t* b, float* y) {
+  const float d = fp16_to_f32(load_u16(b));
+  for (int ib = 0; ib < 8; ++ib) {
+    const float dl = d * float(iq4xs_scale(b, ib));
+    const uint8_t* qs = b + 8 + 16 * ib;
+    for (int j = 0; j < 16; ++j) {
+      y[32 * ib + j] = dl * float(kIq4Values[qs[j] & 15]);
+      y[32 * ib + j + 16] = dl * float(kIq4Values[qs[j] >> 4]);
+    }
+  }
+}
+
 }  // namespace
 
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
@@ -117,6 +163,10 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
       }
       return;
     case GgmlType::Q6_K: for (int64_t b = 0; b < nb; ++b) deq_q6_k(p + b * bs, dst + 256 * b); return;
+    case GgmlType::Q2_K: for (int64_t b = 0; b < nb; ++b) deq_q2_k(p + b * bs, dst + 256 * b); return;
+    case GgmlType::Q3_K: for (int64_t b = 0; b < nb; ++b) deq_q3_k(p + b * bs, dst + 256 * b); return;
+    case GgmlType::IQ4_NL: for (int64_t b = 0; b < nb; ++b) deq_iq4_nl(p + b * bs, dst + 32 * b); return;
+    case GgmlType::IQ4_XS: for (int64_t b = 0; b < nb; ++b) deq_iq4_xs(p + b * bs, dst + 256 * b); return;
     default: break;
   }
 }

@@ -19,7 +19,8 @@ namespace {
 constexpr int kNumIsa = 4;
 constexpr GgmlType kTestTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                                    GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                                   GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+                                   GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K,
+                                   GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
 uint32_t lcg(uint32_t& s) {
   s = s * 1664525u + 1013904223u;
@@ -61,6 +62,11 @@ std::vector<uint8_t> test_weights(GgmlType t, int64_t n_in, int64_t n_out, uint3
     uint8_t* b = &w[off];
     switch (t) {
       case GgmlType::Q6_K: put_f16(b + 208, 0.01f * uniform(seed)); break;
+      case GgmlType::Q3_K: put_f16(b + 108, 0.01f * uniform(seed)); break;
+      case GgmlType::Q2_K:
+        put_f16(b + 80, 0.05f * uniform(seed));
+        put_f16(b + 82, 0.05f * uniform(seed));
+        break;
       case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K:
         put_f16(b, 0.05f * uniform(seed));
         put_f16(b + 2, 0.05f * uniform(seed));

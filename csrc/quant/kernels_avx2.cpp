@@ -2,6 +2,7 @@
 // maddubs/madd integer dots. Standard headers first, then the target pragma (no COMDAT leak).
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -17,6 +18,7 @@ namespace ls::quant {
 namespace {
 #define LS_VNNI 0
 #include "quant/kernels_ymm.h"
+#include "quant/kernels_lowbit_ymm.h"
 #include "quant/il_ymm.h"
 #include "quant/il_kquant_ymm.h"
 #undef LS_VNNI
@@ -24,6 +26,7 @@ namespace {
 
 void fill_avx2(KernelTable& t) {
   fill_ymm(t);
+  fill_lowbit_ymm(t);
   fill_il_ymm(t);
   fill_kil_ymm(t);
 }

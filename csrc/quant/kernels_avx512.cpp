@@ -6,6 +6,7 @@
 // no library template is instantiated with AVX-512 code (COMDAT leak into portable code).
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -26,6 +27,7 @@ namespace {
 #define LS_VNNI 1
 inline __m256i ls_dpbusd(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
 #include "quant/kernels_ymm.h"
+#include "quant/kernels_lowbit_ymm.h"
 #undef LS_VNNI
 
 // Q4_0 / Q4_1 / Q5_0 / Q5_1 (PairPerm activations): a zmm holds two blocks
@@ -214,6 +216,7 @@ void fill_avx512_vnni(KernelTable& t) {
   t.il_rows[slot(GgmlType::Q5_K)] = &run_il_groups<ZKIl<GgmlType::Q5_K>>;
   t.il_rows[slot(GgmlType::Q6_K)] = &run_il_groups<ZKIl<GgmlType::Q6_K>>;
   fill_ymm(t);
+  fill_lowbit_ymm(t);
   t.rows[slot(GgmlType::Q8_0)] = &run_rows<ZQ8_0>;
   t.rows[slot(GgmlType::Q4_0)] = &run_rows<ZSimple<GgmlType::Q4_0>>;
   t.rows[slot(GgmlType::Q4_1)] = &run_rows<ZSimple<GgmlType::Q4_1>>;

@@ -2,6 +2,7 @@
 // Standard headers first, then the target pragma (no COMDAT leak).
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -18,6 +19,7 @@ namespace {
 #define LS_VNNI 1
 inline __m256i ls_dpbusd(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
 #include "quant/kernels_ymm.h"
+#include "quant/kernels_lowbit_ymm.h"
 #include "quant/il_ymm.h"
 #include "quant/il_kquant_ymm.h"
 #undef LS_VNNI
@@ -25,6 +27,7 @@ inline __m256i ls_dpbusd(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbu
 
 void fill_avx_vnni(KernelTable& t) {
   fill_ymm(t);
+  fill_lowbit_ymm(t);
   fill_il_ymm(t);
   fill_kil_ymm(t);
 }

@@ -1,6 +1,8 @@
 // Scalar reference kernels (portable; the path every SIMD kernel is checked against).
 // Per block: exact integer dot of the weight's integer codes with the int8 activations,
 // then one float multiply-add with the combined scale, blocks accumulated in order.
+#include <cmath>
+
 #include "quant/quant_internal.h"
 #include "quant/rows_driver.h"
 
@@ -10,8 +12,8 @@ namespace {
 // Integer code of element i of a simple 32-block, and the per-block offset already applied.
 template <GgmlType T>
 struct Simple {
-  static constexpr int kBytes = T == GgmlType::Q4_0 ? 18 : T == GgmlType::Q4_1 ? 20 : T == GgmlType::Q5_0 ? 22
-                              : T == GgmlType::Q5_1 ? 24 : 34;
+  static constexpr int kBytes = T == GgmlType::Q4_0 || T == GgmlType::IQ4_NL ? 18 : T == GgmlType::Q4_1 ? 20
+                              : T == GgmlType::Q5_0 ? 22 : T == GgmlType::Q5_1 ? 24 : 34;
   static constexpr bool kHasMin = T == GgmlType::Q4_1 || T == GgmlType::Q5_1;
 
   // Signed value code: value = d * code (+ m for the min types).
@@ -20,6 +22,7 @@ struct Simple {
       case GgmlType::Q8_0: return int8_t(b[2 + i]);
       case GgmlType::Q4_0: return (i < 16 ? b[2 + i] & 15 : b[2 + i - 16] >> 4) - 8;
       case GgmlType::Q4_1: return i < 16 ? b[4 + i] & 15 : b[4 + i - 16] >> 4;
+      case GgmlType::IQ4_NL: return kIq4Values[i < 16 ? b[2 + i] & 15 : b[2 + i - 16] >> 4];
       case GgmlType::Q5_0: {
         const int nib = i < 16 ? b[6 + i] & 15 : b[6 + i - 16] >> 4;
         return (nib | int((load_u32(b + 2) >> i) & 1) << 4) - 16;
@@ -47,6 +50,10 @@ struct Simple {
         const float* sc = a.sc(r + k);
         int isum = 0;
         for (int i = 0; i < 32; ++i) isum += codes[i] * q[act_index(order, b, i)];
+        if (T == GgmlType::IQ4_NL) {  // kernels_lowbit_ymm.h's order, so every path is bit-identical
+          acc[k] = std::fma(float(isum), d * sc[2 * b], acc[k]);
+          continue;
+        }
         acc[k] += (d * sc[2 * b]) * float(isum);
         if (kHasMin) acc[k] += m * sc[2 * b + 1];
       }
@@ -58,10 +65,40 @@ struct Simple {
 // K-quants against Q8_K: per super-block integer sums, one float update per super-block.
 template <GgmlType T>
 struct KQuant {
-  static constexpr int kBytes = T == GgmlType::Q4_K ? 144 : T == GgmlType::Q5_K ? 176 : 210;
+  static constexpr int kBytes = T == GgmlType::Q4_K ? 144 : T == GgmlType::Q5_K ? 176 : T == GgmlType::Q2_K ? 84
+                              : T == GgmlType::Q3_K ? 110 : T == GgmlType::IQ4_XS ? 136 : 210;
+  static constexpr bool kLowBit = T == GgmlType::Q2_K || T == GgmlType::Q3_K || T == GgmlType::IQ4_XS;
 
   // Unpack the 256 integer codes u and per-16 scales: value = d*scale16[e/16]*u - dmin*min16[e/16]
   static void unpack(const uint8_t* b, int* u, int* scale16, int* min16, float& d, float& dmin) {
+    if (T == GgmlType::Q2_K || T == GgmlType::Q3_K) {  // 2-bit codes: element 128h+32k+l in qs[32h+l] bits 2k
+      const uint8_t* qs = T == GgmlType::Q2_K ? b + 16 : b + 32;
+      for (int e = 0; e < 256; ++e) {
+        u[e] = (qs[32 * (e >> 7) + (e & 31)] >> (2 * ((e >> 5) & 3))) & 3;
+        if (T == GgmlType::Q3_K && !((b[e & 31] >> (e >> 5)) & 1)) u[e] -= 4;
+      }
+      for (int s = 0; s < 16; ++s) {
+        scale16[s] = T == GgmlType::Q2_K ? b[s] & 15 : q3k_scale(b + 96, s);
+        min16[s] = T == GgmlType::Q2_K ? b[s] >> 4 : 0;
+      }
+      d = fp16_to_f32(load_u16(b + (T == GgmlType::Q2_K ? 80 : 108)));
+      dmin = T == GgmlType::Q2_K ? fp16_to_f32(load_u16(b + 82)) : 0.f;
+      return;
+    }
+    if (T == GgmlType::IQ4_XS) {
+      d = fp16_to_f32(load_u16(b));
+      dmin = 0.f;
+      for (int ib = 0; ib < 8; ++ib) {
+        scale16[2 * ib] = scale16[2 * ib + 1] = iq4xs_scale(b, ib);
+        min16[2 * ib] = min16[2 * ib + 1] = 0;
+        const uint8_t* qs = b + 8 + 16 * ib;
+        for (int j = 0; j < 16; ++j) {
+          u[32 * ib + j] = kIq4Values[qs[j] & 15];
+          u[32 * ib + j + 16] = kIq4Values[qs[j] >> 4];
+        }
+      }
+      return;
+    }
     if (T == GgmlType::Q6_K) {
       d = fp16_to_f32(load_u16(b + 208));
       dmin = 0.f;
@@ -101,7 +138,7 @@ struct KQuant {
   template <int R>
   static void dot(const uint8_t* wrow, const ActView& a, int64_t r, float* out) {
     const int64_t nsb = a.n_in / 256;
-    float acc[R] = {};
+    float acc[R] = {}, accm[R] = {};
     int u[256], scale16[16], min16[16];
     for (int64_t s = 0; s < nsb; ++s) {
       float d, dmin;
@@ -117,10 +154,15 @@ struct KQuant {
           sumi += scale16[g] * t;
           summ += min16[g] * bs[g];
         }
+        if (kLowBit) {  // kernels_lowbit_ymm.h's order, so every path is bit-identical
+          acc[k] = std::fma(float(sumi), da * d, acc[k]);
+          accm[k] = std::fma(float(summ), da * dmin, accm[k]);
+          continue;
+        }
         acc[k] += (da * d) * float(sumi) - (da * dmin) * float(summ);
       }
     }
-    for (int k = 0; k < R; ++k) out[k] = acc[k];
+    for (int k = 0; k < R; ++k) out[k] = acc[k] - accm[k];
   }
 };
 
@@ -157,6 +199,10 @@ void fill_scalar(KernelTable& t) {
   t.rows[slot(GgmlType::Q4_K)] = &run_rows<KQuant<GgmlType::Q4_K>>;
   t.rows[slot(GgmlType::Q5_K)] = &run_rows<KQuant<GgmlType::Q5_K>>;
   t.rows[slot(GgmlType::Q6_K)] = &run_rows<KQuant<GgmlType::Q6_K>>;
+  t.rows[slot(GgmlType::Q2_K)] = &run_rows<KQuant<GgmlType::Q2_K>>;
+  t.rows[slot(GgmlType::Q3_K)] = &run_rows<KQuant<GgmlType::Q3_K>>;
+  t.rows[slot(GgmlType::IQ4_XS)] = &run_rows<KQuant<GgmlType::IQ4_XS>>;
+  t.rows[slot(GgmlType::IQ4_NL)] = &run_rows<Simple<GgmlType::IQ4_NL>>;
 }
 
 }  // namespace ls::quant

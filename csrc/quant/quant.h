@@ -5,7 +5,8 @@
 // elements in ggml blocks (row stride = ggml_row_bytes(type, n_in)).
 // Products: y[r][o] = sum_i W[o][i] * x[r][i] for r < n_rows, o < n_out.
 // Activations are quantized once per call into the format the weight type pairs with
-// (Q8_0 for Q8_0/Q4_0/Q5_0, Q8_1 for Q4_1/Q5_1, Q8_K for K-quants; F32/F16/BF16 use fp32).
+// (Q8_0 for Q8_0/Q4_0/Q5_0/IQ4_NL, Q8_1 for Q4_1/Q5_1, Q8_K for K-quants and IQ4_XS; F32/F16/BF16
+// use fp32), as llama.cpp pairs them.
 //
 // Numerics: activation quantization follows llama.cpp's x86 path (round half to even) and is
 // bit-identical on every ISA path; integer block dots are exact; paths differ only in the

@@ -38,6 +38,25 @@ inline void k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
   }
 }
 
+// IQ4_NL / IQ4_XS: the 16 non-linear code values (ggml's kvalues_iq4nl).
+inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                          1,    13,   25,  38,  53,  69,  89,  113};
+
+// Q3_K: signed scale of 16-element sub-block i (0..15) from the 12 packed bytes s (low 4 bits
+// in s[0..7] by nibble, high 2 bits in s[8..11] by bit pair), minus 32.
+inline int q3k_scale(const uint8_t* s, int i) {
+  const int lo = i < 8 ? s[i] & 15 : s[i - 8] >> 4;
+  const int hi = (s[8 + (i & 3)] >> (2 * (i >> 2))) & 3;
+  return (lo | hi << 4) - 32;
+}
+// IQ4_XS: signed scale of 32-element sub-block ib (0..7) of block b (low 4 bits in
+// scales_l = b[4..7] by nibble, high 2 bits in the u16 scales_h = b[2..3]), minus 32.
+inline int iq4xs_scale(const uint8_t* b, int ib) {
+  const int lo = (b[4 + ib / 2] >> (4 * (ib & 1))) & 15;
+  const int hi = (load_u16(b + 2) >> (2 * ib)) & 3;
+  return (lo | hi << 4) - 32;
+}
+
 // ---- activation scratch ----
 // Each activation row is quantized into one scratch "act row" of act_row_bytes bytes
 // (64-byte aligned sections, rows consecutive):

@@ -167,8 +167,8 @@ def test_not_an_adapter_and_unknown_type(tmp_path, tiny_base):
     w.add_type(gguf.GGUFType.ADAPTER)
     w.add_string(gguf.Keys.Adapter.TYPE, "lora")
     w.add_float32(gguf.Keys.Adapter.LORA_ALPHA, 8.0)
-    # IQ4_NL (type 20): a ggml type the runtime does not run.
-    w.add_tensor("blk.0.attn_q.weight.lora_a", np.zeros((8, 2 * 18), np.uint8), raw_dtype=Q.IQ4_NL)
+    # IQ2_XXS (type 16): a ggml type the runtime does not run.
+    w.add_tensor("blk.0.attn_q.weight.lora_a", np.zeros((8, 66), np.uint8), raw_dtype=Q.IQ2_XXS)
     w.add_tensor("blk.0.attn_q.weight.lora_b", np.zeros((64, 8), np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()

@@ -19,6 +19,10 @@ import numpy as np
 Q = gguf.GGMLQuantizationType
 
 
+# granite's multipliers in the tiny files: all ≠ 1 (attention 0.1 ≠ 1/sqrt(16)), so each one matters.
+GRANITE_SCALES = {"embedding": 3.0, "residual": 0.5, "attention": 0.1, "logit": 2.5}
+
+
 def byte_vocab() -> list[str]:
     """GPT-2 byte-level alphabet: 256 single-character tokens, in byte order."""
     printable = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
@@ -48,6 +52,9 @@ class TinyConfig:
     embd_type: Q = Q.Q8_0
     tied: bool = True
     n_ctx_train: int = 256
+    tokenizer_pre: str = "gpt2"  # llama.cpp rejects "gpt2"; files it must load use "smollm"
+    chat_template: str | None = None  # tokenizer.chat_template
+    output_std: float = 0.2  # untied LM head: larger values give larger logit margins (decisive greedy steps)
     # Optional tensors (llama.cpp reads attention-output/FFN biases and rope_freqs for llama only,
     # the LM head bias for qwen2 only; qwen2 files always carry q/k/v biases).
     attn_bias: bool = False  # attn_{q,k,v,output}.bias
@@ -95,16 +102,23 @@ def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.
         w.add_rope_scaling_orig_ctx_len(cfg.rope_orig_ctx)
     if cfg.rope_attn_factor is not None:
         w.add_rope_scaling_attn_factors(cfg.rope_attn_factor)
-    if a == "gemma3":
+    if a in ("gemma3", "phi3"):  # phi3: written, but llama.cpp disables Phi's sliding window
         w.add_sliding_window(cfg.sliding_window)
+    if a == "granite":
+        w.add_embedding_scale(GRANITE_SCALES["embedding"])
+        w.add_residual_scale(GRANITE_SCALES["residual"])
+        w.add_attention_scale(GRANITE_SCALES["attention"])
+        w.add_logit_scale(GRANITE_SCALES["logit"])
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("gpt2")
+    w.add_tokenizer_pre(cfg.tokenizer_pre)
     w.add_token_list(tokens)
     w.add_token_types(types)
     w.add_token_merges(merges)
     w.add_bos_token_id(257)
     w.add_eos_token_id(258)
     w.add_add_bos_token(False)
+    if cfg.chat_template is not None:
+        w.add_chat_template(cfg.chat_template)
 
     weights: dict[str, np.ndarray] = {}
 
@@ -124,7 +138,7 @@ def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.
     norm = (lambda n: 1.0 + 0.1 * rng.standard_normal(n))
     add("token_embd.weight", rng.standard_normal((n_vocab, E)) * 0.5, cfg.embd_type)
     if not cfg.tied:
-        add("output.weight", rng.standard_normal((n_vocab, E)) * 0.2, cfg.weight_type)
+        add("output.weight", rng.standard_normal((n_vocab, E)) * cfg.output_std, cfg.weight_type)
     add("output_norm.weight", norm(E), Q.F32)
     if cfg.output_bias:
         add("output.bias", 0.5 * rng.standard_normal(n_vocab), Q.F32)
@@ -134,14 +148,21 @@ def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.
         add(name, np.zeros(32), Q.F32)
     for il in range(cfg.n_layer):
         p = f"blk.{il}."
-        add(p + "attn_norm.weight", norm(E), Q.F32)
-        add(p + "ffn_norm.weight", norm(E), Q.F32)
-        add(p + "attn_q.weight", rng.standard_normal((qd, E)) / np.sqrt(E), cfg.weight_type)
-        add(p + "attn_k.weight", rng.standard_normal((kvd, E)) / np.sqrt(E), cfg.weight_type)
-        add(p + "attn_v.weight", rng.standard_normal((kvd, E)) / np.sqrt(E), cfg.weight_type)
+        if a != "olmo2":  # olmo2 has no pre-norms, only the post-norms
+            add(p + "attn_norm.weight", norm(E), Q.F32)
+            add(p + "ffn_norm.weight", norm(E), Q.F32)
+        if a == "phi3":  # fused: q|k|v rows in one matrix, gate|up rows in ffn_up
+            add(p + "attn_qkv.weight", rng.standard_normal((qd + 2 * kvd, E)) / np.sqrt(E), cfg.weight_type)
+        else:
+            add(p + "attn_q.weight", rng.standard_normal((qd, E)) / np.sqrt(E), cfg.weight_type)
+            add(p + "attn_k.weight", rng.standard_normal((kvd, E)) / np.sqrt(E), cfg.weight_type)
+            add(p + "attn_v.weight", rng.standard_normal((kvd, E)) / np.sqrt(E), cfg.weight_type)
         add(p + "attn_output.weight", rng.standard_normal((E, qd)) / np.sqrt(qd), cfg.weight_type)
-        add(p + "ffn_gate.weight", rng.standard_normal((cfg.n_ff, E)) / np.sqrt(E), cfg.weight_type)
-        add(p + "ffn_up.weight", rng.standard_normal((cfg.n_ff, E)) / np.sqrt(E), cfg.weight_type)
+        if a == "phi3":
+            add(p + "ffn_up.weight", rng.standard_normal((2 * cfg.n_ff, E)) / np.sqrt(E), cfg.weight_type)
+        else:
+            add(p + "ffn_gate.weight", rng.standard_normal((cfg.n_ff, E)) / np.sqrt(E), cfg.weight_type)
+            add(p + "ffn_up.weight", rng.standard_normal((cfg.n_ff, E)) / np.sqrt(E), cfg.weight_type)
         add(p + "ffn_down.weight", rng.standard_normal((E, cfg.n_ff)) / np.sqrt(cfg.n_ff), cfg.weight_type)
         if a == "qwen2" or cfg.attn_bias:
             add(p + "attn_q.bias", 0.1 * rng.standard_normal(qd), Q.F32)
@@ -156,7 +177,10 @@ def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.
         if a in ("qwen3", "gemma3"):
             add(p + "attn_q_norm.weight", norm(hd), Q.F32)
             add(p + "attn_k_norm.weight", norm(hd), Q.F32)
-        if a == "gemma3":
+        if a == "olmo2":  # q/k norms over the whole projection, not per head
+            add(p + "attn_q_norm.weight", norm(qd), Q.F32)
+            add(p + "attn_k_norm.weight", norm(kvd), Q.F32)
+        if a in ("gemma3", "olmo2"):
             add(p + "post_attention_norm.weight", norm(E), Q.F32)
             add(p + "post_ffw_norm.weight", norm(E), Q.F32)
     w.write_header_to_file()
@@ -253,21 +277,28 @@ def _rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, neox: bool) -> np.nda
 
 def reference_logits(cfg: TinyConfig, W: dict[str, np.ndarray], ids: list[int]) -> np.ndarray:
     """float64 forward pass; returns [len(ids), n_vocab] logits."""
+    if cfg.arch == "phi3":
+        W = _unfuse_phi3(cfg, W)
     n, E, hd = len(ids), cfg.n_embd, cfg.head_dim
     gemma = cfg.arch == "gemma3"
-    neox = cfg.arch != "llama"
+    granite = cfg.arch == "granite"
+    olmo2 = cfg.arch == "olmo2"
+    gs = GRANITE_SCALES if granite else {"embedding": 1.0, "residual": 1.0, "attention": 1 / np.sqrt(hd), "logit": 1.0}
+    neox = cfg.arch not in ("llama", "granite", "smollm3")
     emb = W["token_embd.weight"]
-    x = emb[ids] * (np.sqrt(E) if gemma else 1.0)
+    x = emb[ids] * (np.sqrt(E) if gemma else gs["embedding"])
     pos = np.arange(n, dtype=np.float64)
     group = cfg.n_head // cfg.n_head_kv
     for il in range(cfg.n_layer):
         p = f"blk.{il}."
-        h = _rms(x, W[p + "attn_norm.weight"], cfg.eps)
+        h = _rms(x, W[p + "attn_norm.weight"], cfg.eps) if not olmo2 else x
         q = h @ W[p + "attn_q.weight"].T
         k = h @ W[p + "attn_k.weight"].T
         v = h @ W[p + "attn_v.weight"].T
         if p + "attn_q.bias" in W:
             q, k, v = q + W[p + "attn_q.bias"], k + W[p + "attn_k.bias"], v + W[p + "attn_v.bias"]
+        if olmo2:
+            q, k = _rms(q, W[p + "attn_q_norm.weight"], cfg.eps), _rms(k, W[p + "attn_k_norm.weight"], cfg.eps)
         q = q.reshape(n, cfg.n_head, hd)
         k = k.reshape(n, cfg.n_head_kv, hd)
         v = v.reshape(n, cfg.n_head_kv, hd)
@@ -277,20 +308,21 @@ def reference_logits(cfg: TinyConfig, W: dict[str, np.ndarray], ids: list[int]) 
         local = gemma and il % 6 != 5
         base = 10000.0 if local else cfg.rope_base
         cos, sin = rope_cos_sin(cfg, W, pos, base, local)
-        q, k = _rope(q, cos, sin, neox), _rope(k, cos, sin, neox)
+        if not (cfg.arch == "smollm3" and (il + 1) % 4 == 0):  # smollm3: every 4th layer has no RoPE
+            q, k = _rope(q, cos, sin, neox), _rope(k, cos, sin, neox)
         out = np.zeros((n, cfg.n_head, hd))
         for t in range(n):
             lo = max(0, t - cfg.sliding_window + 1) if local else 0
             for hh in range(cfg.n_head):
                 kv = hh // group
-                s = k[lo : t + 1, kv] @ q[t, hh] / np.sqrt(hd)
+                s = k[lo : t + 1, kv] @ q[t, hh] * gs["attention"]
                 s = np.exp(s - s.max())
                 out[t, hh] = (s / s.sum()) @ v[lo : t + 1, kv]
         o = out.reshape(n, -1) @ W[p + "attn_output.weight"].T + W.get(p + "attn_output.bias", 0.0)
-        if gemma:
+        if gemma or olmo2:
             o = _rms(o, W[p + "post_attention_norm.weight"], cfg.eps)
-        x = x + o
-        h = _rms(x, W[p + "ffn_norm.weight"], cfg.eps)
+        x = x + o * gs["residual"]
+        h = x if olmo2 else _rms(x, W[p + "ffn_norm.weight"], cfg.eps)
         g = h @ W[p + "ffn_gate.weight"].T + W.get(p + "ffn_gate.bias", 0.0)
         u = h @ W[p + "ffn_up.weight"].T + W.get(p + "ffn_up.bias", 0.0)
         if gemma:
@@ -298,12 +330,24 @@ def reference_logits(cfg: TinyConfig, W: dict[str, np.ndarray], ids: list[int]) 
         else:
             act = g / (1 + np.exp(-g))
         d = (act * u) @ W[p + "ffn_down.weight"].T + W.get(p + "ffn_down.bias", 0.0)
-        if gemma:
+        if gemma or olmo2:
             d = _rms(d, W[p + "post_ffw_norm.weight"], cfg.eps)
-        x = x + d
+        x = x + d * gs["residual"]
     x = _rms(x, W["output_norm.weight"], cfg.eps)
     head = W.get("output.weight", emb)
-    return x @ head.T + W.get("output.bias", 0.0)
+    return (x @ head.T + W.get("output.bias", 0.0)) / gs["logit"]
+
+
+def _unfuse_phi3(cfg: TinyConfig, W: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """phi3's fused attn_qkv / ffn_up (gate rows first, as ggml_swiglu splits) as separate matrices."""
+    W = dict(W)
+    qd, kvd = cfg.n_head * cfg.head_dim, cfg.n_head_kv * cfg.head_dim
+    for il in range(cfg.n_layer):
+        p = f"blk.{il}."
+        qkv, gu = W.pop(p + "attn_qkv.weight"), W.pop(p + "ffn_up.weight")
+        W[p + "attn_q.weight"], W[p + "attn_k.weight"], W[p + "attn_v.weight"] = qkv[:qd], qkv[qd:qd + kvd], qkv[qd + kvd:]
+        W[p + "ffn_gate.weight"], W[p + "ffn_up.weight"] = gu[:cfg.n_ff], gu[cfg.n_ff:]
+    return W
 
 
 def relative_error(ours: np.ndarray, ref: np.ndarray) -> float:

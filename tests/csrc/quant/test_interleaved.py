@@ -18,7 +18,7 @@ Q = rt.quant
 ISAS = Q.usable_isas()
 RTOL = 5e-5  # as in test_quant_kernels.py: fp32 rounding relative to Σ|w·x|
 N_OUT = 48  # 3 groups of 16 rows
-TYPES = qref.SIMPLE + [QT.Q4_K, QT.Q5_K, QT.Q6_K]
+TYPES = [QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q4_K, QT.Q5_K, QT.Q6_K]  # the interleavable types
 
 
 def n_in_for(qtype):

@@ -1,0 +1,74 @@
+"""Regenerates llama.cpp's outputs for tests/csrc/model/test_arch_llama_cpp.py.
+
+Needs llama-cpp-python 0.3.36, numpy and gguf:  /path/to/llama-venv/bin/python tests/data/arch/make_reference.py
+
+For each case of arch_cases.CASES it writes the tiny GGUF (tiny_gguf.py, deterministic), runs llama.cpp
+over IDS teacher-forced (all logits) and greedily for GREEDY steps, renders MESSAGES with the file's chat
+template through llama.cpp's llama_chat_apply_template, and stores in reference.json: the file's sha256,
+the logits, llama.cpp's maximum distance to the float64 reference forward, greedy ids with their
+top-1/top-2 margins, and the rendering.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "csrc" / "model"))
+from arch_cases import CASES, IDS, MESSAGES, sha256  # noqa: E402
+from tiny_gguf import reference_logits, write_tiny_gguf  # noqa: E402
+
+GREEDY = 16
+
+
+def render(cfg) -> str:
+    import llama_cpp
+
+    msgs = (llama_cpp.llama_chat_message * len(MESSAGES))()
+    keep = []
+    for i, m in enumerate(MESSAGES):
+        role, content = m["role"].encode(), m["content"].encode()
+        keep += [role, content]
+        msgs[i].role, msgs[i].content = role, content
+    buf = ctypes.create_string_buffer(8192)
+    n = llama_cpp.llama_chat_apply_template(cfg.chat_template.encode(), msgs, len(MESSAGES), True, buf, len(buf))
+    assert 0 < n < len(buf), n
+    return buf.raw[:n].decode()
+
+
+def main() -> None:
+    from llama_cpp import Llama
+
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (cfg, seed) in CASES.items():
+            path = Path(tmp) / f"{name}.gguf"
+            weights = write_tiny_gguf(path, cfg, seed=seed)
+            ref = reference_logits(cfg, weights, IDS)
+            llm = Llama(str(path), logits_all=True, n_ctx=64, n_threads=2, n_batch=64, verbose=False, seed=0)
+            llm.eval(IDS)
+            logits = np.array(llm.scores[: len(IDS)], dtype=np.float64)
+            greedy, margins = [], []
+            last = logits[-1]
+            for _ in range(GREEDY):
+                order = np.argsort(-last)[:2]
+                greedy.append(int(order[0]))
+                margins.append(float(last[order[0]] - last[order[1]]))
+                llm.eval([int(order[0])])
+                last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+            del llm
+            out[name] = {"sha256": sha256(path), "ids": IDS, "logits": np.round(logits, 5).tolist(),
+                         "llama_ref_max_abs": float(np.abs(logits - ref).max()), "logit_std": float(ref.std()),
+                         "greedy_ids": greedy, "margins": margins,
+                         "chat": render(cfg) if cfg.chat_template else None}
+            print(name, out[name]["llama_ref_max_abs"], out[name]["logit_std"], repr(out[name]["chat"]))
+    (HERE / "reference.json").write_text(json.dumps(out) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

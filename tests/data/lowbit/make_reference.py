@@ -1,0 +1,76 @@
+"""Regenerates the tiny low-bit GGUFs and llama.cpp's outputs on them (tests/csrc/model/test_lowbit_types.py).
+
+Needs llama-cpp-python 0.3.36 (its `llama_model_quantize` is llama-quantize's code), numpy and gguf:
+
+    /path/to/llama-venv/bin/python tests/data/lowbit/make_reference.py
+
+For each llama.cpp file type of TYPES it writes a tiny random-weight llama GGUF in F32 (tiny_gguf.py,
+deterministic from CONFIG and SEED), quantizes it with llama.cpp to <name>.gguf next to this script
+(kept: the tests cannot run llama.cpp), then runs llama.cpp over IDS teacher-forced (all logits) and
+greedily for GREEDY steps from the prompt, and stores in reference.json per file: the tensor types,
+llama.cpp's logits, its distance to the float64 reference forward on the same (dequantized) weights,
+and the greedy ids with their top-1/top-2 logit margins.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1] / "csrc" / "model"))
+from tiny_gguf import Q, TinyConfig, reference_logits, relative_error, write_tiny_gguf  # noqa: E402
+from lowbit_common import CONFIG, IDS, SEED, TYPES, file_weights  # noqa: E402
+
+GREEDY = 16
+
+
+def main() -> None:
+    import llama_cpp
+    from llama_cpp import Llama
+
+    out: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "f32.gguf"
+        write_tiny_gguf(src, CONFIG, seed=SEED)
+        for name, ftype_name in TYPES.items():
+            dst = HERE / f"{name}.gguf"
+            params = llama_cpp.llama_model_quantize_default_params()
+            params.ftype = getattr(llama_cpp, ftype_name)
+            params.nthread = 2
+            rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
+            assert rc == 0, (name, rc)
+            weights, types = file_weights(dst)
+            ref = reference_logits(CONFIG, weights, IDS)
+            llm = Llama(str(dst), logits_all=True, n_ctx=64, n_threads=2, n_batch=64, verbose=False, seed=0)
+            llm.eval(IDS)
+            logits = np.array(llm.scores[: len(IDS)], dtype=np.float64)
+            greedy, margins = [], []
+            last = logits[-1]
+            for _ in range(GREEDY):
+                order = np.argsort(-last)[:2]
+                greedy.append(int(order[0]))
+                margins.append(float(last[order[0]] - last[order[1]]))
+                llm.eval([int(order[0])])
+                last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+            del llm
+            out[name] = {
+                "tensor_types": types,
+                "ids": IDS,
+                "logits": np.round(logits, 5).tolist(),
+                "llama_ref_max_abs": float(np.abs(logits - ref).max()),
+                "llama_ref_rel": relative_error(logits, ref),
+                "logit_std": float(ref.std()),
+                "greedy_ids": greedy,
+                "margins": margins,
+            }
+            print(name, {k: v for k, v in out[name].items() if k in ("tensor_types", "llama_ref_max_abs", "llama_ref_rel", "logit_std")})
+    (HERE / "reference.json").write_text(json.dumps(out) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
