@@ -29,6 +29,22 @@ ParallelCompile("LANESERVE_BUILD_JOBS", default=2, max=2, needs_recompile=needs_
 CXX_FLAGS = ["-O3", "-fno-math-errno", "-Wall", "-Wno-unused-function", "-pthread"]
 LINK_FLAGS = ["-pthread"]
 
+# Sanitizer builds (docs/sanitizers.md): LANESERVE_SANITIZE=address,undefined or =thread.
+# -O1 keeps the sanitized tests fast enough while leaving stack traces accurate; no-recover
+# makes UBSan abort like ASan does (a report is a failure, never a log line); frame pointers
+# give the sanitizers' unwinder full stacks through the SIMD kernels.
+SANITIZE = os.environ.get("LANESERVE_SANITIZE", "").strip()
+if SANITIZE:
+    sanitize_flag = f"-fsanitize={SANITIZE}"
+    CXX_FLAGS = [f for f in CXX_FLAGS if not f.startswith("-O")] + [
+        "-O1",
+        "-g1",  # line tables: enough for symbolized sanitizer stacks, far faster to build than -g
+        "-fno-omit-frame-pointer",
+        sanitize_flag,
+        f"-fno-sanitize-recover={SANITIZE}",
+    ]
+    LINK_FLAGS = LINK_FLAGS + [sanitize_flag]
+
 RING_MODULE = "csrc/bindings/ring_module.cpp"
 
 
