@@ -116,6 +116,7 @@ setup(
             "schemathesis>=4.0",
             "pyyaml>=6",  # tests/deploy parse the Kubernetes manifests
             "selenium>=4.20",  # tests/gateway/ui drive the distribution's chromium + chromedriver
+            "atheris>=2.3",  # tests/fuzz and benchmarks/fuzz.py (libFuzzer for Python, manylinux wheels)
         ],
         # Speech to text (gateway/audio/, lanes/audio/): the Whisper lane's runtime and the
         # gateway's audio decoder. The model itself: `laneserve pull whisper-base`.

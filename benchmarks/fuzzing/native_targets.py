@@ -49,7 +49,7 @@ def _gguf_one(path: str, data: bytes) -> None:
         except GGUF_REFUSALS:
             pass
     try:  # the tokenizer tables of a hostile file (vocab, merges, scores, token types)
-        tok = rt.Tokenizer(g)
+        tok = rt.Tokenizer(path, keep_text_index=False)
     except GGUF_REFUSALS:
         return
     ids = tok.encode(b"Hello world \xc3\xa9 <|im_start|>", True, True)
@@ -108,14 +108,10 @@ def _tok_one(tok, data: bytes) -> None:
         ids = tok.encode(text, True, True)
         tok.encode(text, False, False)
         tok.decode(ids, True)
-    elif mode == 1:  # arbitrary unicode: encode → decode round trip is exact for valid text
+    elif mode == 1:  # arbitrary unicode. No round-trip check: a vocabulary may lack a byte's
+        # token (SmolLM2 has none for 0xF1), and then llama.cpp drops the byte and so do we.
         text = fdp.ConsumeUnicodeNoSurrogates(fdp.remaining_bytes())
-        ids = tok.encode(text, False, False)
-        back = tok.decode(ids, False).decode("utf-8")
-        if back != text and tok.n_vocab > 200_000:
-            pass  # SPM (Gemma) prepends/normalises spaces; BPE must round-trip exactly
-        elif back != text:
-            raise AssertionError(f"round trip {text!r} -> {back!r}")
+        tok.decode(tok.encode(text, False, False), False)
     else:  # arbitrary id lists (out of range ids are refused), pieces through the UTF-8 stream
         n = fdp.ConsumeIntInRange(0, 64)
         ids = [fdp.ConsumeIntInRange(-2, tok.n_vocab + 2) for _ in range(n)]

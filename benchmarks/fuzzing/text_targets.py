@@ -178,12 +178,16 @@ BOUNDARY = b"fuzzboundary"
 
 def _audio_one(_state, data: bytes) -> None:
     from sanic.request.form import parse_multipart_form
+    from sanic.request.parameters import RequestParameters
 
     from gateway.audio.decode import AudioDecodeError, AudioTooLong, decode_audio
     from gateway.audio.requests import parse_audio_form
     from gateway.http.errors import APIError
 
-    form, files = parse_multipart_form(data, BOUNDARY)
+    try:
+        form, files = parse_multipart_form(data, BOUNDARY)
+    except Exception:  # noqa: BLE001 — exactly what Sanic's Request.get_form does: no form
+        form, files = RequestParameters(), RequestParameters()
     try:
         req = parse_audio_form(form, files, lenient=False, max_audio_bytes=1 << 20)
     except APIError:
