@@ -39,7 +39,10 @@ def decode_audio(data: bytes, max_seconds: float) -> np.ndarray:
             if not container.streams.audio:
                 raise AudioDecodeError("the file has no audio stream")
             stream = container.streams.audio[0]
-            rate, channels = stream.codec_context.sample_rate, stream.codec_context.channels
+            codec = stream.codec_context  # None: FFmpeg has no decoder for this stream
+            if codec is None:
+                raise AudioDecodeError("the audio codec is not supported")
+            rate, channels = codec.sample_rate, codec.channels
             if not 0 < rate <= MAX_SOURCE_RATE_HZ or not 0 < channels <= MAX_CHANNELS:
                 raise AudioDecodeError(f"unsupported audio: {rate} Hz, {channels} channels")
             resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE_HZ)
