@@ -27,8 +27,11 @@ def _fdp(data: bytes):
 
 def _gguf_setup():
     # tmpfs: one write + open per input; the reader takes a path (it maps the file).
+    import atexit
+
     fd, path = tempfile.mkstemp(prefix="laneserve-fuzz-", suffix=".gguf", dir="/dev/shm")
     os.close(fd)
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))  # libFuzzer ends with exit()
     return path
 
 
