@@ -26,20 +26,19 @@ def _fdp(data: bytes):
 # --- GGUF --------------------------------------------------------------------------------------
 
 def _gguf_setup():
-    # tmpfs: one write + open per input; the reader takes a path (it maps the file).
-    import atexit
-
+    # tmpfs: one write + open per input; the reader takes a path (it maps the file). The file is
+    # unlinked at once and reached through /proc/self/fd (libFuzzer ends with _exit: no cleanup).
     fd, path = tempfile.mkstemp(prefix="laneserve-fuzz-", suffix=".gguf", dir="/dev/shm")
-    os.close(fd)
-    atexit.register(lambda: os.path.exists(path) and os.unlink(path))  # libFuzzer ends with exit()
-    return path
+    os.unlink(path)
+    return f"/proc/self/fd/{fd}"
 
 
 def _gguf_one(path: str, data: bytes) -> None:
     import lanes._runtime as rt
 
-    with open(path, "wb") as f:
-        f.write(data)
+    fd = int(path.rsplit("/", 1)[1])
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
     try:
         g = rt.GgufFile(path)
     except GGUF_REFUSALS:
