@@ -29,6 +29,22 @@ ParallelCompile("LANESERVE_BUILD_JOBS", default=2, max=2, needs_recompile=needs_
 CXX_FLAGS = ["-O3", "-fno-math-errno", "-Wall", "-Wno-unused-function", "-pthread"]
 LINK_FLAGS = ["-pthread"]
 
+# Sanitizer builds (docs/sanitizers.md): LANESERVE_SANITIZE=address,undefined or =thread.
+# -O1 keeps the sanitized tests fast enough while leaving stack traces accurate; no-recover
+# makes UBSan abort like ASan does (a report is a failure, never a log line); frame pointers
+# give the sanitizers' unwinder full stacks through the SIMD kernels.
+SANITIZE = os.environ.get("LANESERVE_SANITIZE", "").strip()
+if SANITIZE:
+    sanitize_flag = f"-fsanitize={SANITIZE}"
+    CXX_FLAGS = [f for f in CXX_FLAGS if not f.startswith("-O")] + [
+        "-O1",
+        "-g1",  # line tables: enough for symbolized sanitizer stacks, far faster to build than -g
+        "-fno-omit-frame-pointer",
+        sanitize_flag,
+        f"-fno-sanitize-recover={SANITIZE}",
+    ]
+    LINK_FLAGS = LINK_FLAGS + [sanitize_flag]
+
 RING_MODULE = "csrc/bindings/ring_module.cpp"
 
 
@@ -101,6 +117,7 @@ setup(
             "schemathesis>=4.0",
             "pyyaml>=6",  # tests/deploy parse the Kubernetes manifests
             "selenium>=4.20",  # tests/gateway/ui drive the distribution's chromium + chromedriver
+            "atheris>=2.3",  # tests/fuzz and benchmarks/fuzz.py (libFuzzer for Python, manylinux wheels)
         ],
         # Speech to text (gateway/audio/, lanes/audio/): the Whisper lane's runtime and the
         # gateway's audio decoder. The model itself: `laneserve pull whisper-base`.

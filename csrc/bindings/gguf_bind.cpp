@@ -16,7 +16,14 @@ py::object scalar_to_py(GgufType t, const GgufValue& v) {
     case GgufType::BOOL: return py::bool_(v.i64 != 0);
     case GgufType::F32: case GgufType::F64: return py::float_(v.f64);
     case GgufType::U64: return py::int_(v.u64);
-    case GgufType::STRING: return py::str(v.str.data(), v.str.size());
+    case GgufType::STRING: {
+      // A metadata string of a downloaded file may be any bytes (found by benchmarks/fuzz.py gguf:
+      // py::str raised UnicodeDecodeError out of /api/show and the gateway's start). Names and
+      // templates are text, so undecodable bytes become U+FFFD rather than an exception.
+      PyObject* o = PyUnicode_DecodeUTF8(v.str.data(), Py_ssize_t(v.str.size()), "replace");
+      if (!o) throw py::error_already_set();
+      return py::reinterpret_steal<py::object>(o);
+    }
     default: return py::int_(v.i64);
   }
 }

@@ -76,6 +76,33 @@ void read_scalar(GgufType t, const uint8_t* p, GgufValue& v) {
   if (is_integer(t)) v.f64 = (t == GgufType::U64) ? double(v.u64) : double(v.i64);
 }
 
+// Well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF). Keys and tensor
+// names are read with it: they become Python str and error messages, and a key that is not text
+// raised UnicodeDecodeError out of GgufFile.keys() (found by benchmarks/fuzz.py gguf).
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const uint8_t b = uint8_t(s[i]);
+    size_t n;
+    uint32_t cp;
+    if (b < 0x80) { ++i; continue; }
+    if ((b & 0xE0) == 0xC0) { n = 1; cp = b & 0x1F; }
+    else if ((b & 0xF0) == 0xE0) { n = 2; cp = b & 0x0F; }
+    else if ((b & 0xF8) == 0xF0) { n = 3; cp = b & 0x07; }
+    else return false;
+    if (s.size() - i <= n) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      const uint8_t c = uint8_t(s[i + k]);
+      if ((c & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    static constexpr uint32_t kMin[4] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
 // Bounds-checked cursor over the mapping; every read names what it was reading on failure.
 struct Cursor {
   const GgufFile& file;
@@ -183,6 +210,7 @@ void GgufFile::parse() {
 
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key(c.str("metadata key"));
+    if (!valid_utf8(key)) fail("metadata key " + std::to_string(i) + " is not UTF-8 text");
     uint32_t type = c.get<uint32_t>("metadata type");
     GgufValue v;
     parse_value(c, GgufType(type), v, key);
@@ -200,6 +228,7 @@ void GgufFile::parse() {
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensor t;
     t.name = std::string(c.str("tensor name"));
+    if (!valid_utf8(t.name)) fail("the name of tensor " + std::to_string(i) + " is not UTF-8 text");
     t.n_dims = c.get<uint32_t>("tensor dims");
     if (t.n_dims == 0 || t.n_dims > kMaxDims)
       fail("tensor " + t.name + " has unsupported dimension count " + std::to_string(t.n_dims));

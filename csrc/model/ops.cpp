@@ -3,7 +3,14 @@
 #include <cmath>
 
 // One clone for AVX2+FMA machines, one portable; the dynamic loader picks via ifunc.
+// Not under ThreadSanitizer: gcc instruments the ifunc resolver too, and the resolver runs while
+// the loader relocates this library, before the TSan hooks it calls are resolved — importing
+// lanes._runtime jumped to an unrelocated address (found by .ci/sanitize, see docs/sanitizers.md).
+#if defined(__SANITIZE_THREAD__)
+#define LS_MULTIVERSION
+#else
 #define LS_MULTIVERSION __attribute__((target_clones("arch=haswell", "default")))
+#endif
 
 namespace ls {
 

@@ -17,7 +17,9 @@ struct Cursor {
   }
   void bytes(void* dst, size_t n, const char* what) {
     if (n > left) throw WireError(std::string("REQUEST record truncated in ") + what);
-    std::memcpy(dst, p, n);
+    // n == 0: dst may be an empty vector's data(), a null pointer memcpy must not see (UBSan,
+    // .ci/sanitize's wire fuzzer: a REQUEST without prompt ids).
+    if (n) std::memcpy(dst, p, n);
     p += n;
     left -= n;
   }

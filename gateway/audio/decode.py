@@ -12,6 +12,10 @@ import io
 import numpy as np
 
 SAMPLE_RATE_HZ = 16_000
+# Above any recording format (DXD is 352.8 kHz). A 2 KB WAV header claiming 167 MHz made the
+# resampler run for 42 s and take 1.4 GB (found by benchmarks/fuzz.py audio).
+MAX_SOURCE_RATE_HZ = 384_000
+MAX_CHANNELS = 64
 
 
 class AudioDecodeError(ValueError):
@@ -35,6 +39,12 @@ def decode_audio(data: bytes, max_seconds: float) -> np.ndarray:
             if not container.streams.audio:
                 raise AudioDecodeError("the file has no audio stream")
             stream = container.streams.audio[0]
+            codec = stream.codec_context  # None: FFmpeg has no decoder for this stream
+            if codec is None:
+                raise AudioDecodeError("the audio codec is not supported")
+            rate, channels = codec.sample_rate, codec.channels
+            if not 0 < rate <= MAX_SOURCE_RATE_HZ or not 0 < channels <= MAX_CHANNELS:
+                raise AudioDecodeError(f"unsupported audio: {rate} Hz, {channels} channels")
             resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE_HZ)
             for frame in container.decode(stream):
                 for out in resampler.resample(frame):

@@ -27,6 +27,19 @@ def _head(args_key: str) -> re.Pattern:
 _HEADS = {f.name: _head(f.args_key) for f in (HERMES, LLAMA3)}
 
 
+def _call_name(literal: str) -> str | None:
+    """The name in a call head's string literal, or None when it is no name a client can receive.
+    The head pattern takes any backslash pair, so a model's `"a\\q"` or `"\\ud800"` reaches here: a
+    bad escape, or a lone surrogate that no UTF-8 response can carry. Control characters inside
+    the string are the model's own text and kept (strict=False), as llama.cpp's parser keeps them."""
+    try:
+        name = json.loads(literal, strict=False)
+        name.encode("utf-8")
+    except (ValueError, UnicodeEncodeError):
+        return None
+    return name
+
+
 def new_call_id() -> str:
     return "call_" + uuid.uuid4().hex[:24]
 
@@ -81,9 +94,17 @@ class ToolCallParser:
                 m = self._head.match(self._buf)
                 if m is None:
                     return events
+                name = _call_name(m.group(1))
+                if name is None:  # not a call after all: the marker is text, scanning goes on after it
+                    if self._fmt is HERMES:
+                        events.append(("content", CALL_OPEN))
+                        self._state = "text"
+                    else:
+                        self._state = "free"
+                    continue
                 self._index += 1
                 self.num_calls += 1
-                events.append(("call", self._index, new_call_id(), json.loads(m.group(1))))
+                events.append(("call", self._index, new_call_id(), name))
                 self._buf = self._buf[m.end():]
                 self._state = "args"
                 self._depth, self._in_string, self._escaped = 0, False, False

@@ -1,6 +1,7 @@
 """Chat templates: GGUF Jinja templates rendered in jinja2's immutable sandbox.
 
-Templates come from model files (untrusted), so they run sandboxed with HF's conventions:
+Templates come from model files (untrusted), so they run sandboxed (gateway/text/template_sandbox.py:
+jinja2's immutable sandbox plus bounds on loops, repetition and recursion) with HF's conventions:
 trim_blocks/lstrip_blocks, `raise_exception`, `strftime_now`, a `tojson` that keeps non-ASCII.
 A template's own `raise_exception("...")` (e.g. roles must alternate) becomes a 400.
 Gemma 3's GGUF has no template, so we ship one; without a template llama.cpp
@@ -12,9 +13,9 @@ import datetime
 import json
 
 import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from gateway.http.errors import invalid
+from gateway.text.template_sandbox import BoundedSandbox, end_render, start_render
 
 # BOS comes from the tokenizer (add_bos is true for Gemma 3), so the template does not emit it.
 GEMMA3_TEMPLATE = (
@@ -58,7 +59,7 @@ class ChatTemplate:
     """A compiled template plus the special-token strings it may reference."""
 
     def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "") -> None:
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.Undefined)
+        env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.Undefined)
         env.filters["tojson"] = _tojson
         env.globals["raise_exception"] = _raise_exception
         env.globals["strftime_now"] = _strftime_now
@@ -70,14 +71,18 @@ class ChatTemplate:
     def render(self, messages: list[dict], template_kwargs: dict | None = None) -> str:
         context = dict(template_kwargs or {})
         context.update(messages=messages, add_generation_prompt=True, bos_token=self._bos, eos_token=self._eos)
+        budget = start_render()
         try:
             return self._template.render(**context)
         except TemplateRaised as exc:
             raise invalid(f"the chat template rejected the messages: {str(exc)[:200]}", param="messages") from None
-        except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError) as exc:
-            # Malformed input reaching template code (e.g. a missing key) is the caller's 400.
+        except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, RecursionError) as exc:
+            # Malformed input reaching template code (e.g. a missing key) is the caller's 400; so is
+            # a template beyond the sandbox's bounds (SecurityError) or recursing without end.
             raise invalid(f"the messages cannot be rendered by this model's chat template ({type(exc).__name__})",
                           param="messages") from None
+        finally:
+            end_render(budget)
 
 
 def template_source(embedded: str | None, architecture: str | None) -> str | None:

@@ -117,6 +117,13 @@ def test_a_fresh_engine_builds_its_grammar_compiler_on_first_use_without_stallin
         engine.add(4, 0, ids, 5, [], grammar=bad)
 
 
+def sanitizer_env() -> dict:
+    """The sanitizer runtime and options of a .ci/sanitize run, which a clean child needs too."""
+    import os
+
+    return {k: v for k, v in os.environ.items() if k == "LD_PRELOAD" or k.endswith("SAN_OPTIONS")}
+
+
 def test_deferred_library_is_mapped_by_first_use():
     """lanes defer llguidance (grammar.defer): the library is not mapped until something needs it."""
     import subprocess
@@ -131,5 +138,5 @@ def test_deferred_library_is_mapped_by_first_use():
         "print('ok')\n")
     root = Path(lanes.__file__).resolve().parent.parent  # the imported package, not the source tree
     out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=60,
-                         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, cwd="/")
+                         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin", **sanitizer_env()}, cwd="/")
     assert out.stdout.strip() == "ok", out.stderr

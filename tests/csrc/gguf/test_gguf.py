@@ -103,6 +103,36 @@ def test_unknown_tensor_type_and_bad_shape(tmp_path):
         rt.GgufFile(str(bad))
 
 
+def test_undecodable_metadata_strings_read_with_replacement_characters(tmp_path):
+    """Found by benchmarks/fuzz.py gguf (tests/data/fuzz/gguf): a string value that is not UTF-8
+    raised UnicodeDecodeError out of get() (and so out of /api/show and the gateway's start)."""
+    good = tmp_path / "good.gguf"
+    write_small(good)
+    data = good.read_bytes()
+    assert data.count("héllo".encode()) == 1
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(data.replace("héllo".encode(), b"h\xff\xfello"))
+    f = rt.GgufFile(str(bad))
+    assert f.get("t.str") == "h\ufffd\ufffdllo"
+    assert f.get("t.arr_s") == ["a", "bc", ""]
+
+
+def test_keys_that_are_not_utf8_are_refused(tmp_path):
+    """Found by benchmarks/fuzz.py gguf: a key that is not text raised UnicodeDecodeError out of
+    keys(); keys and tensor names must be UTF-8 (the GGUF spec says ASCII), else a clear error."""
+    good = tmp_path / "good.gguf"
+    write_small(good)
+    data = good.read_bytes()
+    assert data.count(b"t.u16") == 1
+    bad = tmp_path / "bad.gguf"
+    for key in (b"t.\xff16", b"t.\xc0\xaf6", b"t\xed\xa0\x80"):  # invalid, overlong, surrogate
+        bad.write_bytes(data.replace(b"t.u16", key))
+        with pytest.raises(ValueError, match="metadata key 3 is not UTF-8 text"):
+            rt.GgufFile(str(bad))
+    bad.write_bytes(data.replace(b"t.u16", "t.é6".encode()[:5]))  # "t.é6" is 5 bytes: still valid
+    assert "t.é6" in rt.GgufFile(str(bad)).keys()
+
+
 def test_missing_and_non_gguf_files(tmp_path):
     with pytest.raises(ValueError, match="cannot open"):
         rt.GgufFile(str(tmp_path / "nope.gguf"))

@@ -104,6 +104,13 @@ def test_reasoning_markers_follow_the_stop_strings(starts_inside):
     assert _ring.decode_request(wire.encode_request(3, [1], no_open, 1))["reasoning"] == (b"", b"</think>", True)
 
 
+def test_request_without_prompt_ids_decodes():
+    """Found by the wire fuzzer under UBSan (.ci/sanitize): zero prompt ids made the decoder
+    memcpy into an empty vector's null data() — undefined behaviour, now skipped."""
+    d = _ring.decode_request(wire.encode_request(7, [], GenerationParams(max_tokens=1), 1))
+    assert d["request_id"] == 7 and d["prompt_ids"] == []
+
+
 def test_embed_request_encoded_in_python_decodes_in_cpp():
     payload = wire.encode_embed_request(42, [[1, 2, 3], [49151], [7, 7]])
     d = _ring.decode_request(payload)

@@ -122,6 +122,24 @@ def _transcript() -> Transcript:
     return t
 
 
+def test_absurd_sample_rates_are_refused_at_once():
+    """Found by benchmarks/fuzz.py audio (tests/data/fuzz/audio): a WAV header claiming 167 MHz
+    made a 2 KB upload resample for 42 s in 1.4 GB."""
+    import struct
+    import time
+
+    header = b"RIFF" + struct.pack("<I", 36 + 4000) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 1, 0x0A005622,
+                                                                              44100, 2, 16)
+    wav = header + b"data" + struct.pack("<I", 4000) + bytes(4000)
+    start = time.monotonic()
+    with pytest.raises(AudioDecodeError, match="unsupported audio"):
+        decode_audio(wav, 60)
+    assert time.monotonic() - start < 1.0
+    ok = header.replace(struct.pack("<I", 0x0A005622), struct.pack("<I", 16000)) + b"data" + struct.pack("<I", 4000) \
+        + bytes(4000)
+    assert decode_audio(ok, 60).size == 2000
+
+
 def test_subtitles_and_verbose_json():
     t = _transcript()
     assert srt_text(t) == "1\n00:00:00,000 --> 00:00:01,500\nHello there.\n\n2\n00:00:01,500 --> 00:00:03,000\nBye.\n\n"

@@ -17,7 +17,7 @@ from gateway.ollama.tools import OllamaToolStream, final_message
 from gateway.features.structured import bound_integers, from_ollama_format, from_openai
 from gateway.features.tool_calls import ToolCallParser, parse_all
 from gateway.openai.tool_stream import TOOL_TEXT_FRAMING, ToolStreamRewriter
-from gateway.features.tools import LLAMA3, chat_for_template, generic_messages, parse_tools, template_tool_format, tool_grammar
+from gateway.features.tools import HERMES, LLAMA3, chat_for_template, generic_messages, parse_tools, template_tool_format, tool_grammar
 
 FN = {"type": "function", "function": {"name": "f", "parameters": {"type": "object",
                                                                    "properties": {"a": {"type": "integer"}}}}}
@@ -87,6 +87,28 @@ def test_cut_short_call_and_text_that_only_looks_like_a_marker():
     assert parse_all("a <tool and more")[0] == "a <tool and more"
     _, calls = parse_all('<tool_call>\n{"name":"f","arguments":{"a":')
     assert calls[0]["function"]["arguments"] == '{"a":'
+
+
+# Found by benchmarks/fuzz.py tool_calls: a name the model wrote with a raw control character,
+# a bad escape or a lone surrogate raised JSONDecodeError out of the stream (tests/data/fuzz/tool_calls).
+@pytest.mark.parametrize("split", [1, 3, 1000])
+def test_names_json_cannot_carry_are_text_and_control_characters_are_kept(split):
+    def parse(text, fmt=HERMES):
+        parser = ToolCallParser(fmt)
+        events = [e for i in range(0, len(text), split) for e in parser.feed(text[i:i + split])]
+        return events + parser.finish()
+
+    events = parse('<tool_call>\n{"name": "get\x00_w", "arguments": {"a": 1}}\n</tool_call>')
+    assert [e[3] for e in events if e[0] == "call"] == ["get\x00_w"]
+    for bad in ('"a\\q"', '"\\ud800"', '"\\u12"'):
+        text = '<tool_call>\n{"name": ' + bad + ', "arguments": {}}\n</tool_call> then <tool_call>\n' \
+               '{"name": "ok", "arguments": {}}\n</tool_call>'
+        events = parse(text)
+        assert [e[3] for e in events if e[0] == "call"] == ["ok"]  # the bad head is text, the next call is read
+        content = "".join(e[1] for e in events if e[0] == "content")
+        assert content.startswith("<tool_call>\n{\"name\": " + bad) and orjson.dumps(content)
+        llama = parse('{"name": ' + bad + ', "parameters": {}}', LLAMA3)
+        assert all(e[0] == "content" for e in llama)
 
 
 def _escaped(text: str) -> bytes:

@@ -73,3 +73,35 @@ def test_sandbox_blocks_escapes(source):
 
 def test_tojson_keeps_unicode():
     assert ChatTemplate("{{ messages[0].content | tojson }}").render([{"role": "user", "content": "é"}]) == '"é"'
+
+
+# Found by benchmarks/fuzz.py chat_template (tests/data/fuzz/chat_template): a template from a
+# hostile model file recursed into RecursionError (a 500), or looped / multiplied without bound
+# (the event loop stuck for hours). Each is now the caller's 400, within a fraction of a second.
+@pytest.mark.parametrize("source", [
+    "{% macro r(n) %}{{ r(n) }}{% endmacro %}{{ r(1) }}",
+    "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
+    "{% set s = 'ab' * 400000 %}{% for a in s %}{% for b in s %}{% endfor %}{% endfor %}",
+    "{% for a in messages[0]['content'] %}{% for b in messages[0]['content'] %}{% for c in messages[0]['content']"
+    " %}{% endfor %}{% endfor %}{% endfor %}",
+    "{{ 'x' * 10 ** 9 }}",
+    "{{ [1] * 999999999 }}",
+    "{{ 7 ** 99999999 }}",
+])
+def test_hostile_templates_end_as_400_quickly(source):
+    import time
+
+    t = ChatTemplate(source)
+    start = time.monotonic()
+    with pytest.raises(APIError) as info:
+        t.render([{"role": "user", "content": "y" * 2000}])
+    assert info.value.status == 400
+    assert time.monotonic() - start < 2.0
+
+
+def test_loop_budget_is_per_render_and_real_loops_fit():
+    t = ChatTemplate("{% for m in messages %}{% for c in m['content'] %}{{ c }}{% endfor %}{% endfor %}"
+                     "{{ range(3) | list | length }}")
+    messages = [{"role": "user", "content": "z" * 100_000}]
+    for _ in range(5):  # one render's budget never carries over to the next
+        assert t.render(messages) == "z" * 100_000 + "3"
