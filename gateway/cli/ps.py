@@ -1,6 +1,7 @@
 """`laneserve ps`: what a running server is doing — per model: status, whether it is loaded (busy,
 idle and when it unloads, unloaded, loading), ready replicas, slots in use, queue depth, context per
-slot, memory; then one line per lane. Read from /health/ready
+slot, memory; then one line per lane, and one per LoRA adapter (its id for llama-server's `lora`, or
+why it failed to load). Read from /health/ready
 (which answers 503 with the same body while unavailable or draining) and /api/ps."""
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ def render(ready: dict, ps: dict) -> str:
     sizes = {m.get("name"): m.get("size") for m in ps.get("models", [])}
     rows = [["MODEL", "STATUS", "LOADED", "REPLICAS", "SLOTS IN USE", "QUEUED", "CTX/SLOT", "SIZE"]]
     lane_rows = [["MODEL", "LANE", "STATE", "PID", "SLOTS IN USE", "RESTARTS", "KV CACHE"]]
+    adapter_rows = [["MODEL", "ADAPTER", "ID", "STATUS"]]
     for name, m in ready.get("models", {}).items():
         lanes = m.get("lanes", [])
         rows.append([name, m["status"], loaded_text(m.get("residency")), f"{m['ready_replicas']}/{len(lanes)}", f"{m['slots_in_use']}/{m['slots']}",
@@ -72,9 +74,14 @@ def render(ready: dict, ps: dict) -> str:
             lane_rows.append([name, str(lane["index"]), lane["state"], str(lane.get("pid") or "-"),
                               f"{lane['slots_in_use']}/{lane['slots']}", str(lane["restarts"]),
                               _size(lane.get("kv_cache_bytes"))])
+        for adapter in m.get("lora", []):
+            adapter_rows.append([name, adapter["name"], str(adapter["id"]), "loaded"])
+        for adapter_name, error in sorted(m.get("lora_errors", {}).items()):
+            adapter_rows.append([name, adapter_name, "-", f"failed: {error}"])
     lines = [f"server: {ready.get('status', '?')}", ""] + _table(rows)
-    if len(lane_rows) > 1:
-        lines += [""] + _table(lane_rows)
+    for table in (lane_rows, adapter_rows):
+        if len(table) > 1:
+            lines += [""] + _table(table)
     return "\n".join(lines)
 
 

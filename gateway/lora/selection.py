@@ -55,6 +55,13 @@ class LoraSettings:
             del self.default[model]
         self.scales.pop(adapter.id, None)
 
+    def label(self, pool, model: str, lora) -> str:
+        """The metrics' `adapter` label of a request running with `lora` ((id, scale) pairs): its adapters'
+        names in id order joined by "+", "" for the base weights. Only loaded adapters' names, which
+        the operator chose (--lora, --lora-dir), so user input cannot add series."""
+        names = {a.id: a.name for a in self.loaded(pool, model)}
+        return "+".join(names.get(i, str(i)) for i in sorted({i for i, _ in lora}))
+
     def selection(self, pool, model: str, requested: str, request_lora=None) -> tuple[tuple[int, float], ...]:
         """(adapter id, scale) pairs for a request that asked for `requested` and resolved to `model`."""
         loaded = self.loaded(pool, model)

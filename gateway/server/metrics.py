@@ -1,7 +1,7 @@
-"""Prometheus metrics, all prefixed `laneserve_`; labels are model/route/outcome/state only —
-never request ids or text. Lane gauges, slot use, queue depth and the lanes' batch histograms are
-read from the supervisor and the admission queue at scrape time, so they cannot drift from what
-/health/ready reports."""
+"""Prometheus metrics, all prefixed `laneserve_`; labels are model/route/outcome/state and the
+request counters' LoRA `adapter` ("" for the base weights) only — never request ids or text. Lane
+gauges, slot use, queue depth and the lanes' batch histograms are read from the supervisor and the
+admission queue at scrape time, so they cannot drift from what /health/ready reports."""
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -79,7 +79,8 @@ class Metrics:
     def __init__(self, state) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter("laneserve_requests", "Finished requests", ["route", "model", "outcome"], registry=r)
+        self.requests = Counter("laneserve_requests", "Finished requests", ["route", "model", "adapter", "outcome"],
+                                registry=r)
         self.rejected = Counter("laneserve_rejected", "Requests rejected before reaching a lane",
                                 ["model", "reason"], registry=r)
         self.active = Gauge("laneserve_active_requests", "Requests being served", ["model"], registry=r)
@@ -95,10 +96,12 @@ class Metrics:
                                  ["model"], buckets=LATENCY_BUCKETS_S, registry=r)
         self.decode = Histogram("laneserve_lane_decode_seconds", "Lane-reported decode time", ["model"],
                                 buckets=LATENCY_BUCKETS_S, registry=r)
-        self.prompt_tokens = Counter("laneserve_prompt_tokens", "Prompt tokens processed", ["model"], registry=r)
+        self.prompt_tokens = Counter("laneserve_prompt_tokens", "Prompt tokens processed", ["model", "adapter"],
+                                     registry=r)
         self.cached_tokens = Counter("laneserve_cached_prompt_tokens", "Prompt tokens served from the prefix cache",
-                                     ["model"], registry=r)
-        self.completion_tokens = Counter("laneserve_completion_tokens", "Tokens generated", ["model"], registry=r)
+                                     ["model", "adapter"], registry=r)
+        self.completion_tokens = Counter("laneserve_completion_tokens", "Tokens generated", ["model", "adapter"],
+                                         registry=r)
         self.socket_full = Counter("laneserve_socket_full_writes",
                                    "Natively relayed batches a client's socket did not take at once (slow readers)",
                                    ["model"], registry=r)

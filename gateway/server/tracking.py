@@ -27,6 +27,7 @@ class RequestTracker:
         self._prompt_tokens_by_prompt: dict[int, int] = {}
         self._cached_tokens_by_prompt: dict[int, int] = {}
         self._prefill_ns_by_prompt: dict[int, int] = {}  # the slowest choice's: its prompt ran once
+        self._adapter_label = ""  # LoRA adapters' names, as the request started (they may be unloaded by its end)
 
     @contextlib.contextmanager
     def recorded(self):
@@ -49,6 +50,8 @@ class RequestTracker:
         self.record.model = model
         self.record.stream = stream
         self.record.lora = [list(pair) for pair in lora] or None
+        if lora:
+            self._adapter_label = self._state.lora.label(self._state.pool, model, lora)
 
     def admitted(self) -> None:
         self._admitted_ns = time.perf_counter_ns()
@@ -105,15 +108,15 @@ class RequestTracker:
             rec.prefill_ms, rec.decode_ms = _ms(self._prefill_ns), _ms(self._decode_ns)
         state = self._state
         metrics = state.metrics
-        model_label = state.model_label(rec.model)
+        model_label, adapter = state.model_label(rec.model), self._adapter_label
         if metrics:
-            metrics.requests.labels(rec.route, model_label, outcome).inc()
+            metrics.requests.labels(route=rec.route, model=model_label, adapter=adapter, outcome=outcome).inc()
             if outcome == "saturated" or status in (503, 429):
                 metrics.rejected.labels(model_label, error_code or str(status)).inc()
             if rec.n_choices:
-                metrics.prompt_tokens.labels(model_label).inc(rec.prompt_tokens)
-                metrics.cached_tokens.labels(model_label).inc(rec.cached_tokens)
-                metrics.completion_tokens.labels(model_label).inc(rec.completion_tokens)
+                metrics.prompt_tokens.labels(model_label, adapter).inc(rec.prompt_tokens)
+                metrics.cached_tokens.labels(model_label, adapter).inc(rec.cached_tokens)
+                metrics.completion_tokens.labels(model_label, adapter).inc(rec.completion_tokens)
                 metrics.prefill.labels(model_label).observe(self._prefill_ns / 1e9)
                 metrics.decode.labels(model_label).observe(self._decode_ns / 1e9)
             if rec.model_ms is not None:

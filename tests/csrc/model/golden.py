@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,24 @@ import numpy as np
 GOLDEN = Path(__file__).resolve().parents[2] / "data" / "golden"
 SMOLLM2 = "smollm2-135m-instruct-q4_1"
 GEMMA3 = "gemma3-270m-q4_k_m"
+
+
+@dataclass(frozen=True)
+class Gates:
+    """How far another implementation may be from llama.cpp on a model: statistical, over many
+    positions, never elementwise (the golden README's "Numerical variation")."""
+    min_positions: int     # teacher-forced positions, so that one near-tie weighs ~0.1%
+    min_top1: float        # top-1 agreement over them
+    max_kl: float          # mean KL(llama.cpp ‖ ours) over llama.cpp's top-20
+    margin: float          # greedy: llama.cpp's top-1/top-2 logit gap below which another pick is fine
+    min_decisive: int      # greedy steps at least `margin` apart
+    min_greedy: float      # agreement over those steps
+
+
+GATES = {
+    SMOLLM2: Gates(1000, 0.96, 0.006, 0.5, 300, 0.99),
+    GEMMA3: Gates(1000, 0.95, 0.02, 1.0, 200, 0.98),  # far more rounding-sensitive (llama.cpp's own KL ≈ 0.018)
+}
 
 
 def load(model_dir: str, kind: str) -> list[dict]:

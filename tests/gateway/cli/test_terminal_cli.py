@@ -41,6 +41,23 @@ def test_render_table():
     assert lines[-1].split() == ["m", "0", "serving", "42", "3/8", "0", "3.0", "MiB"]
 
 
+def test_render_lists_each_models_adapters():
+    lane = {"index": 0, "state": "ready", "pid": 42, "restarts": 0, "slots": 8, "slots_in_use": 0}
+    model = {"status": "ready", "ready_replicas": 1, "slots": 8, "slots_in_use": 0, "queued": 0,
+             "ctx_per_slot": 4096, "lanes": [lane]}
+    ready = {"status": "ready", "models": {
+        "m": {**model, "lora": [{"id": 1, "name": "pirate"}, {"id": 2, "name": "calm"}],
+              "lora_errors": {"broken": "not a LoRA adapter"}},
+        "n": {**model, "lora": [], "lora_errors": {}}}}
+    text = render(ready, {})
+    table = text.split("\n\n")[-1].splitlines()
+    assert table[0].split() == ["MODEL", "ADAPTER", "ID", "STATUS"]
+    assert [r.split() for r in table[1:]] == [["m", "pirate", "1", "loaded"], ["m", "calm", "2", "loaded"],
+                                              ["m", "broken", "-", "failed:", "not", "a", "LoRA", "adapter"]]
+    without = {"status": "ready", "models": {"n": ready["models"]["n"]}}
+    assert "ADAPTER" not in render(without, {})
+
+
 def test_loaded_column_says_busy_idle_expiring_or_unloaded():
     from gateway.cli.ps import loaded_text
 

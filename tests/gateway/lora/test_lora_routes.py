@@ -159,3 +159,22 @@ def test_records_and_readiness_show_adapters(lora_server, http):
     assert record["model"] == "smollm2" and record["lora"] == [[adapter_ids(http)["pirate"], 1.0]]
     ready = http.get("/health/ready").json()["models"]["smollm2"]
     assert {a["name"] for a in ready["lora"]} >= {"pirate"} and ready["lora_errors"] == {}
+
+
+def _requests_total(http, **labels) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+    return sum(s.value for f in text_string_to_metric_families(http.get("/metrics").text) for s in f.samples
+               if s.name == "laneserve_requests_total" and all(s.labels.get(k) == v for k, v in labels.items()))
+
+
+def test_metrics_and_ps_show_adapters(lora_server, http, capsys):
+    from gateway.cli.main import main
+    before = {a: _requests_total(http, model="smollm2", adapter=a, outcome="success") for a in ("pirate", "")}
+    chat(http, "pirate")
+    chat(http, "pirate")
+    chat(http, "smollm2")
+    after = {a: _requests_total(http, model="smollm2", adapter=a, outcome="success") for a in ("pirate", "")}
+    assert after["pirate"] - before["pirate"] == 2 and after[""] - before[""] == 1
+    assert main(["ps", "--url", lora_server.base_url]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert ["smollm2", "pirate", str(adapter_ids(http)["pirate"]), "loaded"] in rows

@@ -47,5 +47,5 @@ def test_metrics_are_prometheus_with_prefix(http):
                      "laneserve_slots_in_use", "laneserve_queue_depth", "laneserve_queue_wait_seconds",
                      "laneserve_step_seconds", "laneserve_batch_tokens", "laneserve_cached_prompt_tokens"):
         assert expected in names, expected
-    assert 'laneserve_requests_total{model="smollm2",outcome="success",route="completions"}' in text
+    assert 'laneserve_requests_total{adapter="",model="smollm2",outcome="success",route="completions"}' in text
     assert 'laneserve_slots{model="smollm2"} 8.0' in text

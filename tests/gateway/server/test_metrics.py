@@ -71,14 +71,17 @@ def test_all_names_are_prefixed_and_lane_states_reported():
                        Status("smollm2", 1, "ready", 11, 2, in_flight=0, num_slots=8)],
                       FakeAdmission(), FakePool())
     metrics = Metrics(state)
-    metrics.requests.labels("chat", "smollm2", "success").inc()
+    metrics.requests.labels("chat", "smollm2", "", "success").inc()
+    metrics.requests.labels("chat", "smollm2", "pirate", "success").inc(2)
     metrics.admission.labels("smollm2").observe(0.001)
     got = samples(metrics)
     assert all(name.startswith("laneserve_") for name, _ in got)
     assert got[("laneserve_lanes", (("model", "smollm2"), ("state", "busy")))] == 1
     assert got[("laneserve_lanes", (("model", "smollm2"), ("state", "failed")))] == 0
     assert got[("laneserve_lane_restarts_total", (("model", "smollm2"),))] == 2
-    assert got[("laneserve_requests_total", (("model", "smollm2"), ("outcome", "success"), ("route", "chat")))] == 1
+    base = (("adapter", ""), ("model", "smollm2"), ("outcome", "success"), ("route", "chat"))
+    assert got[("laneserve_requests_total", base)] == 1
+    assert got[("laneserve_requests_total", (("adapter", "pirate"),) + base[1:])] == 2
     state.lanes[0].state = "restarting"
     assert samples(metrics)[("laneserve_lanes", (("model", "smollm2"), ("state", "restarting")))] == 1
 
@@ -131,6 +134,6 @@ def test_a_state_without_pool_or_admission_still_renders():
 
 
 def test_two_instances_do_not_collide():
-    Metrics(FakeState()).requests.labels("chat", "m", "success").inc()
-    assert ("laneserve_requests_total", (("model", "m"), ("outcome", "success"), ("route", "chat"))) not in samples(
-        Metrics(FakeState()))
+    Metrics(FakeState()).requests.labels("chat", "m", "", "success").inc()
+    key = ("laneserve_requests_total", (("adapter", ""), ("model", "m"), ("outcome", "success"), ("route", "chat")))
+    assert key not in samples(Metrics(FakeState()))
