@@ -21,6 +21,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "csrc" / "model"))
 from arch_cases import CASES, IDS, MESSAGES, sha256  # noqa: E402
+from llama_cpp_run import teacher_forced_and_greedy  # noqa: E402
 from tiny_gguf import reference_logits, write_tiny_gguf  # noqa: E402
 
 GREEDY = 16
@@ -42,7 +43,6 @@ def render(cfg) -> str:
 
 
 def main() -> None:
-    from llama_cpp import Llama
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -50,18 +50,7 @@ def main() -> None:
             path = Path(tmp) / f"{name}.gguf"
             weights = write_tiny_gguf(path, cfg, seed=seed)
             ref = reference_logits(cfg, weights, IDS)
-            llm = Llama(str(path), logits_all=True, n_ctx=64, n_threads=2, n_batch=64, verbose=False, seed=0)
-            llm.eval(IDS)
-            logits = np.array(llm.scores[: len(IDS)], dtype=np.float64)
-            greedy, margins = [], []
-            last = logits[-1]
-            for _ in range(GREEDY):
-                order = np.argsort(-last)[:2]
-                greedy.append(int(order[0]))
-                margins.append(float(last[order[0]] - last[order[1]]))
-                llm.eval([int(order[0])])
-                last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
-            del llm
+            logits, greedy, margins = teacher_forced_and_greedy(path, IDS, GREEDY)
             out[name] = {"sha256": sha256(path), "ids": IDS, "logits": np.round(logits, 5).tolist(),
                          "llama_ref_max_abs": float(np.abs(logits - ref).max()), "logit_std": float(ref.std()),
                          "greedy_ids": greedy, "margins": margins,

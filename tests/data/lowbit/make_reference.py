@@ -23,7 +23,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "csrc" / "model"))
-from tiny_gguf import Q, TinyConfig, reference_logits, relative_error, write_tiny_gguf  # noqa: E402
+from llama_cpp_run import teacher_forced_and_greedy  # noqa: E402
+from tiny_gguf import reference_logits, relative_error, write_tiny_gguf  # noqa: E402
 from lowbit_common import CONFIG, IDS, SEED, TYPES, file_weights  # noqa: E402
 
 GREEDY = 16
@@ -31,7 +32,6 @@ GREEDY = 16
 
 def main() -> None:
     import llama_cpp
-    from llama_cpp import Llama
 
     out: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -46,18 +46,7 @@ def main() -> None:
             assert rc == 0, (name, rc)
             weights, types = file_weights(dst)
             ref = reference_logits(CONFIG, weights, IDS)
-            llm = Llama(str(dst), logits_all=True, n_ctx=64, n_threads=2, n_batch=64, verbose=False, seed=0)
-            llm.eval(IDS)
-            logits = np.array(llm.scores[: len(IDS)], dtype=np.float64)
-            greedy, margins = [], []
-            last = logits[-1]
-            for _ in range(GREEDY):
-                order = np.argsort(-last)[:2]
-                greedy.append(int(order[0]))
-                margins.append(float(last[order[0]] - last[order[1]]))
-                llm.eval([int(order[0])])
-                last = np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
-            del llm
+            logits, greedy, margins = teacher_forced_and_greedy(dst, IDS, GREEDY)
             out[name] = {
                 "tensor_types": types,
                 "ids": IDS,
