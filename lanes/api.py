@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from lanes import _ring
-from lanes.wire import MAX_REQUEST_ADAPTERS
+from lanes.wire import MAX_REQUEST_ADAPTERS, MAX_REQUEST_IMAGES
 from lanes.config import LANE_KINDS, LaneModelSpec  # noqa: F401  (re-exported: the lanes' API)
 
 # Lane replica states (one definition: metrics, health and admission import these).
@@ -78,6 +78,18 @@ class AdapterError(Exception):
     names the adapter and the problem."""
 
 
+@dataclass(frozen=True, eq=False)
+class PromptImage:
+    """An image in a prompt: positions [pos, pos + len(embeddings)) take the rows of `embeddings`
+    (float32 [n_tokens, n_embd], the vision encoder's output) in place of their placeholder ids;
+    non_causal: those positions see the whole image (gemma3); content_hash (64-bit, of the image
+    and the projector) tells images apart for prefix reuse and the prompt cache."""
+    pos: int
+    embeddings: Any
+    non_causal: bool
+    content_hash: int
+
+
 @dataclass(frozen=True)
 class GenerationParams:
     """The ONE Python definition of a generation's parameters (the C++ one is
@@ -108,6 +120,7 @@ class GenerationParams:
     # LanePool.adapters(model) (llama-server's request "lora": [{"id", "scale"}]); adapters left
     # out, or at scale 0, are not applied. () = the base model.
     lora: tuple[tuple[int, float], ...] = ()
+    images: tuple[PromptImage, ...] = ()  # in position order (the lane checks spans and sizes)
 
     def __post_init__(self) -> None:
         if not (0 if self.prompt_logprobs else 1) <= self.max_tokens < 2**31:
@@ -123,6 +136,8 @@ class GenerationParams:
         ids = [i for i, _ in self.lora]
         if len(ids) > MAX_REQUEST_ADAPTERS or len(set(ids)) != len(ids) or any(not 0 < i < 2**32 for i in ids):
             raise ValueError(f"lora takes at most {MAX_REQUEST_ADAPTERS} distinct adapter ids, got {ids}")
+        if len(self.images) > MAX_REQUEST_IMAGES:
+            raise ValueError(f"at most {MAX_REQUEST_IMAGES} image inputs per request, got {len(self.images)}")
 
 
 def param_default(name: str):

@@ -13,6 +13,8 @@ import struct
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
+
 from lanes import _ring
 
 LAYOUT = _ring.wire_layout()
@@ -48,15 +50,16 @@ TRANSCRIPT_KINDS: dict[str, int] = LAYOUT["transcript_kinds"]
 ADAPTER_STATUSES: dict[str, int] = LAYOUT["adapter_statuses"]  # ADAPTER records: loaded, failed, unloaded
 ADAPTER_STATUS_NAMES = {v: k for k, v in ADAPTER_STATUSES.items()}
 MAX_REQUEST_ADAPTERS: int = LAYOUT["max_request_adapters"]  # LoRA adapters one request may apply
+MAX_REQUEST_IMAGES: int = LAYOUT["max_request_images"]  # image inputs (encoder outputs) per request
 
 # Flag bits (meanings in wire.h).
 FLAGS: dict[str, int] = LAYOUT["flags"]
 (REQUEST_HAS_SEED, REQUEST_IGNORE_EOS, REQUEST_EMBED, REQUEST_SPLIT_REASONING, REQUEST_REASONING_STARTS_INSIDE,
- REQUEST_GRAMMAR, REQUEST_LOGPROBS, REQUEST_PROMPT_LOGPROBS, REQUEST_ADAPTERS, DONE_LAST_CHOICE, AUDIO_TRANSLATE,
- AUDIO_WORD_TIMESTAMPS) = (FLAGS[n] for n in (
+ REQUEST_GRAMMAR, REQUEST_LOGPROBS, REQUEST_PROMPT_LOGPROBS, REQUEST_ADAPTERS, REQUEST_IMAGES, DONE_LAST_CHOICE,
+ AUDIO_TRANSLATE, AUDIO_WORD_TIMESTAMPS) = (FLAGS[n] for n in (
     "REQUEST_HAS_SEED", "REQUEST_IGNORE_EOS", "REQUEST_EMBED", "REQUEST_SPLIT_REASONING",
     "REQUEST_REASONING_STARTS_INSIDE", "REQUEST_GRAMMAR", "REQUEST_LOGPROBS", "REQUEST_PROMPT_LOGPROBS",
-    "REQUEST_ADAPTERS", "DONE_LAST_CHOICE", "AUDIO_TRANSLATE", "AUDIO_WORD_TIMESTAMPS"))
+    "REQUEST_ADAPTERS", "REQUEST_IMAGES", "DONE_LAST_CHOICE", "AUDIO_TRANSLATE", "AUDIO_WORD_TIMESTAMPS"))
 MAX_CHOICES: int = LAYOUT["max_choices"]  # per REQUEST: n choices, or the inputs of an embedding request
 
 
@@ -133,11 +136,11 @@ STRUCTS = tuple(_spec(name) for name in LAYOUT["structs"] if name != "SegmentHea
 _BY_NAME = {spec.name: spec for spec in STRUCTS}
 (REQUEST_HEADER, LOGIT_BIAS_ENTRY, CANCEL_RECORD, HELLO_RECORD, DELTA_HEADER, DONE_RECORD, STATS_RECORD,
  EMBEDDING_HEADER, ERROR_HEADER, LOGPROBS_HEADER, LOGPROB_ENTRY, AUDIO_REQUEST_HEADER, TRANSCRIPT_HEADER,
- ADAPTER_ENTRY, LOAD_ADAPTER_HEADER, UNLOAD_ADAPTER_RECORD, ADAPTER_STATUS_HEADER) = (
+ ADAPTER_ENTRY, LOAD_ADAPTER_HEADER, UNLOAD_ADAPTER_RECORD, ADAPTER_STATUS_HEADER, IMAGE_ENTRY) = (
     _BY_NAME[n] for n in ("RequestHeader", "LogitBiasEntry", "CancelRecord", "HelloRecord", "DeltaHeader",
                           "DoneRecord", "StatsRecord", "EmbeddingHeader", "ErrorHeader", "LogprobsHeader",
                           "LogprobEntry", "AudioRequestHeader", "TranscriptHeader", "AdapterEntry",
-                          "LoadAdapterHeader", "UnloadAdapterRecord", "AdapterStatusHeader"))
+                          "LoadAdapterHeader", "UnloadAdapterRecord", "AdapterStatusHeader", "ImageEntry"))
 
 _U32 = struct.Struct("<I")
 _FLAGS_OFFSET = REQUEST_HEADER.offsets()["flags"]
@@ -160,6 +163,8 @@ def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> byt
         flags |= REQUEST_LOGPROBS | (REQUEST_PROMPT_LOGPROBS if params.prompt_logprobs else 0)
     if params.lora:
         flags |= REQUEST_ADAPTERS
+    if params.images:
+        flags |= REQUEST_IMAGES
     stops = [s.encode("utf-8") for s in params.stop]
     parts = [
         REQUEST_HEADER.pack(
@@ -182,6 +187,15 @@ def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> byt
     if params.lora:  # last section (wire.h order)
         parts.append(_U32.pack(len(params.lora)))
         parts.extend(ADAPTER_ENTRY.pack(adapter_id=i, scale=s) for i, s in params.lora)
+    if params.images:  # after the adapters (wire.h order): entries, then each one's float32 rows
+        parts.append(_U32.pack(len(params.images)))
+        rows = [np.ascontiguousarray(im.embeddings, dtype="<f4") for im in params.images]
+        for im, r in zip(params.images, rows):
+            if r.ndim != 2:
+                raise ValueError("image embeddings must be 2-D (n_tokens, n_embd)")
+            parts.append(IMAGE_ENTRY.pack(pos=im.pos, n_tokens=r.shape[0], n_embd=r.shape[1],
+                                          non_causal=int(im.non_causal), content_hash=im.content_hash))
+        parts.extend(r.tobytes() for r in rows)
     return b"".join(parts)
 
 

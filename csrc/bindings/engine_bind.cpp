@@ -47,6 +47,20 @@ GenerationRequest make_request(const std::vector<int32_t>& prompt_ids, int32_t m
   if (kw.contains("adapters") && !kw["adapters"].is_none())  // [(adapter id, scale)] (BatchEngine)
     for (const auto& [id, scale] : kw["adapters"].cast<std::vector<std::pair<int32_t, float>>>())
       req.adapters.push_back(AdapterScale{id, scale});
+  if (kw.contains("images") && !kw["images"].is_none())  // [(pos, float32 [n_tokens, n_embd], non_causal, content hash)]
+    for (py::handle h : kw["images"].cast<py::list>()) {
+      auto t = h.cast<py::tuple>();
+      if (t.size() != 4) throw py::value_error("each image is (pos, embeddings, non_causal, content_hash)");
+      auto a = t[1].cast<py::array_t<float, py::array::c_style | py::array::forcecast>>();
+      if (a.ndim() != 2) throw py::value_error("image embeddings must be 2-D (n_tokens, n_embd)");
+      PromptImage im;
+      im.pos = t[0].cast<int32_t>();
+      im.n_tokens = int32_t(a.shape(0));
+      im.embd = std::make_shared<const std::vector<float>>(a.data(), a.data() + a.size());
+      im.non_causal = t[2].cast<bool>();
+      im.content_hash = t[3].cast<uint64_t>();
+      req.images.push_back(std::move(im));
+    }
   return req;
 }
 

@@ -205,6 +205,7 @@ py::dict wire_layout() {
   out["step_buckets"] = wire::kStepBuckets;
   out["max_choices"] = wire::kMaxChoices;
   out["max_request_adapters"] = wire::kMaxRequestAdapters;
+  out["max_request_images"] = wire::kMaxRequestImages;
   out["magic"] = kMagic;
   out["version"] = kVersion;
   out["record_header_bytes"] = kRecordHeaderBytes;
@@ -248,6 +249,11 @@ py::dict decode_request_py(py::bytes payload) {
   py::list adapters;
   for (const wire::AdapterEntry& e : r.adapters) adapters.append(py::make_tuple(e.adapter_id, e.scale));
   d["adapters"] = adapters;
+  py::list images;  // (pos, n_tokens, n_embd, non_causal, content_hash, float32 rows as a list)
+  for (const auto& im : r.images)
+    images.append(py::make_tuple(im.entry.pos, im.entry.n_tokens, im.entry.n_embd, im.entry.non_causal != 0,
+                                 im.entry.content_hash, *im.embd));
+  d["images"] = images;
   return d;
 }
 

@@ -29,7 +29,8 @@ struct LoraHold {
 // One sequence slot: its K/V region in the model's cache is sequence index = slot index.
 struct Slot {
   std::unique_ptr<Sequence> seq;
-  std::vector<int32_t> kv_tokens;  // tokens whose K/V are valid at positions [0, size); capacity ctx_size
+  std::vector<int32_t> kv_tokens;  // key ids (prompt_key) whose K/V are valid at positions [0, size); capacity ctx_size
+  std::vector<int32_t> key;        // the running prompt's key ids (prompt_key)
   bool busy = false;
   uint64_t request_id = 0;
   uint32_t choice = 0;
@@ -66,7 +67,24 @@ struct Waiting {
   LoraHold lora;       // req.adapters, resolved at add()
   // req.grammar waits for the model's grammar compiler, still being built (compiled at admission).
   bool grammar_deferred = false;
+  std::vector<int32_t> key;  // prompt_key(req)
 };
+
+// The ids prefix reuse and the prompt cache compare: the prompt's, except that an image's
+// positions (which share one placeholder id) become negative ids derived from the image's content
+// hash and the position within the image — never a vocabulary id, and equal only for the same image.
+std::vector<int32_t> prompt_key(const GenerationRequest& req) {
+  std::vector<int32_t> key = req.prompt_ids;
+  for (const PromptImage& im : req.images)
+    for (int32_t j = 0; j < im.n_tokens; ++j) {
+      uint64_t h = im.content_hash + 0x9e3779b97f4a7c15ull * uint64_t(j + 1);  // splitmix64 finaliser
+      h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+      h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+      h ^= h >> 31;
+      key[size_t(im.pos + j)] = -1 - int32_t(h & 0x3fffffffu);
+    }
+  return key;
+}
 
 // Shorter sequences are not worth an entry of the prompt cache (a prefill of a few tokens is cheap).
 constexpr size_t kMinCachedPositions = 32;
@@ -96,6 +114,8 @@ struct BatchEngine::Impl {
   // Per-step buffers, sized at construction.
   std::vector<BatchToken> batch;     // [max_batch_tokens]
   std::vector<const LoraSet*> batch_lora;  // [max_batch_tokens] each batch row's adapters
+  std::vector<const float*> batch_embd;    // [max_batch_tokens] an image row's embedding, else null
+  bool batch_has_images = false;
   std::unordered_map<int32_t, std::shared_ptr<const LoraAdapter>> adapters;  // the loaded table
   std::vector<int32_t> out_rows;     // [num_slots] batch rows whose logits are needed
   std::vector<int32_t> out_slots;    // [num_slots] the slot of each such row
@@ -126,6 +146,7 @@ struct BatchEngine::Impl {
     }
     batch.resize(max_batch_tokens);
     batch_lora.resize(max_batch_tokens);
+    batch_embd.resize(max_batch_tokens);
     out_rows.reserve(o.num_slots + kMaxPromptLogitRows);
     out_slots.reserve(o.num_slots + kMaxPromptLogitRows);
     raw_row = LazyArray<float>(n_vocab);
@@ -138,7 +159,7 @@ struct BatchEngine::Impl {
   // Prompt positions of slot s a waiting choice can reuse: its common prefix, if its K/V were
   // computed under the same adapters (embeddings: none).
   int32_t reusable(const Slot& s, const Waiting& w) const {
-    return s.kv_lora.same_as(w.lora.set) ? reusable_prefix(s.kv_tokens, w.req.prompt_ids) : 0;
+    return s.kv_lora.same_as(w.lora.set) ? reusable_prefix(s.kv_tokens, w.key) : 0;
   }
 
   // A request's adapters, checked and referenced (throws std::invalid_argument before queuing).
@@ -217,7 +238,7 @@ struct BatchEngine::Impl {
 
   void start(int dst, Waiting& w) {
     Slot& d = slots[dst];
-    const auto& prompt = w.req.prompt_ids;
+    const auto& prompt = w.key;
     // An embedding needs every token's hidden state, prompt logprobs every prompt row's logits:
     // they start at position 0.
     const bool from_start = w.embed || w.req.prompt_logprobs;
@@ -246,11 +267,15 @@ struct BatchEngine::Impl {
       entry = -1;
     }
     if (entry >= 0) {
-      model.load_kv(dst, cached, prompt_cache.take(entry, cached));
+      // The entry's rows are laid out per layer with its own length as the stride, so all of them
+      // are loaded: loading only `cached` would read later layers at the wrong offsets. Positions
+      // past `cached` are not in kv_tokens; the prefill overwrites them before anything reads them.
+      model.load_kv(dst, prompt_cache.entry_positions(entry), prompt_cache.take(entry, cached));
     } else if (src >= 0) {
       model.copy_kv(src, dst, cached);
     }
     d.kv_tokens.assign(prompt.begin(), prompt.begin() + cached);
+    d.key.swap(w.key);
     d.lora = std::move(w.lora);
     d.kv_lora = d.lora.set;  // the K/V it adds (and the prefix it kept) are under these adapters
     d.seq->begin(w.req, *tokenizer, cached, steady_now_ns(), std::move(w.grammar));
@@ -287,9 +312,39 @@ struct BatchEngine::Impl {
     prompt_cache.put(old, d.kv_lora, [&](uint16_t* out) { model.save_kv(dst, int(old.size()), out); });
   }
 
+  // Prompt tokens of slot s to feed this step, at most m: a chunk never ends inside a non-causal
+  // image (its positions attend to the whole image, so all of it is computed in one forward
+  // pass) — it stops before the image, or is 0 when the image's rest does not fit this step
+  // (add() checked that it fits a step beside every slot's decode token).
+  static int32_t image_aligned_chunk(const Slot& s, int32_t m) {
+    for (const PromptImage& im : s.seq->request().images) {
+      const int32_t end = im.pos + im.n_tokens;
+      if (!im.non_causal || end <= s.prefilled + m) continue;  // causal, done, or wholly in the chunk
+      if (im.pos >= s.prefilled + m) break;
+      return im.pos > s.prefilled ? im.pos - s.prefilled : 0;
+    }
+    return m;
+  }
+
+  // Batch rows [row0, row0 + m) feed slot s's prompt from position s.prefilled: its images' rows
+  // take their embeddings (and a non-causal image's rows see the whole image).
+  void place_images(const Slot& s, int row0, int32_t m) {
+    const int64_t E = model.config().n_embd;
+    for (const PromptImage& im : s.seq->request().images) {
+      const int32_t lo = std::max(im.pos, s.prefilled), hi = std::min(im.pos + im.n_tokens, s.prefilled + m);
+      for (int32_t p = lo; p < hi; ++p) {
+        const int row = row0 + (p - s.prefilled);
+        batch_embd[row] = im.embd->data() + int64_t(p - im.pos) * E;
+        if (im.non_causal) batch[row].attend_to = im.pos + im.n_tokens - 1;
+        batch_has_images = true;
+      }
+    }
+  }
+
   // Phase 2: the batch. Returns its size.
   int build_batch() {
     int n = 0;
+    batch_has_images = false;
     out_rows.clear();
     out_slots.clear();
     prefilling.clear();
@@ -303,6 +358,7 @@ struct BatchEngine::Impl {
       }
       if (s.decoding()) {
         batch_lora[n] = &s.lora.set;
+        batch_embd[n] = nullptr;
         batch[n] = BatchToken{s.seq->last_token(), s.pos, i};
         out_rows.push_back(n++);
         out_slots.push_back(i);
@@ -317,6 +373,8 @@ struct BatchEngine::Impl {
       Slot& s = slots[i];
       int32_t m = std::min(max_batch_tokens - n, s.prompt_size() - s.prefilled);
       if (m <= 0) break;
+      m = image_aligned_chunk(s, m);
+      if (m == 0) continue;
       if (s.prompt_lp) {
         m = std::min(m, prompt_rows_left);
         if (m == 0) continue;
@@ -325,10 +383,12 @@ struct BatchEngine::Impl {
       const int32_t* ids = s.seq->request().prompt_ids.data();
       for (int32_t j = 0; j < m; ++j) {
         batch_lora[n] = &s.lora.set;
+        batch_embd[n] = nullptr;
         batch[n++] = BatchToken{ids[s.prefilled + j], s.prefilled + j, i};
       }
       s.chunk = m;
       s.row0 = n - m;
+      place_images(s, s.row0, m);
       if (s.prompt_lp) {
         for (int32_t j = 0; j < m; ++j) {
           out_rows.push_back(s.row0 + j);
@@ -347,7 +407,7 @@ struct BatchEngine::Impl {
     for (Slot& s : slots) {
       if (!s.busy) continue;
       if (s.chunk > 0) {
-        const int32_t* ids = s.seq->request().prompt_ids.data();
+        const int32_t* ids = s.key.data();
         s.kv_tokens.insert(s.kv_tokens.end(), ids + s.prefilled, ids + s.prefilled + s.chunk);
         s.prefilled += s.chunk;
         s.pos = s.prefilled;
@@ -432,19 +492,38 @@ int32_t BatchEngine::next_prefill_tokens() const {
 
 bool BatchEngine::has_work() const { return !impl_->waiting.empty() || num_active() > 0; }
 
+// Throws std::invalid_argument for images outside the prompt, overlapping or out of order, of the
+// wrong embedding size, with prompt logprobs, or non-causal and larger than a step can hold beside
+// every slot's decode token.
+static void validate_images(const GenerationRequest& req, int64_t n_embd, int32_t max_batch_tokens, int32_t num_slots) {
+  int32_t next = 0;
+  for (const PromptImage& im : req.images) {
+    if (im.n_tokens <= 0 || im.pos < next || int64_t(im.pos) + im.n_tokens > int64_t(req.prompt_ids.size()))
+      throw std::invalid_argument("image span outside the prompt or overlapping another");
+    if (!im.embd || int64_t(im.embd->size()) != int64_t(im.n_tokens) * n_embd)
+      throw std::invalid_argument("image embeddings must be n_tokens x " + std::to_string(n_embd) + " floats");
+    if (im.non_causal && im.n_tokens > max_batch_tokens - num_slots)
+      throw std::invalid_argument("an image of " + std::to_string(im.n_tokens) + " tokens needs max_batch_tokens >= " +
+                                  std::to_string(im.n_tokens + num_slots));
+    next = im.pos + im.n_tokens;
+  }
+  if (!req.images.empty() && req.prompt_logprobs) throw std::invalid_argument("prompt logprobs over images are not supported");
+}
+
 void BatchEngine::add(uint64_t request_id, uint32_t choice, const GenerationRequest& req) {
   validate_request(req, impl_->model.config().n_vocab, impl_->model.ctx_size());
   Impl& s = *impl_;
+  validate_images(req, s.model.config().n_embd, s.max_batch_tokens, int32_t(s.slots.size()));
   LoraHold lora = s.resolve_adapters(req.adapters);
   if (!req.grammar.empty()) {
     s.grammar.prefetch(*s.tokenizer);  // the first constrained request starts the build
     if (!s.grammar.ready()) {
-      s.waiting.push_back(Waiting{request_id, choice, req, false, MatcherPtr{}, std::move(lora), true});
+      s.waiting.push_back(Waiting{request_id, choice, req, false, MatcherPtr{}, std::move(lora), true, prompt_key(req)});
       return;
     }
   }
   MatcherPtr grammar = s.grammar.compile(*s.tokenizer, req.grammar);  // throws on a bad grammar: not queued
-  s.waiting.push_back(Waiting{request_id, choice, req, false, std::move(grammar), std::move(lora)});
+  s.waiting.push_back(Waiting{request_id, choice, req, false, std::move(grammar), std::move(lora), false, prompt_key(req)});
 }
 
 void BatchEngine::add_embedding(uint64_t request_id, uint32_t choice, const std::vector<int32_t>& prompt_ids) {
@@ -458,6 +537,7 @@ void BatchEngine::add_embedding(uint64_t request_id, uint32_t choice, const std:
   Waiting w{request_id, choice, GenerationRequest{}, true};
   w.req.prompt_ids = prompt_ids;
   w.req.max_tokens = 1;
+  w.key = prompt_ids;
   impl_->waiting.push_back(std::move(w));
 }
 
@@ -519,7 +599,7 @@ const std::vector<SeqEvent>& BatchEngine::step() {
   // 3. One forward pass over every sequence's tokens.
   const size_t n_vocab_z = size_t(s.model.config().n_vocab);
   s.model.forward_batch(s.batch.data(), n, s.out_rows.data(), int(s.out_rows.size()), s.logits.data(),
-                        s.batch_lora.data());
+                        s.batch_lora.data(), s.batch_has_images ? s.batch_embd.data() : nullptr);
   const int64_t now = steady_now_ns();
   s.embed_chunks(now);  // embedding sequences: pool their rows (and finish at the last chunk)
   s.advance();

@@ -91,6 +91,7 @@ void Engine::start(const GenerationRequest& req) {
   Impl& s = *impl_;
   std::lock_guard<std::mutex> lock(s.mu);
   validate_request(req, s.model.config().n_vocab, s.model.ctx_size());
+  if (!req.images.empty()) throw std::invalid_argument("Engine generations take no images (BatchEngine does)");
   // Reuse the cached prefix, but always recompute the last prompt token (its logits are needed).
   const size_t n = req.prompt_ids.size();
   size_t same = 0;

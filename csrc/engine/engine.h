@@ -33,6 +33,18 @@ struct AdapterScale {
   float scale;
 };
 
+// An image in a prompt (BatchEngine only): positions [pos, pos + n_tokens) take the rows of `embd`
+// ([n_tokens][n_embd], the vision encoder's output) in place of their token ids. non_causal: those
+// positions attend to the whole image (gemma3, as llama.cpp decodes it), so the image is fed in one
+// step. content_hash (of the image's pixels and the projector) keys those positions for prefix reuse
+// and the prompt cache: they all share one placeholder id, so the ids alone cannot tell two images apart.
+struct PromptImage {
+  int32_t pos = 0, n_tokens = 0;
+  std::shared_ptr<const std::vector<float>> embd;  // shared by a request's choices
+  bool non_causal = false;
+  uint64_t content_hash = 0;
+};
+
 struct GenerationRequest {
   std::vector<int32_t> prompt_ids;   // non-empty
   SamplingParams sampling;
@@ -46,6 +58,7 @@ struct GenerationRequest {
   int32_t num_top_logprobs = -1;
   bool prompt_logprobs = false;
   std::vector<AdapterScale> adapters;  // BatchEngine only (Engine: set_adapters); ≤ kMaxLoraPerSeq, distinct ids
+  std::vector<PromptImage> images;     // BatchEngine only: in position order, not overlapping
 };
 
 struct StepResult {

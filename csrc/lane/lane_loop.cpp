@@ -138,6 +138,10 @@ void LaneLoop::begin_request(const uint8_t* payload, size_t size_bytes) {
     gen_.prompt_logprobs = req_.prompt_logprobs;
     gen_.adapters.clear();
     for (const wire::AdapterEntry& a : req_.adapters) gen_.adapters.push_back(AdapterScale{int32_t(a.adapter_id), a.scale});
+    gen_.images.clear();
+    for (const auto& im : req_.images)
+      gen_.images.push_back(PromptImage{int32_t(im.entry.pos), int32_t(im.entry.n_tokens), im.embd,
+                                        im.entry.non_causal != 0, im.entry.content_hash});
     try {
       backend_->add(req_.request_id, choice, gen_);
     } catch (const std::exception& e) {

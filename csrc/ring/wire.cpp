@@ -103,6 +103,19 @@ void decode_request(const uint8_t* payload, size_t size_bytes, DecodedRequest& o
     if (n == 0 || n > kMaxRequestAdapters) throw WireError("REQUEST adapter count out of range");
     for (uint32_t i = 0; i < n; ++i) out.adapters.push_back(c.take<AdapterEntry>("adapters"));
   }
+  out.images.clear();
+  if (h.flags & kRequestImages) {
+    const auto n = c.take<uint32_t>("image count");
+    if (n == 0 || n > kMaxRequestImages) throw WireError("REQUEST image count out of range");
+    for (uint32_t i = 0; i < n; ++i) out.images.push_back({c.take<ImageEntry>("images"), nullptr});
+    for (auto& im : out.images) {
+      const uint64_t n_floats = uint64_t(im.entry.n_tokens) * im.entry.n_embd;
+      if (n_floats == 0 || n_floats * 4 > c.left) throw WireError("REQUEST image embeddings truncated or empty");
+      auto embd = std::make_shared<std::vector<float>>(size_t(n_floats));
+      c.bytes(embd->data(), size_t(n_floats) * 4, "image embeddings");
+      im.embd = std::move(embd);
+    }
+  }
   out.num_choices = h.num_choices;
   if (c.left != 0) throw WireError("REQUEST record has " + std::to_string(c.left) + " trailing bytes");
 }

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -67,6 +68,8 @@ enum class RecordType : uint32_t { LS_WIRE_RECORD_TYPES(LS_WIRE_DECLARE_ENUMERAT
 //   only with kRequestLogprobs: u32 num_top_logprobs (0..20)
 //   only with kRequestGrammar: { u32 size_bytes; utf8 bytes } (llguidance grammar, JSON)
 //   only with kRequestAdapters: u32 count (1..8); AdapterEntry[count] (LoRA adapters by lane id)
+//   only with kRequestImages: u32 count (1..kMaxRequestImages); ImageEntry[count]; then each
+//     image's float32 embeddings [n_tokens][n_embd], in entry order (engine.h PromptImage)
 #define LS_WIRE_REQUEST_HEADER(X)                                                          \
   X(uint64_t, request_id)                                                                  \
   X(uint64_t, seed)                                                                        \
@@ -95,6 +98,7 @@ struct RequestHeader { LS_WIRE_REQUEST_HEADER(LS_WIRE_DECLARE_FIELD) };
   X(kRequestLogprobs, REQUEST_LOGPROBS, 1u << 8)                                               \
   X(kRequestPromptLogprobs, REQUEST_PROMPT_LOGPROBS, 1u << 9)                                  \
   X(kRequestAdapters, REQUEST_ADAPTERS, 1u << 10) /* LoRA adapters follow the grammar */          \
+  X(kRequestImages, REQUEST_IMAGES, 1u << 11) /* image embeddings follow the adapters */         \
   X(kDoneLastChoice, DONE_LAST_CHOICE, 1u) /* DONE: the request is over (every choice ended) */ \
   X(kAudioTranslate, AUDIO_TRANSLATE, 1u) /* translate to English instead of transcribing */  \
   X(kAudioWordTimestamps, AUDIO_WORD_TIMESTAMPS, 2u) /* segments carry per-word timings */
@@ -108,6 +112,13 @@ struct LogitBiasEntry { LS_WIRE_LOGIT_BIAS_ENTRY(LS_WIRE_DECLARE_FIELD) };
 #define LS_WIRE_ADAPTER_ENTRY(X) X(uint32_t, adapter_id) X(float, scale)
 struct AdapterEntry { LS_WIRE_ADAPTER_ENTRY(LS_WIRE_DECLARE_FIELD) };
 constexpr uint32_t kMaxRequestAdapters = 8;  // = kMaxLoraPerSeq (model/lora.h)
+
+// An image in a REQUEST's prompt: positions [pos, pos + n_tokens) take its embeddings; non_causal
+// (0/1): gemma3's image attends to itself both ways; content_hash keys its positions for prefix reuse.
+#define LS_WIRE_IMAGE_ENTRY(X) \
+  X(uint32_t, pos) X(uint32_t, n_tokens) X(uint32_t, n_embd) X(uint32_t, non_causal) X(uint64_t, content_hash)
+struct ImageEntry { LS_WIRE_IMAGE_ENTRY(LS_WIRE_DECLARE_FIELD) };
+constexpr uint32_t kMaxRequestImages = 64;
 
 // LOAD_ADAPTER payload: LoadAdapterHeader, then name_bytes of UTF-8 name and path_bytes of
 // UTF-8 GGUF path. The lane loads it between steps and answers ADAPTER (loaded or failed).
@@ -274,6 +285,7 @@ enum class ErrorCode : uint32_t { LS_WIRE_ERROR_CODES(LS_WIRE_DECLARE_ENUMERATOR
   X(RequestHeader, LS_WIRE_REQUEST_HEADER)                                           \
   X(LogitBiasEntry, LS_WIRE_LOGIT_BIAS_ENTRY)                                        \
   X(AdapterEntry, LS_WIRE_ADAPTER_ENTRY)                                             \
+  X(ImageEntry, LS_WIRE_IMAGE_ENTRY)                                                 \
   X(LoadAdapterHeader, LS_WIRE_LOAD_ADAPTER_HEADER)                                  \
   X(UnloadAdapterRecord, LS_WIRE_UNLOAD_ADAPTER_RECORD)                              \
   X(AdapterStatusHeader, LS_WIRE_ADAPTER_STATUS_HEADER)                              \
@@ -318,6 +330,11 @@ struct DecodedRequest {
   int32_t num_top_logprobs = -1;         // kRequestLogprobs: 0..20, else -1
   bool prompt_logprobs = false;          // kRequestPromptLogprobs
   std::vector<AdapterEntry> adapters;    // kRequestAdapters
+  struct Image {
+    ImageEntry entry;
+    std::shared_ptr<const std::vector<float>> embd;  // [n_tokens * n_embd]; shared by the choices
+  };
+  std::vector<Image> images;             // kRequestImages
 };
 
 // Throws WireError naming the problem if the payload is truncated or inconsistent.

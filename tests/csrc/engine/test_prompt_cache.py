@@ -93,3 +93,17 @@ def test_the_budget_holds_and_the_least_recently_used_entry_goes(path, tok):
     _, a_stats = run(eng, 21, second_turn(tok, firsts[0], answers[0]), temperature=0.0)
     assert a_stats["cached_tokens"] < 16, a_stats
     assert eng.prompt_cache_stats()["bytes_used"] <= budget_mib << 20
+
+
+def test_a_prompt_sharing_only_part_of_an_entry_gets_the_fresh_tokens(path, tok):
+    """A hit shorter than its entry (an edited turn: same system prompt, another question) copies only the shared
+    positions' K/V of every layer — the entry's rows are strided by its own length, not the hit's."""
+    eng = engine(path, cache_mib=64, slots=1)
+    first = first_turns(tok, 1)[0]
+    run(eng, 1, first, temperature=0.0)
+    run(eng, 2, tok.tokenize(TURN.format("Something unrelated."), False, True), temperature=0.0)  # displaces it
+    edited = first[:-12] + tok.tokenize(TURN.format("Who are you, really?"), False, True)
+    text, stats = run(eng, 3, edited, **SEEDED)
+    assert 32 <= stats["cached_tokens"] < len(first) - 4, stats
+    fresh_text, _ = run(engine(path, cache_mib=0, slots=1), 3, edited, **SEEDED)
+    assert text == fresh_text

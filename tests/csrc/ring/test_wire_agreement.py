@@ -6,10 +6,11 @@ import json
 import random
 import struct
 
+import numpy as np
 import pytest
 
 from lanes import _ring, wire
-from lanes.api import GenerationParams, ReasoningMarkers
+from lanes.api import GenerationParams, PromptImage, ReasoningMarkers
 
 LAYOUT = _ring.wire_layout()
 
@@ -247,3 +248,17 @@ def test_request_adapters_and_adapter_records_agree():
     assert wire.decode_adapter_status(status) == (3, "failed", 0, 0, "bad file")
     with pytest.raises(ValueError):
         GenerationParams(max_tokens=1, lora=((1, 1.0), (1, 0.5)))
+
+
+def test_request_images_follow_the_adapters():
+    a = (np.arange(6, dtype=np.float32) / 4).reshape(2, 3)
+    b = -np.ones((1, 3), dtype=np.float32)
+    params = GenerationParams(max_tokens=1, lora=((7, 0.5),),
+                              images=(PromptImage(1, a, True, 2**64 - 1), PromptImage(4, b, False, 5)))
+    payload = wire.encode_request(5, [1, 0, 0, 2, 0, 3], params, 1)
+    d = _ring.decode_request(payload)
+    assert d["adapters"] == [(7, 0.5)]
+    assert d["images"] == [(1, 2, 3, True, 2**64 - 1, list(a.ravel())), (4, 1, 3, False, 5, list(b.ravel()))]
+    assert _ring.decode_request(wire.encode_request(5, [1], GenerationParams(max_tokens=1), 1))["images"] == []
+    with pytest.raises(ValueError, match="truncated"):
+        _ring.decode_request(payload[:-4])
