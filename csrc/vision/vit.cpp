@@ -6,6 +6,7 @@
 
 #include "common/fp16.h"
 #include "model/ops.h"
+#include "quant/gemm_float.h"
 #include "vision/vision_encoder.h"
 
 namespace ls {
@@ -71,7 +72,7 @@ void softmax_rows(ThreadPool& pool, float* s, int64_t n_rows, int64_t n, float s
 
 // Full (non-causal) multi-head attention over n tokens: qkv rows hold q | k | v (each
 // n_head·d_head wide); out gets n rows of n_head·d_head. Scores and the weighted sum of V run
-// on the fp32 matmul kernel, one head and one block of queries at a time.
+// on gemm_float (fp32), one head and one block of queries at a time.
 void attention(ThreadPool& pool, MatmulScratch& scratch, const float* q, const float* k, const float* v,
                int64_t stride, int64_t n, int n_head, int d_head, float* out) {
   const int64_t width = int64_t(n_head) * d_head;
@@ -88,9 +89,9 @@ void attention(ThreadPool& pool, MatmulScratch& scratch, const float* q, const f
     }
     for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
       const int64_t bq = std::min(kQueryBlock, n - q0);
-      matmul(pool, scratch, GgmlType::F32, kh.data(), d_head, n, &qh[size_t(q0 * d_head)], bq, s.data(), n);
+      gemm_float(pool, GgmlType::F32, kh.data(), d_head, n, &qh[size_t(q0 * d_head)], bq, s.data(), n);
       softmax_rows(pool, s.data(), bq, n, scale);
-      matmul(pool, scratch, GgmlType::F32, vt.data(), n, d_head, s.data(), bq, out + q0 * width + h * d_head, width);
+      gemm_float(pool, GgmlType::F32, vt.data(), n, d_head, s.data(), bq, out + q0 * width + h * d_head, width);
     }
   }
 }
@@ -109,10 +110,19 @@ void round_for_weights(GgmlType t, float* x, int64_t n) {
   }
 }
 
+namespace {
+// y (row stride y_stride) = x · wᵀ: gemm_float for F32 / F16 / BF16 weights, matmul otherwise.
+void product(ThreadPool& pool, MatmulScratch& scratch, GgmlType t, const void* w, int64_t n_in, int64_t n_out,
+             const float* x, int64_t n_rows, float* y, int64_t y_stride) {
+  if (gemm_float_supported(t)) gemm_float(pool, t, w, n_in, n_out, x, n_rows, y, y_stride);
+  else matmul(pool, scratch, t, w, n_in, n_out, x, n_rows, y, y_stride);
+}
+}  // namespace
+
 void linear(ThreadPool& pool, MatmulScratch& scratch, const VisionMatrix& w, float* x, int64_t n_rows, float* y,
             const std::vector<float>& bias) {
   round_for_weights(w.type, x, n_rows * w.n_in);
-  matmul(pool, scratch, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out);
+  product(pool, scratch, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out);
   if (!bias.empty()) {
     pool.parallel_for(n_rows, 16, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) add_f32(y + r * w.n_out, bias.data(), w.n_out);
@@ -146,19 +156,23 @@ void vit_forward(const Mmproj& m, ThreadPool& pool, MatmulScratch& scratch, cons
     layer_norm_rows(pool, hidden, cur.data(), n, d, hp.eps, L.ln1_w, L.ln1_b);
     // q, k and v side by side in one buffer (row stride 3·width).
     float* q = qkv.data();
-    if (L.q.type == L.k.type && L.q.type == L.v.type) {
+    if (L.q.type == L.k.type && L.q.type == L.v.type && !gemm_float_supported(L.q.type)) {
       round_for_weights(L.q.type, cur.data(), n * d);
       const MatmulOut outs[3] = {{L.q.data, width, q, 3 * width},
                                  {L.k.data, width, q + width, 3 * width},
                                  {L.v.data, width, q + 2 * width, 3 * width}};
       matmul_multi(pool, scratch, L.q.type, d, cur.data(), n, outs, 3);
+    } else if (L.q.type == L.k.type && L.q.type == L.v.type) {  // float weights: one rounding, three products
+      round_for_weights(L.q.type, cur.data(), n * d);
+      const VisionMatrix* mats[3] = {&L.q, &L.k, &L.v};
+      for (int j = 0; j < 3; ++j) gemm_float(pool, L.q.type, mats[j]->data, d, width, cur.data(), n, q + j * width, 3 * width);
     } else {  // mixed types: each product rounds its own copy of the input
       std::vector<float> x(size_t(n * d));
       const VisionMatrix* mats[3] = {&L.q, &L.k, &L.v};
       for (int j = 0; j < 3; ++j) {
         std::memcpy(x.data(), cur.data(), sizeof(float) * x.size());
         round_for_weights(mats[j]->type, x.data(), n * d);
-        matmul(pool, scratch, mats[j]->type, mats[j]->data, d, width, x.data(), n, q + j * width, 3 * width);
+        product(pool, scratch, mats[j]->type, mats[j]->data, d, width, x.data(), n, q + j * width, 3 * width);
       }
     }
     const std::vector<float>* biases[3] = {&L.q_b, &L.k_b, &L.v_b};
