@@ -1,9 +1,12 @@
 // SigLIP encoder of an mmproj file (see vision_encoder.h for the numerics).
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "common/cpu_features.h"
 #include "common/fp16.h"
 #include "model/ops.h"
 #include "quant/gemm_float.h"
@@ -23,6 +26,18 @@ inline float bf16_round(float f) {
   x = (x + 0x7fffu + ((x >> 16) & 1u)) & 0xffff0000u;
   std::memcpy(&f, &x, 4);
   return f;
+}
+
+// fp16_round of 8 lanes at a time: vcvtps2ph rounds to nearest even as f32_to_fp16 does (overflow
+// to ±inf, subnormals exact), so the result is bit-identical to the scalar loop (NaN stays NaN).
+__attribute__((target("avx2,f16c")))
+void fp16_round_avx2(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(x + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) x[i] = fp16_round(x[i]);
 }
 
 // ggml_norm then the optional weight and bias: mean and variance accumulated in double.
@@ -103,7 +118,10 @@ void add_rows(ThreadPool& pool, float* y, const float* x, int64_t n_rows, int64_
 }  // namespace
 
 void round_for_weights(GgmlType t, float* x, int64_t n) {
-  if (t == GgmlType::F16) {
+  static const bool use_f16c = cpu_features().avx2;  // AVX2 + FMA + F16C executed here
+  if (t == GgmlType::F16 && use_f16c) {
+    fp16_round_avx2(x, n);
+  } else if (t == GgmlType::F16) {
     for (int64_t i = 0; i < n; ++i) x[i] = fp16_round(x[i]);
   } else if (t == GgmlType::BF16) {
     for (int64_t i = 0; i < n; ++i) x[i] = bf16_round(x[i]);
