@@ -1,13 +1,15 @@
 """Image encode time per encoder input: laneserve's vision encoder (lanes._runtime.VisionEncoder) next to
 llama.cpp's mtmd (mtmd_encode_chunk) on the same random-weight projector and the same preprocessed image, at 1
-and 2 threads. One line per (projector, threads): median of --repeat runs, ours / mtmd ratio (> 1: we are faster).
+and 2 threads. One line per (projector, threads, round): median of --repeat runs each, mtmd / ours ratio (> 1: we
+are faster). --rounds N alternates the two N times (mtmd, then ours, per round) so that both sides of each ratio
+see the same machine load; a last line per (projector, threads) gives the median ratio over the rounds.
 
 The projectors are SmolVLM-256M-shaped (idefics3: 512-px tiles, 16-px patches, hidden 768, 12 heads, FFN 3072,
 scale 4 → 64 embeddings per tile) and a Gemma-3-style SigLIP at 448 px / 14-px patches (1024 patches pooled 4×4 →
 64 embeddings), both with --layers blocks (default 6; real ones have 12 and 27), F16 matrices, paired with
 SmolLM2-135M (vocabulary extended with SmolVLM's markers) and Gemma 3 270M.
 
-    python benchmarks/vision_bench.py --llama-python /path/to/llama-venv/bin/python [--lib DIR] [--repeat 5]
+    python benchmarks/vision_bench.py --llama-python /path/to/llama-venv/bin/python [--lib DIR] [--repeat 5] [--rounds 3]
 
 mtmd runs in that interpreter (llama-cpp-python 0.3.36 with libmtmd; --lib as in tests/data/vision/
 make_reference.py). Timings on a shared machine are noisy: compare the two columns of one run only.
@@ -75,6 +77,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
     import lanes
     from PIL import Image
@@ -97,23 +100,30 @@ def main() -> None:
             np.save(Path(tmp) / "image.npy", pix)
             req = {"lib": args.lib, "text": str(text), "mmproj": str(mmproj), "image": str(Path(tmp) / "image.npy"),
                    "threads": args.threads, "repeat": args.repeat}
-            res = subprocess.run([args.llama_python, "-c", MTMD_SCRIPT, json.dumps(req)], capture_output=True,
-                                 text=True, check=True)
-            theirs = json.loads(res.stdout.strip().splitlines()[-1])
-            for threads in args.threads:
-                enc = rt.VisionEncoder(str(mmproj), n_threads=threads)
-                x = preprocess(Image.fromarray(pix), VisionConfig.from_encoder(enc)).inputs[0]
-                enc.encode(x)  # warm-up
-                ours = []
-                for _ in range(args.repeat):
-                    t = time.perf_counter()
-                    enc.encode(x)
-                    ours.append(time.perf_counter() - t)
-                a, b = statistics.median(ours), statistics.median(theirs[str(threads)])
-                print(f"{name:9s} {spec.image_size}px {(spec.image_size // spec.patch_size) ** 2} patches "
-                      f"{spec.n_layer} blocks  threads={threads}  ours {a * 1e3:8.1f} ms  mtmd {b * 1e3:8.1f} ms  "
-                      f"ratio {b / a:5.2f}x", flush=True)
-
+            encs = {t: rt.VisionEncoder(str(mmproj), n_threads=t) for t in args.threads}
+            x = preprocess(Image.fromarray(pix), VisionConfig.from_encoder(encs[args.threads[0]])).inputs[0]
+            ratios = {t: [] for t in args.threads}
+            for rnd in range(args.rounds):
+                res = subprocess.run([args.llama_python, "-c", MTMD_SCRIPT, json.dumps(req)], capture_output=True,
+                                     text=True, check=True)
+                theirs = json.loads(res.stdout.strip().splitlines()[-1])
+                for threads in args.threads:
+                    enc = encs[threads]
+                    enc.encode(x)  # warm-up
+                    ours = []
+                    for _ in range(args.repeat):
+                        t = time.perf_counter()
+                        enc.encode(x)
+                        ours.append(time.perf_counter() - t)
+                    a, b = statistics.median(ours), statistics.median(theirs[str(threads)])
+                    ratios[threads].append(b / a)
+                    print(f"{name:9s} {spec.image_size}px {(spec.image_size // spec.patch_size) ** 2} patches "
+                          f"{spec.n_layer} blocks  threads={threads}  round {rnd + 1}  ours {a * 1e3:8.1f} ms  "
+                          f"mtmd {b * 1e3:8.1f} ms  ratio {b / a:5.2f}x", flush=True)
+            if args.rounds > 1:
+                for threads in args.threads:
+                    print(f"{name:9s} threads={threads}  median ratio over {args.rounds} rounds "
+                          f"{statistics.median(ratios[threads]):5.2f}x", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bindings/bindings.h"
+#include "quant/gemm_float.h"
 #include "quant/quant.h"
 
 namespace py = pybind11;
@@ -127,14 +128,36 @@ void bind_quant(py::module_& parent) {
      "y = x @ W.T for a ggml weight W with n_out rows of n_in elements; x is (rows, n_in) float32; "
      "interleaved: W is in the form interleave() returns.");
 
+  m.def("gemm_float", [](int type_id, py::buffer weight, int64_t n_in, int64_t n_out,
+                         py::array_t<float, py::array::c_style | py::array::forcecast> x, int threads) {
+    const GgmlType t = checked_type(type_id);
+    if (!gemm_float_supported(t)) throw std::invalid_argument("gemm_float takes F32, F16 or BF16 weights");
+    const py::buffer_info wi = weight.request();
+    check_shape(t, n_in, n_out, size_t(wi.size * wi.itemsize));
+    if (x.ndim() != 2 || x.shape(1) != n_in) throw std::invalid_argument("x must have shape (rows, n_in)");
+    const int64_t rows = x.shape(0);
+    py::array_t<float> y({rows, n_out});
+    float* yp = y.mutable_data();
+    const float* xp = x.data();
+    PoolEntry& e = pool_for(threads);
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(e.mu);
+      gemm_float(*e.pool, t, wi.ptr, n_in, n_out, xp, rows, yp, n_out);
+    }
+    return y;
+  }, py::arg("type_id"), py::arg("weight"), py::arg("n_in"), py::arg("n_out"), py::arg("x"), py::arg("threads") = 1,
+     "y = x @ W.T on the float-weight GEMM (quant/gemm_float.h): F32 / F16 / BF16 W, n_out rows of n_in.");
+
   m.def("bench_matmul", [](int type_id, py::buffer weights, int64_t n_in, int64_t n_out, int64_t rows, int threads,
-                           int iters, bool interleaved) {
+                           int iters, bool interleaved, bool float_gemm) {
     // weights holds k >= 1 matrices back to back; calls cycle through them so a buffer larger
     // than the caches measures DRAM-streaming GEMV.
     const GgmlType t = checked_type(type_id);
     const py::buffer_info wi = weights.request();
     check_shape(t, n_in, n_out, size_t(wi.size * wi.itemsize));
     if (interleaved && !interleave_supported(t, n_in, n_out)) throw std::invalid_argument("not interleavable");
+    if (float_gemm && (interleaved || !gemm_float_supported(t))) throw std::invalid_argument("float_gemm: F32/F16/BF16 rows");
     const size_t mat = interleaved ? interleaved_bytes(t, n_in, n_out) : ggml_row_bytes(t, n_in) * size_t(n_out);
     const size_t k = size_t(wi.size * wi.itemsize) / mat;
     if (k == 0) throw std::invalid_argument("weight buffer too small");
@@ -142,19 +165,20 @@ void bind_quant(py::module_& parent) {
     std::vector<float> x(size_t(rows * n_in)), y(size_t(rows * n_out));
     for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 2654435761u) % 1000) / 500.f - 1.f;
     PoolEntry& e = pool_for(threads);
+    auto run = [&](const uint8_t* wm) {
+      if (float_gemm) gemm_float(*e.pool, t, wm, n_in, n_out, x.data(), rows, y.data(), n_out);
+      else matmul(*e.pool, e.scratch, t, wm, n_in, n_out, x.data(), rows, y.data(), n_out, layout);
+    };
     double secs, cpu;
     {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(e.mu);
       const auto* base = static_cast<const uint8_t*>(wi.ptr);
-      for (size_t j = 0; j < k; ++j)  // warm-up: touch every matrix once
-        matmul(*e.pool, e.scratch, t, base + j * mat, n_in, n_out, x.data(), rows, y.data(), n_out, layout);
+      for (size_t j = 0; j < k; ++j) run(base + j * mat);  // warm-up: touch every matrix once
       timespec c0, c1;
       clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
       const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i)
-        matmul(*e.pool, e.scratch, t, base + size_t(i) % k * mat, n_in, n_out, x.data(), rows, y.data(), n_out,
-               layout);
+      for (int i = 0; i < iters; ++i) run(base + size_t(i) % k * mat);
       secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
       clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
       cpu = (double(c1.tv_sec - c0.tv_sec) + 1e-9 * double(c1.tv_nsec - c0.tv_nsec)) / iters;
@@ -163,7 +187,7 @@ void bind_quant(py::module_& parent) {
     // is the steadier number on a shared, oversubscribed machine.
     return py::make_tuple(secs, cpu);
   }, py::arg("type_id"), py::arg("weights"), py::arg("n_in"), py::arg("n_out"), py::arg("rows"), py::arg("threads"),
-     py::arg("iters"), py::arg("interleaved") = false);
+     py::arg("iters"), py::arg("interleaved") = false, py::arg("float_gemm") = false);
 
   m.def("active_isa", [] { return std::string(isa_name(active_isa())); });
   m.def("set_isa", [](const std::string& name) {

@@ -1,7 +1,7 @@
 // The vision encoder of an mmproj file: normalised pixels of one image_size² input → image
 // embeddings in the text model's space, computed as llama.cpp's mtmd computes them (clip.cpp's
-// SigLIP graph with flash attention off): the same op order, matmuls on the text path's kernels
-// with activations rounded to fp16 / bf16 before products with fp16 / bf16 weights (ggml converts
+// SigLIP graph with flash attention off): the same op order, float-weight products on gemm_float
+// (quant/gemm_float.h; quantized weights on the text path's matmul) with activations rounded to fp16 / bf16 before products with fp16 / bf16 weights (ggml converts
 // them to the weight's dot type), layer norms with double accumulation, GELU from ggml's fp16
 // table, softmax in fp32 with a double sum. Attention is fp32 throughout (llama.cpp's default
 // flash-attention path keeps K and V in fp16; the golden tests measure that spread).

@@ -1,11 +1,15 @@
 // SigLIP encoder of an mmproj file (see vision_encoder.h for the numerics).
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "common/cpu_features.h"
 #include "common/fp16.h"
 #include "model/ops.h"
+#include "quant/gemm_float.h"
 #include "vision/vision_encoder.h"
 
 namespace ls {
@@ -22,6 +26,18 @@ inline float bf16_round(float f) {
   x = (x + 0x7fffu + ((x >> 16) & 1u)) & 0xffff0000u;
   std::memcpy(&f, &x, 4);
   return f;
+}
+
+// fp16_round of 8 lanes at a time: vcvtps2ph rounds to nearest even as f32_to_fp16 does (overflow
+// to ±inf, subnormals exact), so the result is bit-identical to the scalar loop (NaN stays NaN).
+__attribute__((target("avx2,f16c")))
+void fp16_round_avx2(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_ps(x + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) x[i] = fp16_round(x[i]);
 }
 
 // ggml_norm then the optional weight and bias: mean and variance accumulated in double.
@@ -71,7 +87,7 @@ void softmax_rows(ThreadPool& pool, float* s, int64_t n_rows, int64_t n, float s
 
 // Full (non-causal) multi-head attention over n tokens: qkv rows hold q | k | v (each
 // n_head·d_head wide); out gets n rows of n_head·d_head. Scores and the weighted sum of V run
-// on the fp32 matmul kernel, one head and one block of queries at a time.
+// on gemm_float (fp32), one head and one block of queries at a time.
 void attention(ThreadPool& pool, MatmulScratch& scratch, const float* q, const float* k, const float* v,
                int64_t stride, int64_t n, int n_head, int d_head, float* out) {
   const int64_t width = int64_t(n_head) * d_head;
@@ -88,9 +104,9 @@ void attention(ThreadPool& pool, MatmulScratch& scratch, const float* q, const f
     }
     for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
       const int64_t bq = std::min(kQueryBlock, n - q0);
-      matmul(pool, scratch, GgmlType::F32, kh.data(), d_head, n, &qh[size_t(q0 * d_head)], bq, s.data(), n);
+      gemm_float(pool, GgmlType::F32, kh.data(), d_head, n, &qh[size_t(q0 * d_head)], bq, s.data(), n);
       softmax_rows(pool, s.data(), bq, n, scale);
-      matmul(pool, scratch, GgmlType::F32, vt.data(), n, d_head, s.data(), bq, out + q0 * width + h * d_head, width);
+      gemm_float(pool, GgmlType::F32, vt.data(), n, d_head, s.data(), bq, out + q0 * width + h * d_head, width);
     }
   }
 }
@@ -102,17 +118,29 @@ void add_rows(ThreadPool& pool, float* y, const float* x, int64_t n_rows, int64_
 }  // namespace
 
 void round_for_weights(GgmlType t, float* x, int64_t n) {
-  if (t == GgmlType::F16) {
+  static const bool use_f16c = cpu_features().avx2;  // AVX2 + FMA + F16C executed here
+  if (t == GgmlType::F16 && use_f16c) {
+    fp16_round_avx2(x, n);
+  } else if (t == GgmlType::F16) {
     for (int64_t i = 0; i < n; ++i) x[i] = fp16_round(x[i]);
   } else if (t == GgmlType::BF16) {
     for (int64_t i = 0; i < n; ++i) x[i] = bf16_round(x[i]);
   }
 }
 
+namespace {
+// y (row stride y_stride) = x · wᵀ: gemm_float for F32 / F16 / BF16 weights, matmul otherwise.
+void product(ThreadPool& pool, MatmulScratch& scratch, GgmlType t, const void* w, int64_t n_in, int64_t n_out,
+             const float* x, int64_t n_rows, float* y, int64_t y_stride) {
+  if (gemm_float_supported(t)) gemm_float(pool, t, w, n_in, n_out, x, n_rows, y, y_stride);
+  else matmul(pool, scratch, t, w, n_in, n_out, x, n_rows, y, y_stride);
+}
+}  // namespace
+
 void linear(ThreadPool& pool, MatmulScratch& scratch, const VisionMatrix& w, float* x, int64_t n_rows, float* y,
             const std::vector<float>& bias) {
   round_for_weights(w.type, x, n_rows * w.n_in);
-  matmul(pool, scratch, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out);
+  product(pool, scratch, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out);
   if (!bias.empty()) {
     pool.parallel_for(n_rows, 16, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) add_f32(y + r * w.n_out, bias.data(), w.n_out);
@@ -146,19 +174,23 @@ void vit_forward(const Mmproj& m, ThreadPool& pool, MatmulScratch& scratch, cons
     layer_norm_rows(pool, hidden, cur.data(), n, d, hp.eps, L.ln1_w, L.ln1_b);
     // q, k and v side by side in one buffer (row stride 3·width).
     float* q = qkv.data();
-    if (L.q.type == L.k.type && L.q.type == L.v.type) {
+    if (L.q.type == L.k.type && L.q.type == L.v.type && !gemm_float_supported(L.q.type)) {
       round_for_weights(L.q.type, cur.data(), n * d);
       const MatmulOut outs[3] = {{L.q.data, width, q, 3 * width},
                                  {L.k.data, width, q + width, 3 * width},
                                  {L.v.data, width, q + 2 * width, 3 * width}};
       matmul_multi(pool, scratch, L.q.type, d, cur.data(), n, outs, 3);
+    } else if (L.q.type == L.k.type && L.q.type == L.v.type) {  // float weights: one rounding, three products
+      round_for_weights(L.q.type, cur.data(), n * d);
+      const VisionMatrix* mats[3] = {&L.q, &L.k, &L.v};
+      for (int j = 0; j < 3; ++j) gemm_float(pool, L.q.type, mats[j]->data, d, width, cur.data(), n, q + j * width, 3 * width);
     } else {  // mixed types: each product rounds its own copy of the input
       std::vector<float> x(size_t(n * d));
       const VisionMatrix* mats[3] = {&L.q, &L.k, &L.v};
       for (int j = 0; j < 3; ++j) {
         std::memcpy(x.data(), cur.data(), sizeof(float) * x.size());
         round_for_weights(mats[j]->type, x.data(), n * d);
-        matmul(pool, scratch, mats[j]->type, mats[j]->data, d, width, x.data(), n, q + j * width, 3 * width);
+        product(pool, scratch, mats[j]->type, mats[j]->data, d, width, x.data(), n, q + j * width, 3 * width);
       }
     }
     const std::vector<float>* biases[3] = {&L.q_b, &L.k_b, &L.v_b};
