@@ -2,6 +2,7 @@
 a request holds a slot, and an interactive chat driven through a pseudo-terminal."""
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -118,22 +119,29 @@ def test_run_streams_stops_and_quits(own_server):
         child.sendline("hello there")
         child.expect_exact("4 5 ")  # streamed synthetic tokens "i " arrive one by one
         assert _slots_in_use(srv.base_url) == 1
-        child.sendintr()  # Ctrl-C: stops this answer, not the program
+        # Ctrl-C: stops this answer, not the program. SIGINT straight to the process: the ^C character
+        # depends on the terminal's mode, which readline changes around each prompt.
+        child.kill(signal.SIGINT)
         child.expect_exact("(stopped)")
         child.expect_exact(">>> ")
         assert _wait(lambda: _slots_in_use(srv.base_url) == 0, 5.0)  # the generation was cancelled
         child.sendline("and again")
         child.expect_exact("2 3 ")
-        child.sendintr()
+        child.kill(signal.SIGINT)
         child.expect_exact(">>> ")
         child.sendline("/bye")
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
     assert child.exitstatus == 0
-    records = [json.loads(line) for line in srv.records_path.read_text().splitlines()]
-    chats = [r for r in records if r.get("model") == "fake"]
-    assert [r["outcome"] for r in chats] == ["disconnect", "disconnect"]  # connection closed by Ctrl-C
+
+    def chats() -> list[dict]:
+        records = [json.loads(line) for line in srv.records_path.read_text().splitlines()]
+        return [r for r in records if r.get("model") == "fake"]
+
+    # A record is written when its handler ends, which can follow the client's exit.
+    assert _wait(lambda: len(chats()) == 2, 5.0), chats()
+    assert [r["outcome"] for r in chats()] == ["disconnect", "disconnect"]  # connection closed by Ctrl-C
 
 
 def test_run_keeps_the_history(monkeypatch, capsys):
