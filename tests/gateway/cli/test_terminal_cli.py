@@ -112,8 +112,11 @@ def test_run_streams_stops_and_quits(own_server):
     srv.wait_ready()
     env = {**os.environ, "PYTHONPATH": str(Path(gateway.__file__).resolve().parent.parent)}
     env.pop("LANESERVE_API_KEY", None)
+    # SIGINT at its default in the child: a parent that ignores it (a job started with `&` by a
+    # non-interactive shell) would pass SIG_IGN down, and Python then never raises KeyboardInterrupt.
     child = pexpect.spawn(sys.executable, ["-m", "gateway.cli", "run", "fake", "--url", srv.base_url],
-                          env=env, encoding="utf-8", timeout=30)
+                          env=env, encoding="utf-8", timeout=30,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         child.expect_exact(">>> ")
         child.sendline("hello there")
