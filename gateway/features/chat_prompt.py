@@ -1,8 +1,8 @@
-"""A chat request's prompt for a served text model, whichever protocol asked (OpenAI chat,
-Ollama chat and generate, the Responses API, Anthropic Messages): the tools put into the model's own call format, the chat
-template rendered with the reasoning switch (and the markers the lane splits reasoning at), the
-images of the messages placed where the template put them (gateway.vision), and the token budget
-checked against the context."""
+"""A chat request's prompt for a served text model, whichever protocol asked (OpenAI chat, Ollama
+chat and generate, the Responses API, Anthropic Messages): the tools put into the model's own call
+format, the chat template rendered with the reasoning switch (and the markers the lane splits
+reasoning at), the images of the messages placed where the template put them (gateway.vision), and
+the token budget checked against the context."""
 from __future__ import annotations
 
 import dataclasses

@@ -313,7 +313,8 @@ COMPLETION_REQUIRED = ("model", "prompt")
 
 CHAT_FIELDS = table(
     *COMMON_FIELDS.values(),
-    Custom("messages", "system/developer, user and assistant turns; text parts, and image_url parts (data: URIs) for a model served with --mmproj",
+    Custom("messages", "system/developer, user and assistant turns; text parts, and image_url parts (data: URIs) "
+           "for a model served with --mmproj",
            reader=lambda body: None, shape={"type": "array", "items": message_shape(), "minItems": 1,
                                             "maxItems": MAX_MESSAGES}),
     Int("max_completion_tokens", "wins over max_tokens", lo=1, hi=MAX_TOKENS_LIMIT),

@@ -121,9 +121,10 @@ def lane_specs(config: GatewayConfig, paths: dict[str, str], vision: dict | None
             continue
         slots = slots_for(config, path, num_models)
         needs = vision.get(name)
+        image_step = needs.step_tokens if needs else 0  # a gemma3 image is prefilled in one step
         specs.append(LaneModelSpec(name=name, path=path, replicas=config.replicas, threads=config.lane_threads(num_models),
                                    ctx_size=config.ctx_size, num_slots=slots,
-                                   max_batch_tokens=max(config.max_batch_tokens, slots + (needs.step_tokens if needs else 0)),
+                                   max_batch_tokens=max(config.max_batch_tokens, slots + image_step),
                                    image_n_embd=needs.image_n_embd if needs else 0,
                                    repack_cache_dir=config.repack_cache_path(), lora=lora.get(name, ()),
                                    prompt_cache_mib=config.cache_ram_mib))
