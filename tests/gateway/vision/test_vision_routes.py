@@ -1,7 +1,7 @@
 """Images through a real server (`--mmproj`): Gemma 3 270M with the random-weight gemma3 projector of
 tests/csrc/vision/mmproj_gguf.py, beside a text-only model. The openai client (stream and not) and the ollama
 client (/api/chat and /api/generate) give the same text for the same image, with the image's tokens in the prompt
-count; 8 concurrent requests with different images mixed with text-only ones each equal the same request alone
+count; ten images in one request; 8 concurrent requests with different images mixed with text-only ones each equal the same request alone
 (seeded); every bad input is a 400 (413 beyond the pixel limit) in the protocol's error shape, and an image URL is
 never fetched (a local server records whether it was hit); `vision` is listed only for the projector's model."""
 from __future__ import annotations
@@ -117,6 +117,9 @@ def test_same_text_through_both_clients_and_image_tokens_counted(clients, mmproj
     plain = oai.chat.completions.create(model="g", messages=[{"role": "user", "content": QUESTION}],
                                         **OPENAI_SAMPLING)
     assert plain.choices[0].message.content != text  # the image is in the prompt, not ignored
+    other = png_b64(mmproj_gguf.image_pixels(mmproj_gguf.IMAGES["gemma3"][1]))
+    again = oai.chat.completions.create(model="g", messages=openai_image_message(other), **OPENAI_SAMPLING)
+    assert again.usage.prompt_tokens == len(want_ids) and again.choices[0].message.content != text  # its pixels count
 
 
 def test_concurrent_images_and_text_each_equal_alone(vision_server):
@@ -137,6 +140,20 @@ def test_concurrent_images_and_text_each_equal_alone(vision_server):
     alone, together = asyncio.run(alone_then_together())
     assert len(set(alone[:8])) == 8  # each image its own text
     assert together == alone
+
+
+def test_many_images_in_one_request(clients):
+    """Ten images in one message (380 of the 512 context positions are image rows) cross the request ring."""
+    oai, oll = clients
+    pictures = [png_b64(noise_image(k)) for k in range(10)]
+    content = [{"type": "text", "text": "Compare these:"}]
+    content += [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b}"}} for b in pictures]
+    reply = oai.chat.completions.create(model="g", messages=[{"role": "user", "content": content}], **OPENAI_SAMPLING)
+    one = oai.chat.completions.create(model="g", messages=[{"role": "user", "content": content[:2]}], **OPENAI_SAMPLING)
+    assert reply.usage.prompt_tokens - one.usage.prompt_tokens == 9 * 38  # 36 image tokens and 2 markers each
+    chat = oll.chat(model="g", messages=[{"role": "user", "content": "Compare these:", "images": pictures}],
+                    options=OLLAMA_OPTIONS)
+    assert chat.prompt_eval_count == reply.usage.prompt_tokens
 
 
 class _Recorder(BaseHTTPRequestHandler):
