@@ -17,7 +17,7 @@ from gateway.server.residency import LOADED, Resident, Residency, keep_alive_or_
 from gateway.server.records import RecordsFile
 from gateway.server.state import ServedModel, ServerState
 from gateway.ui.routes import PAGE_PATH
-from gateway.vision.serving import lane_needs, load_projectors
+from gateway.vision.serving import lane_needs, load_projectors, missing_marker_tokens
 
 
 class StartupFailed(RuntimeError):
@@ -69,6 +69,10 @@ class ServingLanes:
                               if model_kind(path) == "text"})
             except Exception as exc:
                 failed.append(f"cannot read model files: {exc}")
+                return
+            no_markers = missing_marker_tokens(projectors, texts)
+            if no_markers:
+                failed.append(no_markers)
                 return
             if on_demand is not None:
                 on_demand.read_all(int(time.time()))  # a broken file is kept aside, not fatal

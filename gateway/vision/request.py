@@ -27,6 +27,11 @@ def check_images_served(served, images, param: str) -> None:
                       code="images_not_supported")
 
 
+def has_token(text, token: str) -> bool:
+    """Whether the text model's vocabulary has `token` as one token (special tokens parsed, as mtmd tokenizes)."""
+    return len(text.tokenizer.encode(token, False, True)) == 1
+
+
 def image_prompt(text, vision, rendered: str, images: list[RequestImage], param: str
                  ) -> tuple[list[int], tuple[PromptImage, ...]]:
     """(prompt ids with placeholder ids under the images, the lane's PromptImages) of a rendered chat prompt whose
@@ -41,7 +46,7 @@ def image_prompt(text, vision, rendered: str, images: list[RequestImage], param:
     try:
         ids, spans = build_image_prompt(rendered, pictures, vision, text.encode_rendered,
                                         lambda s: list(tok.encode(s, False, True)),
-                                        lambda t: len(tok.encode(t, False, True)) == 1)
+                                        lambda t: has_token(text, t))
     except ValueError as exc:
         raise invalid(str(exc), param=param, code="invalid_image") from None
     return ids, tuple(PromptImage(*span) for span in spans)

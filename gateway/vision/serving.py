@@ -41,6 +41,20 @@ def load_projectors(config, paths: dict[str, str], threads: int) -> dict:
     return out
 
 
+def missing_marker_tokens(projectors: dict, texts: dict) -> str | None:
+    """Why a projector's text model cannot take images, when its vocabulary lacks a marker token every image's
+    layout uses (idefics3's <row_R_col_C> depend on the tiles: a request needing one the model lacks is a 400)."""
+    from gateway.vision.layout import REQUIRED_TOKENS
+    from gateway.vision.request import has_token
+
+    for name, vision in projectors.items():
+        missing = [t for t in REQUIRED_TOKENS[vision.projector_type] if not has_token(texts[name], t)]
+        if missing:
+            return (f"mmproj {name}={vision.path}: the text model's vocabulary lacks the {vision.projector_type} "
+                    f"image marker token {missing[0]!r}")
+    return None
+
+
 def lane_needs(projectors: dict) -> dict[str, LaneNeeds]:
     return {name: LaneNeeds(v.encoder.n_embd_out, v.config.tokens_per_image if v.non_causal else 0)
             for name, v in projectors.items()}

@@ -1,5 +1,5 @@
 """--mmproj at start-up: the setting's validation, the projectors' clear errors (a model that is not a --model, not
-a GGUF text model, or whose n_embd differs from the projector's output), and what a projector's lanes are sized for
+a GGUF text model, whose n_embd differs from the projector's output, or whose vocabulary lacks the marker tokens), and what a projector's lanes are sized for
 (request ring holding a whole context of image rows, max_batch_tokens holding a gemma3 image beside the slots)."""
 import sys
 from pathlib import Path
@@ -10,7 +10,7 @@ import pytest
 from gateway.serve.lanes import lane_specs
 from gateway.server.config import ConfigError, GatewayConfig, config_from_strings
 from gateway.server.entries import MmprojEntry, ModelEntry
-from gateway.vision.serving import lane_needs, load_projectors
+from gateway.vision.serving import lane_needs, load_projectors, missing_marker_tokens
 from lanes import gemma3_path, smollm2_path, wire
 from lanes.api import GenerationParams, PromptImage
 from lanes.channels import request_ring_capacity
@@ -47,6 +47,16 @@ def test_projector_errors_name_the_setting(mmproj):
     missing = GatewayConfig(models=(ModelEntry("g", "gemma3"),), mmproj=(MmprojEntry("g", mmproj + ".missing"),))
     with pytest.raises(ValueError, match=r"mmproj g=.*\.missing"):
         load_projectors(missing, {"g": str(gemma3_path())}, 1)
+
+
+def test_a_text_model_without_the_marker_tokens(tmp_path):
+    from gateway.text.model_text import ModelText
+
+    idefics = mmproj_gguf.write_mmproj(tmp_path / "i.gguf", mmproj_gguf.SPECS["idefics3"])  # 576-wide, as SmolLM2
+    config = GatewayConfig(models=(ModelEntry("s", "smollm2"),), mmproj=(MmprojEntry("s", str(idefics)),))
+    projectors = load_projectors(config, {"s": str(smollm2_path())}, 1)
+    assert "lacks the idefics3 image marker token '<fake_token_around_image>'" in \
+        missing_marker_tokens(projectors, {"s": ModelText(str(smollm2_path()))})
 
 
 def test_lanes_sized_for_images(mmproj):
