@@ -1,6 +1,6 @@
 """Images through a real server (`--mmproj`): Gemma 3 270M with the random-weight gemma3 projector of
-tests/csrc/vision/mmproj_gguf.py, beside a text-only model. The openai client (stream and not) and the ollama
-client (/api/chat and /api/generate) give the same text for the same image, with the image's tokens in the prompt
+tests/csrc/vision/mmproj_gguf.py, beside a text-only model. The openai client (stream and not), the ollama
+client (/api/chat and /api/generate) and Anthropic's /v1/messages give the same text for the same image, with the image's tokens in the prompt
 count; ten images in one request; 8 concurrent requests with different images mixed with text-only ones each equal the same request alone
 (seeded); every bad input is a 400 (413 beyond the pixel limit) in the protocol's error shape, and an image URL is
 never fetched (a local server records whether it was hit); `vision` is listed only for the projector's model."""
@@ -62,6 +62,10 @@ def huge_png_header_b64(width: int = 10_000, height: int = 10_000) -> str:
     return base64.b64encode(raw).decode()
 
 
+def url_of(client: openai.OpenAI) -> str:
+    return str(client.base_url).rstrip("/").removesuffix("/v1")
+
+
 def openai_image_message(b64: str, question: str = QUESTION) -> list[dict]:
     """Image first, then the question: the same text as Ollama's (its images' markers go before the text)."""
     return [{"role": "user", "content": [
@@ -114,6 +118,22 @@ def test_same_text_through_both_clients_and_image_tokens_counted(clients, mmproj
     assert streamed == text
     generated = oll.generate(model="g", prompt=QUESTION, images=[b64], options=OLLAMA_OPTIONS)
     assert generated.response == text
+    # Anthropic's Messages API has no seed: compared greedy.
+    greedy = oai.chat.completions.create(model="g", messages=openai_image_message(b64), temperature=0,
+                                         max_tokens=MAX_TOKENS)
+    anthropic_reply = httpx.post(url_of(oai) + "/v1/messages", timeout=120, json={
+        "model": "g", "max_tokens": MAX_TOKENS, "temperature": 0, "messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64}},
+            {"type": "text", "text": QUESTION}]}]}).json()
+    assert anthropic_reply["content"][0]["text"] == greedy.choices[0].message.content
+    usage = anthropic_reply["usage"]
+    assert usage["input_tokens"] + usage["cache_read_input_tokens"] == len(want_ids), usage
+    assert usage["cache_read_input_tokens"] > 36  # the same image's K/V were reused from the earlier requests
+    count = httpx.post(url_of(oai) + "/v1/messages/count_tokens", timeout=120, json={
+        "model": "g", "messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64}},
+            {"type": "text", "text": QUESTION}]}]}).json()
+    assert count == {"input_tokens": len(want_ids)}
     plain = oai.chat.completions.create(model="g", messages=[{"role": "user", "content": QUESTION}],
                                         **OPENAI_SAMPLING)
     assert plain.choices[0].message.content != text  # the image is in the prompt, not ignored
@@ -180,7 +200,7 @@ def url_server():
     srv.server_close()
 
 
-def test_bad_inputs_openai(vision_server, url_server):
+def test_bad_inputs_openai_and_anthropic(vision_server, url_server):
     post = lambda body: httpx.post(vision_server.base_url + "/v1/chat/completions", timeout=60,  # noqa: E731
                                    json={"model": "g", "max_tokens": 2, **body})
     good = png_b64(noise_image(2))
@@ -201,6 +221,11 @@ def test_bad_inputs_openai(vision_server, url_server):
         assert r.status_code == status, (message, r.text)
         error = r.json()["error"]
         assert message in error["message"] and error["type"] == "invalid_request_error", error
+    r = httpx.post(vision_server.base_url + "/v1/messages", timeout=60, json={
+        "model": "g", "max_tokens": 2, "messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "url", "url": url_server}}]}]})
+    assert r.status_code == 400 and r.json()["type"] == "error", r.text
+    assert "messages[0].content[0]: image URLs are not fetched" in r.json()["error"]["message"]
     assert _Recorder.hits == []
 
 
