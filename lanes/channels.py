@@ -13,11 +13,16 @@ import posix_ipc
 
 from lanes import _ring
 from lanes.names import make_name
+from lanes.wire import IMAGE_ENTRY, MAX_REQUEST_IMAGES
 
 
-def request_ring_capacity(ctx_size: int) -> int:
-    """Power of two whose max record (capacity/4) holds a full-context prompt plus framing."""
-    need = 4 * (ctx_size * 4 + 65536)
+def request_ring_capacity(ctx_size: int, image_n_embd: int = 0) -> int:
+    """Power of two whose max record (capacity/4) holds a full-context prompt plus framing; with
+    image_n_embd (a vision projector's output width), every prompt position may be an image row of
+    that many float32 (image positions are prompt positions, so ctx_size bounds them all), plus the
+    largest image table."""
+    image_bytes = ctx_size * image_n_embd * 4 + MAX_REQUEST_IMAGES * IMAGE_ENTRY.size + 4 if image_n_embd else 0
+    need = 4 * (ctx_size * 4 + 65536 + image_bytes)
     cap = 65536
     while cap < need:
         cap *= 2

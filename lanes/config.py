@@ -27,6 +27,9 @@ class LaneModelSpec:
     # LanePool.load_adapter.
     lora: tuple[tuple[str, str], ...] = ()
     prompt_cache_mib: int = 0  # K/V of displaced sequences kept in RAM (csrc/engine/prompt_cache.h); 0 = off
+    # Width of the image embeddings requests may carry (a vision projector's output, = the text model's
+    # n_embd); sizes the request ring for prompts made of image rows (lanes.channels). 0 = text only.
+    image_n_embd: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in LANE_KINDS:
@@ -41,6 +44,8 @@ class LaneModelSpec:
             raise ValueError(f"replicas must be >= 1, got {self.replicas}")
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0, got {self.threads}")
+        if self.image_n_embd < 0:
+            raise ValueError(f"image_n_embd must be >= 0, got {self.image_n_embd}")
         if self.ctx_size < 16:
             raise ValueError(f"ctx_size must be >= 16, got {self.ctx_size}")
         names = [name for name, _ in self.lora]

@@ -102,7 +102,7 @@ class LanePool:
             swept = sweep_stale(self.config.shm_dir)
             if swept:
                 log.warning("removed %d stale shared-memory names of dead runs", len(swept))
-            need = sum(total_bytes(request_ring_capacity(s.ctx_size), self.config.output_ring_bytes) * s.replicas
+            need = sum(total_bytes(request_ring_capacity(s.ctx_size, s.image_n_embd), self.config.output_ring_bytes) * s.replicas
                        for s in self.specs if s.name not in self.deferred)
             check_free_space(int(need * SHM_HEADROOM), self.config.shm_dir)
             for replica in self._startup_replicas():

@@ -79,7 +79,7 @@ class LaneReplica:
         cfg = self.pool.config
         self.generation += 1
         self.channels = LaneChannels.create(
-            self.pool.run_id, f"{self.label}g{self.generation}", request_ring_capacity(self.spec.ctx_size),
+            self.pool.run_id, f"{self.label}g{self.generation}", request_ring_capacity(self.spec.ctx_size, self.spec.image_n_embd),
             cfg.output_ring_bytes, cfg.doorbell)
         lane_config = {
             "parent_pid": os.getpid(), "path": self.spec.path, "threads": self.spec.threads,

@@ -6,12 +6,18 @@
                                      content: a string or text blocks)
   assistant text / tool_use blocks → one assistant turn with `tool_calls` (input as arguments)
   assistant thinking blocks        → dropped: reasoning is never rendered into the prompt again
-  image / document blocks          → 400: laneserve has no image input yet
+  user image blocks (base64)       → an image marker in the user turn's text where the block sits, the image
+                                     collected for the prompt (gateway.vision; a model without a projector → 400;
+                                     a `url` source → 400, never fetched)
+  document blocks                  → 400: laneserve has no document input
 """
 from __future__ import annotations
 
 from gateway.http.errors import invalid
 from gateway.http.limits import MAX_MESSAGES
+from gateway.vision.decode import ImageDecodeError, ImageTooLarge, payload_bytes
+from gateway.vision.parts import IMAGE_MARKER, RequestImage
+from gateway.vision.request import image_error
 
 _TEXT_KEYS = {"type", "text", "cache_control", "citations"}
 _BLOCK_KEYS = {
@@ -20,8 +26,9 @@ _BLOCK_KEYS = {
     "tool_result": {"type", "tool_use_id", "content", "is_error", "cache_control"},
     "thinking": {"type", "thinking", "signature"},
     "redacted_thinking": {"type", "data"},
+    "image": {"type", "source", "cache_control"},
 }
-_UNSUPPORTED = ("image", "document", "search_result", "server_tool_use", "web_search_tool_result")
+_UNSUPPORTED = ("document", "search_result", "server_tool_use", "web_search_tool_result")
 
 
 def _bad(message: str, param: str, code: str = "invalid_value"):
@@ -33,10 +40,10 @@ def _check_block(block, param: str, lenient: bool) -> str:
         raise _bad("each content block must be an object with a 'type'", param, "invalid_type")
     kind = block["type"]
     if kind in _UNSUPPORTED:
-        raise _bad(f"'{kind}' content blocks are not supported: this server has no image or document input",
+        raise _bad(f"'{kind}' content blocks are not supported: this server has no document input",
                    param, "unsupported_content")
     if kind not in _BLOCK_KEYS:
-        raise _bad("content blocks must be text, tool_use, tool_result or thinking", f"{param}.type")
+        raise _bad("content blocks must be text, image, tool_use, tool_result or thinking", f"{param}.type")
     unknown = sorted(set(block) - _BLOCK_KEYS[kind])
     if unknown and not lenient:
         raise _bad(f"unsupported {kind} block field '{unknown[0]}'", param, "unknown_parameter")
@@ -83,7 +90,20 @@ def _tool_turn(block: dict, param: str, names: dict, lenient: bool) -> dict:
     return turn
 
 
-def _turns(message, i: int, names: dict, lenient: bool) -> list[dict]:
+def _image(block: dict, param: str) -> RequestImage:
+    """An image block's picture: a base64 source (a `url` source is refused, never fetched)."""
+    source = block.get("source")
+    kind = source.get("type") if type(source) is dict else None
+    if kind not in ("base64", "url"):
+        raise _bad("an image block's source must be {\"type\": \"base64\", \"media_type\", \"data\"}",
+                   f"{param}.source")
+    try:
+        return RequestImage(param, payload_bytes(source.get("data" if kind == "base64" else "url"), param))
+    except (ImageDecodeError, ImageTooLarge) as exc:
+        raise image_error(exc, param) from None
+
+
+def _turns(message, i: int, names: dict, lenient: bool, images: list) -> list[dict]:
     param = f"messages[{i}]"
     if type(message) is not dict:
         raise _bad("each message must be an object", param, "invalid_type")
@@ -104,12 +124,15 @@ def _turns(message, i: int, names: dict, lenient: bool) -> list[dict]:
         kind = _check_block(block, at, lenient)
         if kind == "text":
             texts.append(_text(block, at))
+        elif kind == "image" and role == "user":
+            images.append(_image(block, at))
+            texts.append(IMAGE_MARKER)
         elif kind == "tool_use" and role == "assistant":
             calls.append(_tool_call(block, at))
             names[block["id"]] = block["name"]
         elif kind == "tool_result" and role == "user":
             tool_turns.append(_tool_turn(block, at, names, lenient))
-        elif kind in ("tool_use", "tool_result"):
+        elif kind in ("tool_use", "tool_result", "image"):
             raise _bad(f"'{kind}' blocks belong in {'assistant' if kind == 'tool_use' else 'user'} messages", at)
     turn = {"role": role, "content": "".join(texts)}
     if calls:
@@ -117,8 +140,10 @@ def _turns(message, i: int, names: dict, lenient: bool) -> list[dict]:
     return tool_turns + ([turn] if texts or calls or not tool_turns else [])
 
 
-def chat_messages(body: dict, lenient: bool) -> list[dict]:
-    """The request's turns, system first, in the shape gateway.openai.requests.parse_messages normalises."""
+def chat_messages(body: dict, lenient: bool, images: list | None = None) -> list[dict]:
+    """The request's turns, system first, in the shape gateway.openai.requests.parse_messages normalises; the
+    user turns' images are appended to `images` (their markers are in the text)."""
+    images = [] if images is None else images
     value = body.get("messages")
     if value is None:
         raise _bad("'messages' is required", "messages", "missing_required_parameter")
@@ -134,7 +159,7 @@ def chat_messages(body: dict, lenient: bool) -> list[dict]:
             out.append({"role": "system", "content": text})
     names: dict = {}  # tool_use id → tool name, for the tool turns that answer it
     for i, message in enumerate(value):
-        out.extend(_turns(message, i, names, lenient))
+        out.extend(_turns(message, i, names, lenient, images))
     return out
 
 
@@ -154,6 +179,12 @@ def message_shape() -> dict:
             "type": {"const": "tool_result"}, "tool_use_id": {"type": "string"},
             "content": {"anyOf": [{"type": "string"}, {"type": "array", "items": _TEXT_BLOCK}]},
             "is_error": {"type": "boolean"}}},
+        {"type": "object", "required": ["type", "source"], "properties": {
+            "type": {"const": "image"}, "source": {"type": "object", "required": ["type"], "properties": {
+                "type": {"enum": ["base64", "url"]}, "media_type": {"type": "string"}, "data": {"type": "string"},
+                "url": {"type": "string"}}}},
+         "description": "user messages, for a model served with a vision projector (--mmproj); a url source is "
+                        "refused (never fetched)"},
         {"type": "object", "required": ["type"], "properties": {"type": {"enum": ["thinking", "redacted_thinking"]}},
          "description": "sent back from an earlier answer; dropped"},
     ]

@@ -142,9 +142,10 @@ def parse_messages_request(body: dict, *, lenient: bool, count_only: bool = Fals
         temperature=f["temperature"].read(body), top_p=f["top_p"].read(body), top_k=f["top_k"].read(body),
         stop=stop,
     )
-    messages = parse_messages({"messages": chat_messages(body, lenient)}, lenient=True)
+    images: list = []
+    messages = parse_messages({"messages": chat_messages(body, lenient, images)}, lenient=True)
     chat = ChatRequest(sampling=sampling, messages=messages, ignored_fields=ignored, think=_think(body, max_tokens),
-                       think_param="thinking", tools=_tools(body))
+                       think_param="thinking", tools=_tools(body), images=tuple(images))
     return MessagesRequest(chat, stop, ignored)
 
 
@@ -167,7 +168,7 @@ _STOP_SHAPE = {"type": ["array", "null"], "maxItems": MAX_STOP_STRINGS,
 _PROMPT_FIELDS = (
     Custom("model", "a served model name (GET /v1/models)", reader=_model, shape={"type": "string"}),
     Custom("messages", "user and assistant turns: a string or text, tool_use, tool_result (and thinking, "
-           "dropped) blocks; no images", reader=lambda body: None,
+           "dropped) blocks; image blocks (base64) for a model served with --mmproj", reader=lambda body: None,
            shape={"type": "array", "minItems": 1, "items": message_shape()}),
     Custom("system", "a string or text blocks", reader=lambda body: None, shape=SYSTEM_SHAPE),
     Custom("tools", "functions the model may call", reader=lambda body: None,

@@ -51,6 +51,8 @@ _HELP = {
     "max_n": "largest n (choices per request)",
     "lora": "LoRA adapter (GGUF) to serve as NAME=PATH, on the text model whose architecture it fits, or "
             "MODEL:NAME=PATH (repeatable); requests name it as their model",
+    "mmproj": "vision projector (llama.cpp's mmproj GGUF) of the --model NAME as NAME=MMPROJ (repeatable): its chat "
+              "requests may carry images; its projector's output size must match the model's",
     "lora_dir": "directory of LoRA adapters (NAME.gguf) that /v1/load_lora_adapter and /set_lora may load at "
                 "run time (no other path is ever opened)",
     "max_stored_responses": "responses kept in memory for GET /v1/responses/{id} and previous_response_id "
@@ -86,6 +88,8 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, dest=name, action="append", metavar="NAME=PATH_OR_ALIAS", help=help_text)
         elif name == "lora":
             parser.add_argument(flag, dest=name, action="append", metavar="[MODEL:]NAME=PATH", help=help_text)
+        elif name == "mmproj":
+            parser.add_argument(flag, dest=name, action="append", metavar="NAME=MMPROJ", help=help_text)
         elif name == "cors_origins":
             parser.add_argument(flag, dest=name, nargs="+", metavar="ORIGIN", help=help_text)
         elif isinstance(f.default, bool):

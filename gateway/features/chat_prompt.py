@@ -1,14 +1,16 @@
-"""A chat request's prompt for a served text model, whichever protocol asked (OpenAI chat, the
-Responses API, Anthropic Messages): the tools put into the model's own call format, the chat
-template rendered with the reasoning switch (and the markers the lane splits reasoning at), and
+"""A chat request's prompt for a served text model, whichever protocol asked (OpenAI chat, Ollama
+chat and generate, the Responses API, Anthropic Messages): the tools put into the model's own call
+format, the chat template rendered with the reasoning switch (and the markers the lane splits
+reasoning at), the images of the messages placed where the template put them (gateway.vision), and
 the token budget checked against the context."""
 from __future__ import annotations
 
 import dataclasses
 
-from gateway.features.reasoning import render_for_thinking
+from gateway.features.reasoning import rendered_for_thinking
 from gateway.features.tools import HERMES, Tools, chat_for_template, tool_grammar
 from gateway.http.errors import APIError, invalid
+from gateway.vision.request import check_images_served, image_prompt
 
 
 def active_tools(served, tools: Tools | None) -> tuple[Tools | None, str | None]:
@@ -23,11 +25,26 @@ def active_tools(served, tools: Tools | None) -> tuple[Tools | None, str | None]
 def chat_prompt_ids(served, messages: list[dict], template_kwargs: dict, tools: Tools | None, think: bool | None,
                     think_param: str, *, param: str = "messages"):
     """(token ids, the lane's reasoning markers or None) of a conversation; an empty prompt is a 400 on `param`."""
+    ids, markers, _ = chat_prompt(served, messages, template_kwargs, tools, think, think_param, param=param)
+    return ids, markers
+
+
+def chat_prompt(served, messages: list[dict], template_kwargs: dict, tools: Tools | None, think: bool | None,
+                think_param: str, *, images=(), param: str = "messages"):
+    """(token ids, reasoning markers or None, the lane's PromptImages) of a conversation whose messages carry one
+    IMAGE_MARKER per image of `images` (gateway.vision.parts.RequestImage, in order). With images this decodes and
+    encodes them: call it off the event loop (the adapters mark such requests Parsed.plan_off_loop)."""
     messages, kwargs = chat_for_template(messages, template_kwargs, tools, served.text.supports_tools)
-    ids, markers = render_for_thinking(served.text, messages, kwargs, think, param=think_param, model=served.name)
+    rendered, markers = rendered_for_thinking(served.text, messages, kwargs, think, param=think_param,
+                                              model=served.name)
+    if images:
+        check_images_served(served, images, param)
+        ids, prompt_images = image_prompt(served.text, served.vision, rendered, list(images), param)
+    else:
+        ids, prompt_images = served.text.encode_rendered(rendered), ()
     if not ids:
         raise invalid("the prompt is empty after tokenization", param=param)
-    return ids, markers
+    return ids, markers, prompt_images
 
 
 def max_tokens_for(requested: int | None, prompt_len: int, n_ctx: int, prompt_param: str, *,

@@ -80,15 +80,21 @@ def check_thinking(text, think: bool | None, *, param: str, model: str) -> tuple
 
 def render_for_thinking(text, messages: list[dict], template_kwargs: dict | None, think: bool | None, *,
                         param: str, model: str) -> tuple[list[int], ReasoningMarkers | None]:
+    rendered, markers = rendered_for_thinking(text, messages, template_kwargs, think, param=param, model=model)
+    return text.encode_rendered(rendered), markers
+
+
+def rendered_for_thinking(text, messages: list[dict], template_kwargs: dict | None, think: bool | None, *,
+                          param: str, model: str) -> tuple[str, ReasoningMarkers | None]:
+    """render_for_thinking's rendered text before tokenization (a prompt with images is tokenized around them)."""
     markers = check_thinking(text, think, param=param, model=model)
     kwargs = dict(template_kwargs or {})
     if think is not None and text.thinking_markers is not None:
         kwargs["enable_thinking"] = think
     rendered = text.render_chat(messages, kwargs)
-    ids = text.encode_rendered(rendered)
     if markers is None:
-        return ids, None
+        return rendered, None
     open_marker, close_marker = markers
     # Templates that open the block in the generation prompt (DeepSeek-R1) start inside it.
     starts_inside = rendered.rstrip().endswith(open_marker)
-    return ids, ReasoningMarkers(open_marker, close_marker, starts_inside)
+    return rendered, ReasoningMarkers(open_marker, close_marker, starts_inside)

@@ -22,6 +22,8 @@ from gateway.ollama.logprobs import ollama_logprobs
 from gateway.features.reasoning import OLLAMA_LEVELS, think_from_ollama
 from gateway.features.structured import from_ollama_format
 from gateway.features.tools import CALL_SHAPE, TOOL_SHAPES, Tools, parse_tools, tool_calls_of_message
+from gateway.vision.decode import ImageDecodeError, ImageTooLarge
+from gateway.vision.parts import ollama_images, with_markers
 
 MAX_STOP_STRINGS = 16
 ROLES = ("system", "user", "assistant", "tool")
@@ -65,6 +67,7 @@ class OllamaRequest:
     keep_alive_s: float | None = None   # gateway.ollama.keep_alive: None = not given, < 0 = never unload
     think: bool | None = None           # None: the template's default
     tools: Tools | None = None          # chat: gateway.features.tools (Ollama has no tool_choice: auto)
+    images: tuple = ()                  # gateway.vision.parts.RequestImage, in order (their markers are in the text)
 
 
 def unknown_fields(body: dict, known: dict) -> tuple[str, ...]:
@@ -159,7 +162,18 @@ def _unsupported(body: dict, name: str, what: str) -> None:
         raise bad(f"{name} is not supported by this server ({what})")
 
 
-def _messages(body: dict) -> tuple[dict, ...]:
+def _images(value, where: str) -> list:
+    """A message's or generate's `images` (raw base64) → RequestImages; a bad one is a 400 naming it, 413 if too large."""
+    try:
+        return ollama_images(value, where)
+    except ImageTooLarge as exc:
+        raise OllamaError(413, str(exc)) from None
+    except ImageDecodeError as exc:
+        raise bad(str(exc)) from None
+
+
+def _messages(body: dict, images: list) -> tuple[dict, ...]:
+    """The turns; each message's images are appended to `images`, their markers put before its text."""
     value = body.get("messages")
     if value is None:
         return ()
@@ -177,10 +191,10 @@ def _messages(body: dict) -> tuple[dict, ...]:
             content = ""
         if type(content) is not str:
             raise bad(f"messages[{i}].content must be a string")
-        if message.get("images") not in (None, []):
-            raise bad("this model does not support images")
+        found = _images(message.get("images"), f"messages[{i}].images")
+        images += found
         # `thinking` sent back in the history is accepted and not fed to the model again.
-        normal = {"role": role, "content": content}
+        normal = {"role": role, "content": with_markers(content, len(found))}
         if message.get("tool_calls") is not None:  # validated on any role; only an assistant's are rendered
             calls = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
             if role == "assistant" and calls:
@@ -203,9 +217,11 @@ def parse_chat(body: dict) -> OllamaRequest:
     stream = body.get("stream", True)
     if type(stream) is not bool:
         raise bad("stream must be true or false")
+    images: list = []
+    messages = _messages(body, images)
     return OllamaRequest(model=model, stream=stream, params=params, num_predict=num_predict,
-                         messages=_messages(body), keep_alive_s=_keep_alive_s(body),
-                         think=think_from_ollama(body.get("think")), tools=tools)
+                         messages=messages, keep_alive_s=_keep_alive_s(body),
+                         think=think_from_ollama(body.get("think")), tools=tools, images=tuple(images))
 
 
 def parse_generate(body: dict) -> OllamaRequest:
@@ -214,8 +230,7 @@ def parse_generate(body: dict) -> OllamaRequest:
     params = dataclasses.replace(params, grammar=from_ollama_format(body.get("format")))
     _unsupported(body, "suffix", "fill-in-the-middle")
     _unsupported(body, "template", "only the model's own template is used; send raw: true with a formatted prompt")
-    if body.get("images") not in (None, []):
-        raise bad("this model does not support images")
+    images = _images(body.get("images"), "images")
     stream = body.get("stream", True)
     raw = body.get("raw", False)
     if type(stream) is not bool or type(raw) is not bool:
@@ -233,7 +248,7 @@ def parse_generate(body: dict) -> OllamaRequest:
         raise bad("context must be a list of token ids")
     return OllamaRequest(model=model, stream=stream, params=params, num_predict=num_predict, prompt=prompt,
                          system=system, raw=raw, context=tuple(context), keep_alive_s=_keep_alive_s(body),
-                         think=think_from_ollama(body.get("think")))
+                         think=think_from_ollama(body.get("think")), images=tuple(images))
 
 
 # --- JSON Schema of the fields read above (gateway/server/openapi.py renders it); each shape states what
@@ -261,9 +276,10 @@ def _unsupported_shape(what: str) -> dict:
     return {"enum": list(_NO_VALUES), "description": f"not supported ({what})"}
 
 
-_EMPTY_LIST = {"type": ["array", "null"], "maxItems": 0}
+_IMAGES = {"type": ["array", "null"], "items": {"type": "string", "description": "raw base64 (PNG, JPEG, WebP, GIF)"},
+           "description": "only for a model served with a vision projector (--mmproj)"}
 _MESSAGE = {"type": "object", "required": ["role"], "additionalProperties": True, "properties": {
-    "role": {"enum": list(ROLES)}, "content": {"type": ["string", "null"]}, "images": _EMPTY_LIST,
+    "role": {"enum": list(ROLES)}, "content": {"type": ["string", "null"]}, "images": _IMAGES,
     "tool_calls": {"type": ["array", "null"], "items": CALL_SHAPE}, "tool_name": {"type": ["string", "null"]},
     "thinking": {}}}
 _COMMON_SHAPES = {
@@ -279,7 +295,7 @@ _COMMON_SHAPES = {
 CHAT_FIELDS = {**_COMMON_SHAPES, "messages": {"type": ["array", "null"], "items": _MESSAGE, "maxItems": MAX_MESSAGES},
                "tools": TOOL_SHAPES["tools"][1]}
 GENERATE_FIELDS = {**_COMMON_SHAPES, "prompt": {"type": ["string", "null"]}, "system": {"type": ["string", "null"]},
-                   "raw": {"type": "boolean", "default": False}, "images": _EMPTY_LIST,
+                   "raw": {"type": "boolean", "default": False}, "images": _IMAGES,
                    "suffix": _unsupported_shape("fill-in-the-middle"), "template": _unsupported_shape("templates"),
                    "context": {"type": ["array", "null"], "items": {"type": "integer", "minimum": 0}}}
 

@@ -1,7 +1,7 @@
 """POST /api/chat and /api/generate: the Ollama adapter of the request pipeline.
 
 parse: the body (JSON whatever its Content-Type, as Ollama reads it) → model (`name[:latest]`)
-→ fields (gateway.ollama.requests); plan: template/tokenize → context check → one lane
+→ fields (gateway.ollama.requests); plan: template/tokenize (images: in a worker thread) → context check → one lane
 submission with NDJSON framings (gateway.ollama.frames). Errors are `{"error": "..."}` with
 Ollama's statuses (gateway.ollama.errors).
 """
@@ -11,8 +11,9 @@ import dataclasses
 
 import orjson
 
-from gateway.features.reasoning import check_thinking, render_for_thinking
-from gateway.features.tools import HERMES, chat_for_template, tool_grammar
+from gateway.features.chat_prompt import chat_prompt
+from gateway.features.reasoning import check_thinking
+from gateway.features.tools import HERMES, tool_grammar
 from gateway.http.body import parse_json_object
 from gateway.ollama.errors import error_response, served_model
 from gateway.ollama.frames import OllamaFrames
@@ -26,25 +27,33 @@ from gateway.serve.generation import Submission
 from gateway.serve.handler import Adapter, Job, Parsed, route_handler
 from gateway.serve.lanes import CONTENT, REASONING, Framing, ReasoningMarkers
 from gateway.serve.output import Output
+from gateway.vision.parts import with_markers
+from gateway.vision.request import check_images_served
 
 
-def _prompt_ids(served, parsed: OllamaRequest, chat: bool) -> tuple[list[int], ReasoningMarkers | None]:
-    """The prompt's token ids, and the markers the lane splits thinking at (None: all content)."""
+def _prompt_ids(served, parsed: OllamaRequest, chat: bool) -> tuple[list[int], ReasoningMarkers | None, tuple]:
+    """The prompt's token ids, the markers the lane splits thinking at (None: all content), and its images."""
     text = served.text
     if chat:
-        messages, kwargs = chat_for_template(list(parsed.messages), {}, parsed.tools, text.supports_tools)
-        return render_for_thinking(text, messages, kwargs, parsed.think, param="think", model=served.name)
+        return chat_prompt(served, list(parsed.messages), {}, parsed.tools, parsed.think, "think",
+                           images=parsed.images, param="messages")
     if parsed.raw or not text.supports_chat:
+        if parsed.images:
+            raise OllamaError(400, "images need the model's chat template: send raw: false")
         ids = list(parsed.context) + text.encode_prompt(parsed.prompt or "", add_special=not parsed.context)
         markers = check_thinking(text, parsed.think, param="think", model=served.name)
         reasoning = ReasoningMarkers(*markers, False) if markers is not None and parsed.think else None
+        images = ()
     else:
         messages = ([{"role": "system", "content": parsed.system}] if parsed.system else []) + \
-            [{"role": "user", "content": parsed.prompt or ""}]
-        ids, reasoning = render_for_thinking(text, messages, {}, parsed.think, param="think", model=served.name)
+            [{"role": "user", "content": with_markers(parsed.prompt or "", len(parsed.images))}]
+        ids, reasoning, images = chat_prompt(served, messages, {}, None, parsed.think, "think", images=parsed.images,
+                                             param="prompt")
+        shift = len(parsed.context)  # an earlier exchange's ids go first: the images move with the text
         ids = list(parsed.context) + ids
+        images = tuple(dataclasses.replace(im, pos=im.pos + shift) for im in images)
     text.check_token_ids(ids, "context")
-    return ids, reasoning
+    return ids, reasoning, images
 
 
 def _max_tokens(num_predict: int | None, prompt_len: int, n_ctx: int) -> int:
@@ -84,7 +93,9 @@ class _Generate(Adapter):
         apply_keep_alive(state, served.name, parsed.keep_alive_s)
         ignored = unknown_fields(body, CHAT_FIELDS if self.chat else GENERATE_FIELDS)
         requested = model if served.name == model or not model.endswith(":latest") else model[: -len(":latest")]
-        return Parsed(served.name, parsed.stream, parsed, tuple(ignored), state.lora_for(requested))
+        check_images_served(served, parsed.images, "images")
+        return Parsed(served.name, parsed.stream, parsed, tuple(ignored), state.lora_for(requested),
+                      plan_off_loop=bool(parsed.images))
 
     def plan(self, state, p: Parsed) -> Job:
         chat, parsed, served = self.chat, p.fields, state.models[p.model]
@@ -92,10 +103,10 @@ class _Generate(Adapter):
         if (chat and not parsed.messages) or (not chat and not parsed.prompt and not parsed.context):
             return Job([], _LoadAnswer(served, parsed, frames, chat),
                        before_answer=lambda: load_or_unload(state, served.name, parsed.keep_alive_s == 0))
-        ids, reasoning = _prompt_ids(served, parsed, chat)
+        ids, reasoning, images = _prompt_ids(served, parsed, chat)
         if not ids:
             raise OllamaError(400, "the prompt is empty after tokenization")
-        params = dataclasses.replace(parsed.params, reasoning=reasoning,
+        params = dataclasses.replace(parsed.params, reasoning=reasoning, images=images,
                                      max_tokens=_max_tokens(parsed.num_predict, len(ids), served.n_ctx))
         tools = parsed.tools if chat and parsed.tools is not None and parsed.tools.active else None
         if tools is not None:

@@ -18,8 +18,9 @@ from gateway.openai.logprobs import (MAX_CHAT_TOP_LOGPROBS, MAX_COMPLETION_LOGPR
 from gateway.features.reasoning import EFFORTS, think_from_openai
 from gateway.features.structured import SCHEMA_SHAPES as STRUCTURED_SHAPES
 from gateway.features.structured import from_openai as structured_from_openai
-from gateway.features.tools import CALL_SHAPE, TOOL_SHAPES, Tools, parse_tools, tool_calls_of_message
+from gateway.features.tools import TOOL_SHAPES, Tools, parse_tools
 from gateway.lora.selection import LORA_SHAPE, parse_request_lora
+from gateway.openai.messages import CHAT_ROLES, message_schema, message_shape, parse_messages  # noqa: F401
 from lanes.api import GenerationParams, param_default
 
 MAX_STOP_STRINGS = 4
@@ -28,12 +29,6 @@ MAX_LOGIT_BIAS = 1024
 MAX_PROMPTS = 64
 MAX_TOKEN_ID = (1 << 31) - 1
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's legacy completions default; chat fills the context
-CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
-
-# reasoning_content (vLLM, llama-server, DeepSeek), reasoning (OpenRouter, vLLM), thinking (Ollama):
-# accepted on assistant messages and never rendered into the prompt again.
-_MESSAGE_FIELDS = frozenset({"role", "content", "name", "reasoning_content", "reasoning", "thinking", "tool_calls",
-                             "tool_call_id", "tool_name", "refusal"})
 
 
 # The lanes.api.GenerationParams fields an OpenAI request sets (names, types and defaults are
@@ -72,6 +67,7 @@ class ChatRequest:
     think: bool | None = None  # enable_thinking / reasoning_effort; None: the model's default
     think_param: str = "enable_thinking"  # the field that asked (named by a 400)
     tools: Tools | None = None  # gateway.features.tools; None: no tools in the request
+    images: tuple = ()  # gateway.vision.parts.RequestImage per image_url part, in message order
 
 
 def check_fields(body: dict, known: frozenset, lenient: bool) -> tuple[str, ...]:
@@ -215,58 +211,6 @@ def parse_completion(body: dict, *, lenient: bool) -> CompletionRequest:
     return CompletionRequest(sampling=sampling, prompts=f["prompt"].read(body), ignored_fields=ignored, echo=echo)
 
 
-def _message_content(message: dict, index: int) -> str:
-    param = f"messages[{index}].content"
-    content = message.get("content")
-    if content is None:
-        return ""  # assistant turns may carry only tool calls; we render them empty
-    if type(content) is str:
-        return content
-    if type(content) is not list:
-        raise invalid("message content must be a string or an array of text parts", param=param, code="invalid_type")
-    texts = []
-    for part in content:
-        if type(part) is not dict or part.get("type") != "text" or type(part.get("text")) is not str:
-            raise invalid("only text content parts are supported", param=param, code="unsupported_parameter")
-        texts.append(part["text"])
-    return "".join(texts)
-
-
-def parse_messages(body: dict, lenient: bool) -> tuple[dict, ...]:
-    value = body.get("messages")
-    if value is None:
-        raise invalid("'messages' is required", param="messages", code="missing_required_parameter")
-    if type(value) is not list or not value:
-        raise invalid("'messages' must be a non-empty array", param="messages", code="invalid_type")
-    if len(value) > MAX_MESSAGES:
-        raise invalid(f"'messages' accepts at most {MAX_MESSAGES} entries", param="messages")
-    out = []
-    for i, message in enumerate(value):
-        if type(message) is not dict:
-            raise invalid("each message must be an object", param=f"messages[{i}]", code="invalid_type")
-        unknown = [k for k in message if k not in _MESSAGE_FIELDS]
-        if unknown and not lenient:
-            raise invalid(f"Unrecognized message field {safe_repr(unknown[0])}", param=f"messages[{i}]",
-                          code="unknown_parameter")
-        role = message.get("role")
-        if role not in CHAT_ROLES:
-            raise invalid(f"message role must be one of {', '.join(CHAT_ROLES)}", param=f"messages[{i}].role")
-        for key in ("name", "tool_call_id", "tool_name"):
-            if message.get(key) is not None and type(message[key]) is not str:
-                raise invalid(f"message {key} must be a string", param=f"messages[{i}].{key}", code="invalid_type")
-        # "developer" is OpenAI's newer name for the system turn; templates know only "system".
-        # reasoning_content / reasoning / thinking are dropped: never fed back into the prompt.
-        normal = {"role": "system" if role == "developer" else role, "content": _message_content(message, i)}
-        if message.get("tool_calls") is not None:  # validated on any role; only an assistant's are rendered
-            calls = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
-            if role == "assistant" and calls:
-                normal["tool_calls"] = calls
-        if role == "tool":
-            name = message.get("name") or message.get("tool_name")
-            normal.update({k: v for k, v in (("tool_call_id", message.get("tool_call_id")), ("name", name)) if v})
-        out.append(normal)
-    return tuple(out)
-
 
 def template_kwargs(body: dict) -> dict:
     kwargs = dict(get_object(body, "chat_template_kwargs") or {})
@@ -292,9 +236,12 @@ def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
     if tools is not None and tools.active and sampling.logprobs is not None:
         raise invalid("'logprobs' cannot be combined with tool calls", param="logprobs", code="unsupported_parameter")
     kwargs = template_kwargs(body)
+    images: list = []
+    messages = parse_messages(body, lenient, images)
     return ChatRequest(
         sampling=sampling,
-        messages=parse_messages(body, lenient),
+        messages=messages,
+        images=tuple(images),
         template_kwargs=kwargs,
         ignored_fields=ignored,
         think=think_from_openai(kwargs.get("enable_thinking"), body.get("reasoning_effort")),
@@ -363,29 +310,12 @@ COMPLETION_FIELDS = table(
 COMPLETION_REQUIRED = ("model", "prompt")
 
 
-def _message_shape() -> dict:
-    part = {"type": "object", "properties": {"type": {"const": "text"}, "text": {"type": "string"}},
-            "required": ["type", "text"]}
-    return {
-        "type": "object",
-        "properties": {
-            "role": {"enum": list(CHAT_ROLES)},
-            "content": {"anyOf": [{"type": "string"}, {"type": "array", "items": part}, {"type": "null"}]},
-            "name": {"type": ["string", "null"]},
-            "reasoning_content": {}, "reasoning": {}, "thinking": {},
-            "tool_calls": {"type": ["array", "null"], "items": CALL_SHAPE},
-            "tool_call_id": {"type": ["string", "null"]}, "tool_name": {"type": ["string", "null"]},
-            "refusal": {},
-        },
-        "required": ["role"],
-        "additionalProperties": False,
-    }
-
 
 CHAT_FIELDS = table(
     *COMMON_FIELDS.values(),
-    Custom("messages", "system/developer, user and assistant turns; text content only",
-           reader=lambda body: None, shape={"type": "array", "items": _message_shape(), "minItems": 1,
+    Custom("messages", "system/developer, user and assistant turns; text parts, and image_url parts (data: URIs) "
+           "for a model served with --mmproj",
+           reader=lambda body: None, shape={"type": "array", "items": message_shape(), "minItems": 1,
                                             "maxItems": MAX_MESSAGES}),
     Int("max_completion_tokens", "wins over max_tokens", lo=1, hi=MAX_TOKENS_LIMIT),
     Bool("logprobs", "return each token's log-probability", default=False),
@@ -398,10 +328,3 @@ CHAT_FIELDS = table(
            shape={"enum": [*EFFORTS, None]}),
 )
 CHAT_REQUIRED = ("model", "messages")
-
-
-def message_schema(lenient: bool) -> dict:
-    """Messages are closed like the body unless the server runs --lenient."""
-    shape = _message_shape()
-    shape["additionalProperties"] = lenient
-    return shape

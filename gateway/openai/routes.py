@@ -1,14 +1,14 @@
 """POST /v1/completions and POST /v1/chat/completions: the OpenAI adapter of the request pipeline.
 
 parse: body → validated fields (gateway.openai.requests) → the model; plan: tokenize (chat
-template, reasoning switches, tool prompts) → context check → one lane submission per prompt,
+template, reasoning switches, tool prompts, images: in a worker thread) → context check → one lane submission per prompt,
 with the frames each choice's deltas are wrapped in (gateway.openai.frames).
 """
 from __future__ import annotations
 
 import dataclasses
 
-from gateway.features.chat_prompt import active_tools, chat_prompt_ids, max_tokens_for
+from gateway.features.chat_prompt import active_tools, chat_prompt, max_tokens_for
 from gateway.http.body import parse_json_object
 from gateway.http.errors import invalid
 from gateway.openai.frames import StreamFrames, new_completion_id, now_s
@@ -19,14 +19,15 @@ from gateway.openai.tool_stream import TOOL_TEXT_FRAMING
 from gateway.serve.generation import Submission
 from gateway.serve.handler import Adapter, Job, Parsed, route_handler
 from gateway.serve.lanes import CONTENT, REASONING, Framing, RepeatedFraming, generation_params
+from gateway.vision.request import check_images_served
 
 
 def _prompt_ids(served, parsed, chat: bool, tools):
-    """(token ids per prompt, reasoning markers for the lane or None)."""
+    """(token ids per prompt, reasoning markers for the lane or None, the prompt's images for the lane)."""
     if chat:
-        ids, markers = chat_prompt_ids(served, list(parsed.messages), parsed.template_kwargs, tools,
-                                       parsed.think, parsed.think_param)
-        return [ids], markers
+        ids, markers, images = chat_prompt(served, list(parsed.messages), parsed.template_kwargs, tools,
+                                           parsed.think, parsed.think_param, images=parsed.images)
+        return [ids], markers, images
     all_ids = []
     for prompt in parsed.prompts:
         if isinstance(prompt, str):
@@ -36,7 +37,7 @@ def _prompt_ids(served, parsed, chat: bool, tools):
             all_ids.append(list(prompt))
         if not all_ids[-1]:
             raise invalid("the prompt is empty after tokenization", param="prompt")
-    return all_ids, None
+    return all_ids, None, ()
 
 
 def _check_logit_bias(served, parsed) -> None:
@@ -58,7 +59,10 @@ class _Generate(Adapter):
         if parsed.sampling.n > config.max_n:
             raise invalid(f"'n' must be between 1 and {config.max_n}", param="n")
         lora = state.lora_for(parsed.sampling.model, COMMON_FIELDS["lora"].read(body))
-        return Parsed(served.name, parsed.sampling.stream, parsed, tuple(parsed.ignored_fields or ()), lora)
+        images = parsed.images if self.chat else ()
+        check_images_served(served, images, "messages")
+        return Parsed(served.name, parsed.sampling.stream, parsed, tuple(parsed.ignored_fields or ()), lora,
+                      plan_off_loop=bool(images))
 
     def plan(self, state, p: Parsed) -> Job:
         chat, parsed, served = self.chat, p.fields, state.models[p.model]
@@ -66,7 +70,7 @@ class _Generate(Adapter):
         tools, grammar = active_tools(served, parsed.tools) if chat else (None, None)
         if tools is not None:  # the answer follows the model's tool-call format (gateway.features.tools)
             sampling = dataclasses.replace(sampling, grammar=grammar)
-        prompts, markers = _prompt_ids(served, parsed, chat, tools)
+        prompts, markers, images = _prompt_ids(served, parsed, chat, tools)
         _check_logit_bias(served, parsed)
         frames = StreamFrames(new_completion_id(chat), now_s(), served.name, chat, sampling.include_usage)
         echo = not chat and parsed.echo
@@ -77,7 +81,7 @@ class _Generate(Adapter):
         submissions = []
         for p_index, ids in enumerate(prompts):
             max_tokens = max_tokens_for(sampling.max_tokens, len(ids), served.n_ctx, "messages" if chat else "prompt")
-            params = generation_params(sampling, max_tokens, markers, prompt_logprobs=echo)
+            params = generation_params(sampling, max_tokens, markers, prompt_logprobs=echo, images=images)
             first = p_index * sampling.n
             framings = []  # non-stream: the relay collects each choice's escaped text
             if sampling.stream and scores is None:

@@ -8,7 +8,8 @@ requests never touch a lane:
   1. refuse while draining          5. register for cancel (POST /stop, DELETE /v1/requests/{id})
   2. parse and look up the model    6. admit: a free slot, else the bounded queue (429 / 503)
   3. claim the request id           7. answer: open the stream and relay it, or collect the body
-  4. plan (tokenize) — off the event loop for large bodies (the tokenizer releases the GIL)
+  4. plan (tokenize) — off the event loop for large bodies and images (the tokenizer and the vision
+     encoder release the GIL)
 
 and, whatever ends it: the outcome recorded once (records, metrics, log), the lane freed through
 the lane protocol on a disconnect or failure, the id released. Only this module opens a response
@@ -48,6 +49,7 @@ class Parsed:
     fields: object  # the protocol's own parsed request
     ignored_fields: tuple = ()  # unknown fields dropped under --lenient (logged by name)
     lora: tuple = ()  # LoRA adapters, (id, scale) pairs, for every submission (ServerState.lora_for)
+    plan_off_loop: bool = False  # plan in a worker thread whatever the body size (images to decode and encode)
 
 
 @dataclass
@@ -189,7 +191,7 @@ class _Run:
 
     async def _plan(self, parsed: Parsed) -> Job:
         adapter = self.adapter
-        if adapter.plan_off_loop or len(self.request.body or b"") > LARGE_BODY_BYTES:
+        if adapter.plan_off_loop or parsed.plan_off_loop or len(self.request.body or b"") > LARGE_BODY_BYTES:
             job = await asyncio.to_thread(adapter.plan, self.state, parsed)
         else:
             job = adapter.plan(self.state, parsed)

@@ -105,8 +105,10 @@ def resident_models(config: GatewayConfig, paths: dict[str, str]) -> int:
     return min(len(paths), config.models_max) if config.models_max else len(paths)
 
 
-def lane_specs(config: GatewayConfig, paths: dict[str, str]) -> list[LaneModelSpec]:
+def lane_specs(config: GatewayConfig, paths: dict[str, str], vision: dict | None = None) -> list[LaneModelSpec]:
+    """vision: model name → gateway.vision.serving.LaneNeeds of its projector (request ring, step budget)."""
     specs = []
+    vision = vision or {}
     num_models = resident_models(config, paths)
     lora = adapters_by_model(config, {n: p for n, p in paths.items()
                                       if not is_synthetic(p) and model_kind(p) == "text"}) if config.lora else {}
@@ -118,17 +120,22 @@ def lane_specs(config: GatewayConfig, paths: dict[str, str]) -> list[LaneModelSp
                                        max_batch_tokens=1, kind="audio"))
             continue
         slots = slots_for(config, path, num_models)
+        needs = vision.get(name)
+        image_step = needs.step_tokens if needs else 0  # a gemma3 image is prefilled in one step
         specs.append(LaneModelSpec(name=name, path=path, replicas=config.replicas, threads=config.lane_threads(num_models),
                                    ctx_size=config.ctx_size, num_slots=slots,
-                                   max_batch_tokens=max(config.max_batch_tokens, slots),
+                                   max_batch_tokens=max(config.max_batch_tokens, slots + image_step),
+                                   image_n_embd=needs.image_n_embd if needs else 0,
                                    repack_cache_dir=config.repack_cache_path(), lora=lora.get(name, ()),
                                    prompt_cache_mib=config.cache_ram_mib))
     return specs
 
 
-def create_pool(config: GatewayConfig, paths: dict[str, str], deferred: tuple[str, ...] = ()) -> LanePool:
-    """deferred: models whose lanes load on demand (gateway.server.residency), not at start."""
-    return LanePool(lane_specs(config, paths), heartbeat_timeout_s=config.heartbeat_timeout_s, deferred=deferred)
+def create_pool(config: GatewayConfig, paths: dict[str, str], deferred: tuple[str, ...] = (),
+                vision: dict | None = None) -> LanePool:
+    """deferred: models whose lanes load on demand (gateway.server.residency), not at start; vision: as lane_specs."""
+    return LanePool(lane_specs(config, paths, vision), heartbeat_timeout_s=config.heartbeat_timeout_s,
+                    deferred=deferred)
 
 
 REASONING = CHANNELS["reasoning"]
@@ -150,16 +157,17 @@ def engine_top_p(top_p: float) -> float:
 
 
 def generation_params(sampling: Sampling, max_tokens: int, reasoning: ReasoningMarkers | None = None, *,
-                      prompt_logprobs: bool = False) -> GenerationParams:
+                      prompt_logprobs: bool = False, images: tuple = ()) -> GenerationParams:
     """The lane parameters: every sampling field the request carries, by name (Sampling uses
     GenerationParams' names), with the resolved token budget; the rest keep their defaults.
-    prompt_logprobs (completions echo): the lane scores the prompt too (logprobs then on)."""
+    prompt_logprobs (completions echo): the lane scores the prompt too (logprobs then on); images: the
+    prompt's lanes.api.PromptImages (gateway.vision.request)."""
     shared = {name: getattr(sampling, name) for name in _SHARED_PARAMS}
     shared["top_p"] = engine_top_p(sampling.top_p)
     if prompt_logprobs and shared.get("logprobs") is None:
         shared["logprobs"] = 0
     return GenerationParams(max_tokens=max_tokens, min_tokens=min(sampling.min_tokens, max_tokens),
-                            reasoning=reasoning, prompt_logprobs=prompt_logprobs, **shared)
+                            reasoning=reasoning, prompt_logprobs=prompt_logprobs, images=images, **shared)
 
 
 __all__ = [

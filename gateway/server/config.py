@@ -16,77 +16,14 @@ from typing import Any, Mapping
 from lanes.config import LaneModelSpec, PoolConfig  # pure Python: the lanes' defaults, not the native runtime
 from lanes.model_files import default_repack_cache_dir
 from lanes.registry import KNOWN_MODELS, SMOLLM2
+from gateway.server.entries import (MODEL_NAME_RE, ConfigError, LoraEntry, MmprojEntry, ModelEntry,  # noqa: F401
+                                    check_adapter_name, parse_lora_arg, parse_mmproj_arg, parse_model_arg)
 
-# Model names end up in JSON bodies, Prometheus labels and log lines: keep them boring.
-MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 DEFAULT_MODEL = SMOLLM2.name
 # parallel = 0 (automatic): this many sequence slots per lane, fewer only if the K/V cache of all
 # lanes would pass this fraction of the machine's memory (gateway/serve/lanes.py: slots_for).
 MAX_AUTO_SLOTS = LaneModelSpec.num_slots
 KV_MEMORY_FRACTION = 0.5
-
-
-class ConfigError(ValueError):
-    """A configuration value is invalid; the message names the field."""
-
-
-@dataclass(frozen=True)
-class ModelEntry:
-    name: str
-    source: str  # a known model's alias (lanes/registry.py), a path, or a synthetic spec
-
-    def __post_init__(self) -> None:
-        if not MODEL_NAME_RE.match(self.name):
-            raise ConfigError(
-                f"model name {self.name!r}: use 1-64 characters of letters, digits, '.', '_', ':', '-'"
-            )
-        if not self.source:
-            raise ConfigError(f"model {self.name}: empty path or alias")
-
-
-ADAPTER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # a single directory name: no '/', no '..'
-
-
-def check_adapter_name(name: str, what: str = "LoRA adapter name") -> str:
-    if not isinstance(name, str) or not ADAPTER_NAME_RE.match(name) or ".." in name:
-        raise ConfigError(f"{what} {name!r}: use 1-64 letters, digits, '.', '_', '-' (a single directory name, "
-                          "not a path)")
-    return name
-
-
-@dataclass(frozen=True)
-class LoraEntry:
-    """`--lora [MODEL:]NAME=PATH`: a GGUF LoRA adapter served as NAME (on MODEL, else on the one
-    text model whose architecture it fits)."""
-    model: str | None
-    name: str
-    path: str
-
-    def __post_init__(self) -> None:
-        check_adapter_name(self.name)
-        if not self.path:
-            raise ConfigError(f"LoRA adapter {self.name}: empty path")
-
-
-def parse_lora_arg(text: str) -> LoraEntry:
-    head, sep, path = text.strip().partition("=")
-    if not sep:
-        raise ConfigError(f"--lora {text!r}: expected NAME=PATH or MODEL:NAME=PATH")
-    model, colon, name = head.strip().rpartition(":")
-    return LoraEntry(model if colon else None, name, path.strip())
-
-
-def parse_model_arg(text: str) -> ModelEntry:
-    """`NAME=PATH_OR_ALIAS`, or a bare alias/path (the name is then the alias or the file stem)."""
-    text = text.strip()
-    if "=" in text:
-        name, source = text.split("=", 1)
-        return ModelEntry(name.strip(), source.strip())
-    if "/" in text or text.endswith(".gguf"):
-        stem = text.rstrip("/").rsplit("/", 1)[-1]
-        stem = stem[: -len(".gguf")] if stem.endswith(".gguf") else stem
-        return ModelEntry(stem, text)
-    return ModelEntry(text, text)
 
 
 API_KEY_MAX_CHARS = 4096
@@ -146,6 +83,8 @@ class GatewayConfig:
     # LoRA adapters (gateway/lora/): served at start, and a directory run-time loads may read from.
     lora: tuple[LoraEntry, ...] = ()
     lora_dir: str | None = None
+    # Vision projectors (gateway/vision/): a --model's mmproj, whose requests may then carry images.
+    mmproj: tuple[MmprojEntry, ...] = ()
     # The Responses API's stored responses (GET /v1/responses/{id}, previous_response_id): in memory,
     # at most this many, none older than this (gateway/responses/store.py).
     max_stored_responses: int = 1000
@@ -181,6 +120,12 @@ class GatewayConfig:
         names = [m.name for m in self.models]
         if len(set(names)) != len(names):
             raise ConfigError(f"models: duplicate model names in {names}")
+        projected = [e.model for e in self.mmproj]
+        for name in projected:
+            if name not in names:
+                raise ConfigError(f"mmproj {name!r}: not a --model name (served: {', '.join(names)})")
+        if len(set(projected)) != len(projected):
+            raise ConfigError(f"mmproj: more than one projector for a model in {projected}")
         for name in ("replicas", "max_n", "retry_after_s", "max_json_depth", "max_batch_tokens"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
@@ -352,6 +297,8 @@ def convert(field_name: str, value: Any) -> Any:
             return tuple(_split_list(value))
         if field_name == "lora":
             return tuple(parse_lora_arg(item) for item in _split_list(value))
+        if field_name == "mmproj":
+            return tuple(parse_mmproj_arg(item) for item in _split_list(value))
         if isinstance(value, str):
             if isinstance(default, bool):
                 return _parse_bool(field_name, value)

@@ -7,7 +7,8 @@ import time
 from typing import Callable
 
 from gateway.serve.admission import AdmissionQueue
-from gateway.serve.lanes import LaneStartupError, create_pool, model_kind, resolve_model_paths, text_model_path
+from gateway.serve.lanes import (LaneStartupError, create_pool, model_kind, resident_models, resolve_model_paths,
+                                 text_model_path)
 from gateway.server.config import GatewayConfig
 from gateway.server.metrics import Metrics
 from gateway.server.models_dir import eager_entries, on_demand_paths
@@ -16,6 +17,7 @@ from gateway.server.residency import LOADED, Resident, Residency, keep_alive_or_
 from gateway.server.records import RecordsFile
 from gateway.server.state import ServedModel, ServerState
 from gateway.ui.routes import PAGE_PATH
+from gateway.vision.serving import lane_needs, load_projectors, missing_marker_tokens
 
 
 class StartupFailed(RuntimeError):
@@ -27,10 +29,11 @@ class ServingLanes:
     --model models load at start; --models-dir ones (`on_demand`) load when first used."""
 
     def __init__(self, pool, paths: dict[str, str], texts: dict, load_s: float = 0.0,
-                 on_demand: OnDemandModels | None = None, skipped: list[str] = ()) -> None:
+                 on_demand: OnDemandModels | None = None, skipped: list[str] = (), projectors: dict | None = None) -> None:
         self.pool = pool
         self.paths = paths  # the --model ones
         self.texts = texts
+        self.projectors = projectors or {}  # model name → gateway.vision.prompt.VisionModel (--mmproj)
         self.load_s = load_s  # model files read + every lane loaded and handshaken
         self.on_demand = on_demand
         self.skipped = list(skipped)  # --models-dir files left out, with the reason
@@ -52,6 +55,10 @@ class ServingLanes:
             raise StartupFailed(f"models_dir: {config.models_dir!r} holds no .gguf file (and no --model was given)")
         if config.models_max and len(paths) > config.models_max:
             raise StartupFailed(f"{len(paths)} models given with --model, more than --models-max {config.models_max}")
+        try:
+            projectors = load_projectors(config, paths, config.lane_threads(resident_models(config, paths)))
+        except ValueError as exc:
+            raise StartupFailed(str(exc)) from None
         texts: dict = {}
         failed: list[str] = []
         on_demand = None
@@ -63,6 +70,10 @@ class ServingLanes:
             except Exception as exc:
                 failed.append(f"cannot read model files: {exc}")
                 return
+            no_markers = missing_marker_tokens(projectors, texts)
+            if no_markers:
+                failed.append(no_markers)
+                return
             if on_demand is not None:
                 on_demand.read_all(int(time.time()))  # a broken file is kept aside, not fatal
             if while_loading is not None:
@@ -70,7 +81,7 @@ class ServingLanes:
 
         try:
             # reads each model's K/V size to size the slots
-            pool = create_pool(config, {**paths, **dir_paths}, deferred=tuple(dir_paths))
+            pool = create_pool(config, {**paths, **dir_paths}, deferred=tuple(dir_paths), vision=lane_needs(projectors))
         except Exception as exc:
             raise StartupFailed(f"cannot read model files: {exc}") from None
         if dir_paths:
@@ -86,7 +97,8 @@ class ServingLanes:
         if failed:
             pool.close()
             raise StartupFailed(failed[0])
-        return cls(pool, paths, texts, load_s=time.monotonic() - t0, on_demand=on_demand, skipped=skipped)
+        return cls(pool, paths, texts, load_s=time.monotonic() - t0, on_demand=on_demand, skipped=skipped,
+                   projectors=projectors)
 
     def attach(self, state: ServerState, loop) -> None:
         self.pool.attach(loop)
@@ -99,7 +111,8 @@ class ServingLanes:
                                              num_slots=int(info.get("num_slots", 1)),
                                              kv_cache_bytes=int(info.get("kv_cache_bytes", 0)),
                                              n_embd=int(info.get("n_embd", 0)),
-                                             kind="text" if text is not None else "audio")
+                                             kind="text" if text is not None else "audio",
+                                             vision=self.projectors.get(name))
             log_model_ready(state, name, info)
         if self.on_demand is not None:
             state.models.update(self.on_demand.served)

@@ -28,6 +28,7 @@ class ServedModel:
     kv_cache_bytes: int = 0   # K/V cache reserved per lane
     n_embd: int = 0           # width of its embeddings (lane handshake)
     kind: str = "text"        # "text" (GGUF) or "audio" (speech to text: gateway/audio/)
+    vision: object = None     # gateway.vision.prompt.VisionModel (--mmproj): its requests may carry images
 
     @property
     def is_audio(self) -> bool:
@@ -42,7 +43,8 @@ class ServedModel:
         text = self.text
         if not text.supports_chat:
             return ["completion"]
-        return ["completion", "chat", "tools"] + (["thinking"] if text.supports_thinking else [])
+        return ["completion", "chat", "tools"] + (["thinking"] if text.supports_thinking else []) + \
+            (["vision"] if self.vision is not None else [])
 
 
 @dataclass

@@ -14,6 +14,7 @@ class ModelMeta:
     bos_token: str
     eos_token: str
     kv_bytes_per_token: int = 0  # fp16 K and V over all layers (0: unknown)
+    n_embd: int = 0  # hidden size (0: unknown); a vision projector's output must match it
 
 
 def read_model_meta(path: str) -> ModelMeta:
@@ -47,4 +48,5 @@ def read_model_meta(path: str) -> ModelMeta:
         bos_token=token_text("tokenizer.ggml.bos_token_id"),
         eos_token=token_text("tokenizer.ggml.eos_token_id"),
         kv_bytes_per_token=kv_bytes,
+        n_embd=arch_int("embedding_length"),
     )

@@ -46,6 +46,11 @@ class VisionModel:
     def projector_type(self) -> str:
         return self.config.projector_type
 
+    @property
+    def non_causal(self) -> bool:
+        """gemma3's image tokens attend to each other both ways (so one image must fit in one step)."""
+        return self.projector_type == "gemma3"
+
     def embed(self, pixels: np.ndarray) -> tuple[np.ndarray, int]:
         """(embeddings [tokens_per_image, n_embd], 64-bit content hash) of one normalised encoder input."""
         key = hashlib.sha256(self._projector_key + np.ascontiguousarray(pixels, dtype=np.float32).tobytes()).digest()
@@ -79,7 +84,7 @@ def build_image_prompt(rendered: str, images: list[Image.Image], vision: VisionM
         raise ValueError(f"the chat template kept {len(pieces) - 1} of {len(images)} image markers")
     ids = list(encode_first(pieces[0]))
     spans = []
-    non_causal = vision.projector_type == "gemma3"
+    non_causal = vision.non_causal
     for img, after in zip(images, pieces[1:]):
         pre = preprocess(img, vision.config)
         missing = [t for t in marker_tokens(vision.projector_type, pre) if not has_token(t)]

@@ -64,11 +64,27 @@ def test_system_blocks_tool_use_and_tool_result_become_chat_turns():
     assert parse(system="S").chat.messages[0] == {"role": "system", "content": "S"}
 
 
-def test_images_are_a_clear_400():
+def test_image_blocks():
+    """Base64 image blocks become a marker in the user turn and a RequestImage naming the block; a url source is
+    refused (never fetched), as are empty data and document blocks."""
+    import base64
+
+    data = base64.b64encode(b"png bytes").decode()
+    chat = parse(messages=[{"role": "user", "content": [
+        {"type": "text", "text": "What is "},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}},
+        {"type": "text", "text": "?"}]}]).chat
+    assert chat.messages[0]["content"] == "What is <__media__>?"
+    assert chat.images == (("messages[0].content[1]", b"png bytes"),)
+    for source, message in (({"type": "base64", "media_type": "image/png", "data": ""}, "expected a base64 image"),
+                            ({"type": "url", "url": "http://127.0.0.1:9/a.png"}, "image URLs are not fetched")):
+        error = refused({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": [
+            {"type": "image", "source": source}]}]}, "messages[0].content[0]")
+        assert message in error.message and error.code == "invalid_image"
     error = refused({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": [
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}]}]},
+        {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "AAAA"}}]}]},
         "messages[0].content[0]")
-    assert "image" in error.message and error.code == "unsupported_content"
+    assert "document" in error.message and error.code == "unsupported_content"
 
 
 def test_tool_choice_maps_to_the_shared_tools():

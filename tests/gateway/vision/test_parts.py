@@ -17,7 +17,7 @@ def test_openai_parts_place_markers_in_order():
         {"type": "image_url", "image_url": f"data:image/jpeg;base64,{PNG}"},
     ], "messages[0].content")
     assert text == f"A {IMAGE_MARKER} and B {IMAGE_MARKER}"
-    assert images == [base64.b64decode(PNG)] * 2
+    assert images == [("messages[0].content[1]", base64.b64decode(PNG)), ("messages[0].content[3]", base64.b64decode(PNG))]
 
 
 @pytest.mark.parametrize("part, match", [
@@ -32,7 +32,8 @@ def test_openai_bad_parts(part, match):
 
 def test_ollama_images():
     assert ollama_images(None, "images") == []
-    assert ollama_images([PNG, PNG], "messages[1].images") == [base64.b64decode(PNG)] * 2
+    assert [im.data for im in ollama_images([PNG, PNG], "messages[1].images")] == [base64.b64decode(PNG)] * 2
+    assert ollama_images([PNG], "images")[0].where == "images[0]"
     assert with_markers("what is this?", 2) == IMAGE_MARKER * 2 + "what is this?"
     with pytest.raises(ImageDecodeError, match=r"messages\[1\].images\[0\]: image URLs"):
         ollama_images(["https://example.com/a.png"], "messages[1].images")
