@@ -50,7 +50,7 @@ def total(stats) -> Stats:
 
 
 def per_model(lane_stats) -> dict[str, Stats]:
-    """(model, Stats) pairs (lanes.pool.Pool.lane_stats) → model → its replicas' total."""
+    """(model, Stats) pairs (lanes.pool.LanePool.lane_stats) → model → its replicas' total."""
     by_model: dict[str, list[Stats]] = {}
     for model, st in lane_stats:
         by_model.setdefault(model, []).append(st)

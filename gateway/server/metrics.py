@@ -78,7 +78,7 @@ PROMPT_CACHE_METRICS = (
     ("laneserve_prompt_cache_bytes", "K/V bytes held by the lanes' prompt caches", "prompt_cache_bytes", True),
     ("laneserve_prompt_cache_budget_bytes", "Byte budget of the lanes' prompt caches (0: off)",
      "prompt_cache_budget_bytes", True),
-    ("laneserve_prompt_cache_entries", "Prompts held by the lanes' prompt caches", "prompt_cache_entries", True),
+    ("laneserve_prompt_cache_entries", "Token sequences held by the lanes' prompt caches", "prompt_cache_entries", True),
     ("laneserve_prompt_cache_hits", "Prompts that attached to a prompt cache entry", "prompt_cache_hits", False),
     ("laneserve_prompt_cache_hit_tokens", "Prompt tokens not prefilled thanks to the prompt cache",
      "prompt_cache_hit_tokens", False),
