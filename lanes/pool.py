@@ -15,7 +15,7 @@ import os
 import time
 from typing import Callable
 
-from lanes import wire
+from lanes import lane_stats, wire
 from lanes.api import (LANE_STATES, SERVING_STATES, AdapterError, AdapterInfo, ChoiceDone, Chunk, Embedding,
                        Framing, GenerationParams, NumberedFraming, RepeatedFraming,
                        LaneBusy, LaneError, LaneModelSpec, LaneStartupError, LaneStatus, ScoredChunk)
@@ -188,8 +188,14 @@ class LanePool:
         return in_flight, slots
 
     def lane_stats(self) -> list[tuple[str, object]]:
-        """(model, latest lanes.wire.Stats) per replica that has reported."""
-        return [(r.spec.name, r.stats) for r in self._all_replicas() if r.stats is not None]
+        """(model, lanes.wire.Stats) per replica that has reported: its current process's latest STATS
+        with the counters of its ended processes added (lanes.lane_stats.carry: never backwards)."""
+        out = []
+        for r in self._all_replicas():
+            st = lane_stats.carry(r.retired_stats, r.stats)
+            if st is not None:
+                out.append((r.spec.name, st))
+        return out
 
     # --- LoRA adapters --------------------------------------------------------------------------
     def adapters(self, model: str) -> list[AdapterInfo]:

@@ -20,7 +20,7 @@ import time
 
 import posix_ipc
 
-from lanes import wire
+from lanes import lane_stats, wire
 from lanes.api import ChoiceDone, Embedding, LaneBusy, LaneError, ScoredChunk, SERVING_STATES
 from lanes.audio.records import transcript_part
 from lanes.channels import LaneChannels, request_ring_capacity
@@ -60,6 +60,7 @@ class LaneReplica:
         self.pidfd = -1
         self.hello: wire.Hello | None = None
         self.stats: wire.Stats | None = None       # latest STATS record of the current process
+        self.retired_stats: wire.Stats | None = None  # counters of its ended processes (lanes.lane_stats)
         self.streams: dict[int, RequestStream] = {}  # requests in flight, by lane request id
         self.load_failures = 0
         self.backoff_s = pool.config.backoff_initial_s
@@ -426,6 +427,8 @@ class LaneReplica:
         self.proc = None
         self.pid = None
         self.state = "stopped"
+        self.retired_stats = lane_stats.retire(self.retired_stats, self.stats)
+        self.stats = None
 
     def cancel_timers(self) -> None:
         if self._respawn_timer is not None:

@@ -301,7 +301,9 @@ decode_done = DONE_RECORD.codec.unpack_from
 
 @dataclass(frozen=True)
 class Stats:
-    """Cumulative engine counters of one lane (non-cumulative bucket counts)."""
+    """Cumulative engine counters of one lane (non-cumulative bucket counts), its sequences now and
+    its prompt cache (wire.h LS_WIRE_PROMPT_CACHE_STATS: bytes, budget and entries now; the rest
+    cumulative). Which fields are gauges: lanes.lane_stats.GAUGE_FIELDS."""
     num_steps: int
     step_ns_sum: int
     batch_tokens_sum: int
@@ -309,10 +311,19 @@ class Stats:
     batch_tokens_buckets: tuple[int, ...]
     active_sequences: int
     waiting_sequences: int
+    prompt_cache_bytes: int = 0
+    prompt_cache_budget_bytes: int = 0  # 0: the lane has no prompt cache
+    prompt_cache_hits: int = 0
+    prompt_cache_hit_tokens: int = 0
+    prompt_cache_stores: int = 0
+    prompt_cache_evictions: int = 0
+    prompt_cache_entries: int = 0
 
 
 def decode_stats(payload: bytes) -> Stats:
-    return Stats(**STATS_RECORD.unpack(payload))
+    fields = STATS_RECORD.unpack(payload)
+    del fields["prompt_cache_reserved"]  # padding
+    return Stats(**fields)
 
 
 def decode_error(payload: bytes) -> tuple[int, str, str]:

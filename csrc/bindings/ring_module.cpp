@@ -298,6 +298,25 @@ PYBIND11_MODULE(_ring, m) {
                                           n_embd, 0});
   }, py::arg("pid"), py::arg("n_ctx"), py::arg("n_vocab"), py::arg("load_ns"), py::arg("kv_bytes"),
      py::arg("num_slots"), py::arg("max_batch_tokens"), py::arg("n_embd") = 0);
+  m.def("encode_stats", [](uint64_t num_steps, uint32_t active, uint32_t waiting, uint64_t pc_bytes,
+                           uint64_t pc_budget, uint32_t pc_entries, uint64_t pc_hits, uint64_t pc_hit_tokens,
+                           uint64_t pc_stores, uint64_t pc_evictions) {
+    wire::StatsRecord s{};
+    s.num_steps = num_steps;
+    s.active_sequences = active;
+    s.waiting_sequences = waiting;
+    s.prompt_cache_bytes = pc_bytes;
+    s.prompt_cache_budget_bytes = pc_budget;
+    s.prompt_cache_entries = pc_entries;
+    s.prompt_cache_hits = pc_hits;
+    s.prompt_cache_hit_tokens = pc_hit_tokens;
+    s.prompt_cache_stores = pc_stores;
+    s.prompt_cache_evictions = pc_evictions;
+    return struct_bytes(s);
+  }, py::arg("num_steps"), py::arg("active_sequences"), py::arg("waiting_sequences"),
+     py::arg("prompt_cache_bytes"), py::arg("prompt_cache_budget_bytes"), py::arg("prompt_cache_entries"),
+     py::arg("prompt_cache_hits"), py::arg("prompt_cache_hit_tokens"), py::arg("prompt_cache_stores"),
+     py::arg("prompt_cache_evictions"));
   m.def("encode_embedding", [](uint64_t rid, uint32_t choice, uint32_t prompt_tokens, const std::vector<float>& v) {
     const wire::EmbeddingHeader h{rid, choice, uint32_t(v.size()), prompt_tokens, 0};
     std::string out(reinterpret_cast<const char*>(&h), sizeof h);

@@ -36,6 +36,8 @@ class Backend {
   virtual int32_t last_batch_tokens() const = 0;
   virtual int32_t next_prefill_tokens() const = 0;  // prompt tokens the next step feeds (0: decode only)
   virtual const std::vector<SeqEvent>& step() = 0;  // long-running; never called with the GIL
+  // The prompt cache's figures (BatchEngine::prompt_cache_stats); a backend without one: zeros.
+  virtual PromptCacheStats prompt_cache_stats() const { return {}; }
   // LoRA adapters (BatchEngine::load_adapter / unload_adapter): load returns the tensor bytes,
   // throws with a message naming the file and problem. Backends without adapters refuse.
   virtual size_t load_adapter(int32_t /*id*/, const std::string& /*path*/) {

@@ -25,6 +25,7 @@ class EngineBackend final : public Backend {
   int32_t last_batch_tokens() const override { return engine_.last_batch_tokens(); }
   int32_t next_prefill_tokens() const override { return engine_.next_prefill_tokens(); }
   const std::vector<SeqEvent>& step() override { return engine_.step(); }
+  PromptCacheStats prompt_cache_stats() const override { return engine_.prompt_cache_stats(); }
   size_t load_adapter(int32_t id, const std::string& path) override { return engine_.load_adapter(id, path); }
   bool unload_adapter(int32_t id) override { return engine_.unload_adapter(id); }
 

@@ -48,6 +48,7 @@ std::string LaneLoop::load_and_run(const std::string& path, const BackendOptions
                                 0};
   const ring::Piece piece{&hello, sizeof hello};
   emit(RecordType::Hello, &piece, 1, false);
+  stats_dirty_ = true;  // a first STATS when idle: the prompt cache's budget is known before any work
   while (!stop_.load(std::memory_order_relaxed)) {
     drain_requests();
     const uint64_t now = ring::monotonic_ns();
@@ -351,6 +352,14 @@ void LaneLoop::publish_stats(uint64_t now_ns) {
   stats_dirty_ = false;
   stats_.active_sequences = uint32_t(backend_->num_active());
   stats_.waiting_sequences = uint32_t(backend_->num_waiting());
+  const PromptCacheStats pc = backend_->prompt_cache_stats();
+  stats_.prompt_cache_bytes = uint64_t(pc.bytes_used);
+  stats_.prompt_cache_budget_bytes = uint64_t(pc.max_bytes);
+  stats_.prompt_cache_hits = pc.hits;
+  stats_.prompt_cache_hit_tokens = pc.hit_tokens;
+  stats_.prompt_cache_stores = pc.stores;
+  stats_.prompt_cache_evictions = pc.evictions;
+  stats_.prompt_cache_entries = uint32_t(pc.entries);
   const ring::Piece piece{&stats_, sizeof stats_};
   emit(RecordType::Stats, &piece, 1, false);
 }

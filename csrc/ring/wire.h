@@ -219,9 +219,10 @@ struct LogprobsHeader { LS_WIRE_LOGPROBS_HEADER(LS_WIRE_DECLARE_FIELD) };
 #define LS_WIRE_LOGPROB_ENTRY(X) X(int32_t, token) X(float, logprob)
 struct LogprobEntry { LS_WIRE_LOGPROB_ENTRY(LS_WIRE_DECLARE_FIELD) };
 
-// STATS payload: cumulative engine counters, written about every kStatsIntervalNs while the lane
-// works (and once when it goes idle). Bucket i counts steps with value ≤ the i-th bound; the
-// last bucket is +Inf. The gateway exposes them as Prometheus histograms.
+// STATS payload: cumulative engine counters and the prompt cache's figures, written once after
+// HELLO, then about every kStatsIntervalNs while the lane works (and once when it goes idle).
+// Bucket i counts steps with value ≤ the i-th bound; the last bucket is +Inf. The gateway
+// exposes them as Prometheus histograms.
 constexpr uint32_t kStepBuckets = 12;
 constexpr uint64_t kStatsIntervalNs = 500'000'000;
 inline constexpr uint64_t kStepTimeBoundsNs[kStepBuckets - 1] = {
@@ -229,6 +230,17 @@ inline constexpr uint64_t kStepTimeBoundsNs[kStepBuckets - 1] = {
     100'000'000, 200'000'000, 500'000'000, 1'000'000'000, 5'000'000'000};
 inline constexpr uint64_t kBatchTokenBounds[kStepBuckets - 1] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 256};
 using StepBucketCounts = uint64_t[kStepBuckets];  // non-cumulative counts per bucket
+// The lane's prompt cache (engine/prompt_cache.h PromptCacheStats): bytes, budget and entries are
+// its state now; hits, hit tokens, stores and evictions are cumulative over the lane process.
+#define LS_WIRE_PROMPT_CACHE_STATS(X)                                                \
+  X(uint64_t, prompt_cache_bytes)        /* K/V bytes its entries hold */            \
+  X(uint64_t, prompt_cache_budget_bytes) /* its byte budget (0: the cache is off) */ \
+  X(uint64_t, prompt_cache_hits)         /* prompts that attached to an entry */     \
+  X(uint64_t, prompt_cache_hit_tokens)   /* prompt positions those hits skipped */   \
+  X(uint64_t, prompt_cache_stores)       /* entries stored */                        \
+  X(uint64_t, prompt_cache_evictions)    /* entries dropped for the budget */        \
+  X(uint32_t, prompt_cache_entries)                                                  \
+  X(uint32_t, prompt_cache_reserved)     /* explicit padding to the 8-byte size */
 #define LS_WIRE_STATS_RECORD(X)                                                      \
   X(uint64_t, num_steps)                                                             \
   X(uint64_t, step_ns_sum)                                                           \
@@ -236,7 +248,8 @@ using StepBucketCounts = uint64_t[kStepBuckets];  // non-cumulative counts per b
   X(StepBucketCounts, step_ns_buckets)                                               \
   X(StepBucketCounts, batch_tokens_buckets)                                          \
   X(uint32_t, active_sequences)  /* sequences holding a slot now */                  \
-  X(uint32_t, waiting_sequences) /* choices queued inside the lane for a slot */
+  X(uint32_t, waiting_sequences) /* choices queued inside the lane for a slot */     \
+  LS_WIRE_PROMPT_CACHE_STATS(X)
 struct StatsRecord { LS_WIRE_STATS_RECORD(LS_WIRE_DECLARE_FIELD) };
 
 // ERROR payload: ErrorHeader + UTF-8 message. Always ends the request (request_id 0: the lane).

@@ -1,7 +1,8 @@
 """`laneserve ps`: what a running server is doing — per model: status, whether it is loaded (busy,
 idle and when it unloads, unloaded, loading), ready replicas, slots in use, queue depth, context per
-slot, memory; then one line per lane, and one per LoRA adapter (its id for llama-server's `lora`, or
-why it failed to load). Read from /health/ready
+slot, memory; then one line per lane, one per model with a prompt cache (memory used of its budget,
+entries, hits, prompt tokens those hits skipped, evictions; summed over its lanes), and one per LoRA
+adapter (its id for llama-server's `lora`, or why it failed to load). Read from /health/ready
 (which answers 503 with the same body while unavailable or draining) and /api/ps."""
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ def render(ready: dict, ps: dict) -> str:
     rows = [["MODEL", "STATUS", "LOADED", "REPLICAS", "SLOTS IN USE", "QUEUED", "CTX/SLOT", "SIZE"]]
     lane_rows = [["MODEL", "LANE", "STATE", "PID", "SLOTS IN USE", "RESTARTS", "KV CACHE"]]
     adapter_rows = [["MODEL", "ADAPTER", "ID", "STATUS"]]
+    cache_rows = [["MODEL", "PROMPT CACHE", "ENTRIES", "HITS", "HIT TOKENS", "EVICTIONS"]]
     for name, m in ready.get("models", {}).items():
         lanes = m.get("lanes", [])
         rows.append([name, m["status"], loaded_text(m.get("residency")), f"{m['ready_replicas']}/{len(lanes)}", f"{m['slots_in_use']}/{m['slots']}",
@@ -74,12 +76,17 @@ def render(ready: dict, ps: dict) -> str:
             lane_rows.append([name, str(lane["index"]), lane["state"], str(lane.get("pid") or "-"),
                               f"{lane['slots_in_use']}/{lane['slots']}", str(lane["restarts"]),
                               _size(lane.get("kv_cache_bytes"))])
+        cache = m.get("prompt_cache")
+        if cache and cache.get("budget_bytes"):
+            used = _size(cache["bytes"]) if cache["bytes"] else "0 B"
+            cache_rows.append([name, f"{used} / {_size(cache['budget_bytes'])}", str(cache["entries"]),
+                               str(cache["hits"]), str(cache["hit_tokens"]), str(cache["evictions"])])
         for adapter in m.get("lora", []):
             adapter_rows.append([name, adapter["name"], str(adapter["id"]), "loaded"])
         for adapter_name, error in sorted(m.get("lora_errors", {}).items()):
             adapter_rows.append([name, adapter_name, "-", f"failed: {error}"])
     lines = [f"server: {ready.get('status', '?')}", ""] + _table(rows)
-    for table in (lane_rows, adapter_rows):
+    for table in (lane_rows, cache_rows, adapter_rows):
         if len(table) > 1:
             lines += [""] + _table(table)
     return "\n".join(lines)

@@ -9,6 +9,7 @@ import dataclasses
 import os
 
 from lanes.api import ReasoningMarkers  # noqa: F401  (re-exported)
+from lanes.lane_stats import per_model as stats_per_model  # noqa: F401  (re-exported)
 from lanes.model_files import find_model_file
 from lanes.residency import load_model, resident_bytes, unload_model  # noqa: F401  (re-exported)
 from lanes.registry import SMOLLM2

@@ -5,7 +5,7 @@ import orjson
 from sanic.response import HTTPResponse
 
 from gateway.server import openapi
-from gateway.serve.lanes import SERVING_STATES
+from gateway.serve.lanes import SERVING_STATES, stats_per_model
 from gateway.server.residency import LOADED, router_status
 
 
@@ -71,9 +71,19 @@ async def health_live(request):
     return _json({"status": "ok"})
 
 
+def prompt_cache_info(stats) -> dict | None:
+    """A model's prompt caches summed over its lanes (lanes.wire.Stats); None before any lane reported."""
+    if stats is None:
+        return None
+    return {"bytes": stats.prompt_cache_bytes, "budget_bytes": stats.prompt_cache_budget_bytes,
+            "entries": stats.prompt_cache_entries, "hits": stats.prompt_cache_hits,
+            "hit_tokens": stats.prompt_cache_hit_tokens, "evictions": stats.prompt_cache_evictions}
+
+
 def readiness(state) -> tuple[int, dict]:
     """200 only when every model has a lane that can serve and the server is not draining."""
     statuses = state.statuses()
+    lane_stats = stats_per_model(state.pool.lane_stats() if state.pool is not None else ())
     models = {}
     all_serving = True
     for name in state.models:
@@ -97,6 +107,7 @@ def readiness(state) -> tuple[int, dict]:
             "lanes": [{"index": s.index, "state": s.state, "pid": s.pid, "restarts": s.restarts,
                        "slots": s.num_slots, "slots_in_use": s.in_flight,
                        "kv_cache_bytes": s.kv_cache_bytes} for s in lanes],
+            "prompt_cache": prompt_cache_info(lane_stats.get(name)),
         }
     if state.stopping or state.draining:
         status = "draining"

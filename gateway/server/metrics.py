@@ -1,13 +1,13 @@
 """Prometheus metrics, all prefixed `laneserve_`; labels are model/route/outcome/state and the
 request counters' LoRA `adapter` ("" for the base weights) only — never request ids or text. Lane
-gauges, slot use, queue depth and the lanes' batch histograms are read from the supervisor and the
-admission queue at scrape time, so they cannot drift from what /health/ready reports."""
+gauges, slot use, queue depth, the lanes' batch histograms and their prompt caches are read from the
+supervisor and the admission queue at scrape time, so they cannot drift from what /health/ready reports."""
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from gateway.serve.lanes import LANE_STATES, STEP_TIME_BOUNDS_NS, BATCH_TOKEN_BOUNDS
+from gateway.serve.lanes import LANE_STATES, STEP_TIME_BOUNDS_NS, BATCH_TOKEN_BOUNDS, stats_per_model
 
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
@@ -61,18 +61,40 @@ class _ServingCollector:
             queue.add_metric([model], depths.get(model, 0))
         yield from (lanes, restarts, slots, in_use, queue)
 
-        steps: dict[str, tuple[list[int], float]] = {}
-        batches: dict[str, tuple[list[int], float]] = {}
         pool = state.pool
-        for model, st in (pool.lane_stats() if pool is not None else ()):
-            for target, buckets, total in ((steps, st.step_ns_buckets, st.step_ns_sum / 1e9),
-                                           (batches, st.batch_tokens_buckets, st.batch_tokens_sum)):
-                counts_so_far, sum_so_far = target.get(model, ([0] * len(buckets), 0.0))
-                target[model] = ([a + b for a, b in zip(counts_so_far, buckets)], sum_so_far + total)
+        per_model = stats_per_model(pool.lane_stats() if pool is not None else ())
         yield _histogram("laneserve_step_seconds", "Lane step (one forward pass + sampling) time",
-                         [b / 1e9 for b in STEP_TIME_BOUNDS_NS], steps)
+                         [b / 1e9 for b in STEP_TIME_BOUNDS_NS],
+                         {m: (st.step_ns_buckets, st.step_ns_sum / 1e9) for m, st in per_model.items()})
         yield _histogram("laneserve_batch_tokens", "Tokens per lane step (decode tokens + prompt chunk)",
-                         BATCH_TOKEN_BOUNDS, batches)
+                         BATCH_TOKEN_BOUNDS,
+                         {m: (st.batch_tokens_buckets, st.batch_tokens_sum) for m, st in per_model.items()})
+        yield from _prompt_cache_families(per_model)
+
+
+# The lanes' prompt caches (engine/prompt_cache.h), summed over a model's lanes:
+# (metric name, help, lanes.wire.Stats field, gauge or counter). Counters carry over lane restarts.
+PROMPT_CACHE_METRICS = (
+    ("laneserve_prompt_cache_bytes", "K/V bytes held by the lanes' prompt caches", "prompt_cache_bytes", True),
+    ("laneserve_prompt_cache_budget_bytes", "Byte budget of the lanes' prompt caches (0: off)",
+     "prompt_cache_budget_bytes", True),
+    ("laneserve_prompt_cache_entries", "Token sequences held by the lanes' prompt caches", "prompt_cache_entries",
+     True),
+    ("laneserve_prompt_cache_hits", "Prompts that attached to a prompt cache entry", "prompt_cache_hits", False),
+    ("laneserve_prompt_cache_hit_tokens", "Prompt tokens not prefilled thanks to the prompt cache",
+     "prompt_cache_hit_tokens", False),
+    ("laneserve_prompt_cache_stores", "Prompts stored in the prompt cache", "prompt_cache_stores", False),
+    ("laneserve_prompt_cache_evictions", "Prompt cache entries dropped for the budget", "prompt_cache_evictions",
+     False),
+)
+
+
+def _prompt_cache_families(per_model: dict):
+    for name, doc, field, is_gauge in PROMPT_CACHE_METRICS:
+        family = (GaugeMetricFamily if is_gauge else CounterMetricFamily)(name, doc, labels=["model"])
+        for model, st in sorted(per_model.items()):
+            family.add_metric([model], getattr(st, field))
+        yield family
 
 
 class Metrics:

@@ -93,7 +93,8 @@ READY = obj({"status": {"enum": ["ready", "degraded", "unavailable", "draining"]
              "models": {"type": "object", "additionalProperties": obj({
                  "status": {"enum": ["ready", "degraded", "unavailable", "loading", "unloading", "unloaded", "failed"]},
                  "ready_replicas": _INT, "slots": _INT, "slots_in_use": _INT, "queued": _INT,
-                 "lanes": {"type": "array"}}, {"residency": {"type": ["object", "null"]}})}})
+                 "lanes": {"type": "array"}}, {"residency": {"type": ["object", "null"]},
+                                              "prompt_cache": {"type": ["object", "null"]}})}})
 TEXT = {"type": "string"}
 
 _OLLAMA_DONE = {"done": {"type": "boolean"}, "done_reason": _STR, "total_duration": _INT, "eval_count": _INT,

@@ -49,6 +49,28 @@ async def test_sigkill_mid_generation_errors_fast_respawns_and_leaks_nothing(mak
                                                                     items[-1].decode_ns)
 
 
+async def test_lane_counters_carry_over_a_respawn(make_pool):
+    # lanes.lane_stats: Prometheus counters (laneserve_step_seconds, laneserve_prompt_cache_*) are
+    # read from pool.lane_stats(), which must not go back to zero when a lane process is replaced.
+    pool = make_pool([LaneModelSpec("syn", "synthetic:step_us=1000")], backoff_initial_s=0.05)
+    pool.start()
+    pool.attach(asyncio.get_running_loop())
+
+    def steps():
+        return sum(st.num_steps for _, st in pool.lane_stats())
+
+    [_ async for _ in pool.submit("syn", [1], GenerationParams(max_tokens=6), 1, framings=SSE)]
+    await wait_for(lambda: steps() >= 6, 10, "STATS of the first process")
+    before = steps()
+    os.kill(pool.statuses()[0].pid, signal.SIGKILL)
+    await wait_for(lambda: pool.statuses()[0].state == "ready" and pool.statuses()[0].restarts == 1, 10,
+                   "respawned lane")
+    await wait_for(lambda: pool._replicas["syn"][0].stats is not None, 10, "first STATS of the new process")
+    assert steps() == before
+    [_ async for _ in pool.submit("syn", [1], GenerationParams(max_tokens=4), 2, framings=SSE)]
+    await wait_for(lambda: steps() >= before + 4, 10, "STATS of the new process")
+
+
 async def test_hung_lane_is_detected_by_heartbeat_and_replaced(make_pool):
     # Each step publishes a quiet window of prefill_budget_ns_per_token × max_batch_tokens (a step
     # may carry a prefill chunk): 20 ms × 8 here, so a lane stopped mid-step is due at ~0.66 s.

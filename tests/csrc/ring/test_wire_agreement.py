@@ -163,6 +163,16 @@ def test_output_records_encoded_in_cpp_decode_in_python():
     assert (rid, code, msg) == (8, "bad_request", "bad ✓")
 
 
+def test_stats_record_encoded_in_cpp_decodes_in_python():
+    values = dict(num_steps=2**40 + 1, active_sequences=3, waiting_sequences=4, prompt_cache_bytes=2**33 + 5,
+                  prompt_cache_budget_bytes=2**34, prompt_cache_entries=7, prompt_cache_hits=2**35 + 9,
+                  prompt_cache_hit_tokens=2**36 + 11, prompt_cache_stores=2**37 + 13,
+                  prompt_cache_evictions=2**38 + 15)
+    stats = wire.decode_stats(_ring.encode_stats(**values))
+    assert {name: getattr(stats, name) for name in values} == values
+    assert stats.step_ns_sum == 0 and stats.step_ns_buckets == (0,) * wire.STEP_BUCKETS
+
+
 @pytest.mark.parametrize("prompt", [False, True])
 def test_logprobs_request_fields_decode_in_cpp(prompt):
     params = GenerationParams(max_tokens=0 if prompt else 5, stop=("x",), logprobs=7, prompt_logprobs=prompt,

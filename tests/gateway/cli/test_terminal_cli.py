@@ -59,6 +59,24 @@ def test_render_lists_each_models_adapters():
     assert "ADAPTER" not in render(without, {})
 
 
+def test_render_shows_each_models_prompt_cache():
+    lane = {"index": 0, "state": "ready", "pid": 42, "restarts": 0, "slots": 2, "slots_in_use": 0}
+    model = {"status": "ready", "ready_replicas": 1, "slots": 2, "slots_in_use": 0, "queued": 0,
+             "ctx_per_slot": 4096, "lanes": [lane]}
+    cache = {"bytes": 3 << 20, "budget_bytes": 1 << 30, "entries": 2, "hits": 5, "hit_tokens": 812, "evictions": 1}
+    ready = {"status": "ready", "models": {
+        "m": {**model, "prompt_cache": cache},
+        "empty": {**model, "prompt_cache": {**cache, "bytes": 0, "entries": 0, "hits": 0, "hit_tokens": 0,
+                                            "evictions": 0}},
+        "off": {**model, "prompt_cache": {**cache, "budget_bytes": 0}},  # --cache-ram-mib 0: no line
+        "new": {**model, "prompt_cache": None}}}  # no lane has reported yet: no line
+    table = render(ready, {}).split("\n\n")[-1].splitlines()
+    assert table[0].split() == ["MODEL", "PROMPT", "CACHE", "ENTRIES", "HITS", "HIT", "TOKENS", "EVICTIONS"]
+    assert [r.split() for r in table[1:]] == [["m", "3.0", "MiB", "/", "1.0", "GiB", "2", "5", "812", "1"],
+                                              ["empty", "0", "B", "/", "1.0", "GiB", "0", "0", "0", "0"]]
+    assert "PROMPT CACHE" not in render({"status": "ready", "models": {"off": ready["models"]["off"]}}, {})
+
+
 def test_loaded_column_says_busy_idle_expiring_or_unloaded():
     from gateway.cli.ps import loaded_text
 

@@ -1,5 +1,6 @@
 """Prometheus exposition: laneserve_ prefix; lane, slot and queue gauges and the lanes' step
 histograms read from the supervisor and the admission queue at scrape time."""
+import dataclasses
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -137,3 +138,23 @@ def test_two_instances_do_not_collide():
     Metrics(FakeState()).requests.labels("chat", "m", "", "success").inc()
     key = ("laneserve_requests_total", (("adapter", ""), ("model", "m"), ("outcome", "success"), ("route", "chat")))
     assert key not in samples(Metrics(FakeState()))
+
+
+def test_prompt_cache_figures_are_summed_per_model():
+    def lane(cache_bytes, entries, hits, hit_tokens, evictions):
+        return dataclasses.replace(_stats([1000], [1]), prompt_cache_bytes=cache_bytes,
+                                   prompt_cache_budget_bytes=1 << 30, prompt_cache_entries=entries,
+                                   prompt_cache_hits=hits, prompt_cache_hit_tokens=hit_tokens,
+                                   prompt_cache_stores=entries + evictions, prompt_cache_evictions=evictions)
+    pool = FakePool([("smollm2", lane(3 << 20, 2, 4, 900, 1)), ("smollm2", lane(1 << 20, 1, 1, 100, 0)),
+                     ("gemma", _stats([1000], [1]))])
+    got = samples(Metrics(FakeState([], FakeAdmission(), pool)))
+    m = (("model", "smollm2"),)
+    assert got[("laneserve_prompt_cache_bytes", m)] == 4 << 20
+    assert got[("laneserve_prompt_cache_budget_bytes", m)] == 2 << 30
+    assert got[("laneserve_prompt_cache_entries", m)] == 3
+    assert got[("laneserve_prompt_cache_hits_total", m)] == 5
+    assert got[("laneserve_prompt_cache_hit_tokens_total", m)] == 1000
+    assert got[("laneserve_prompt_cache_stores_total", m)] == 4
+    assert got[("laneserve_prompt_cache_evictions_total", m)] == 1
+    assert got[("laneserve_prompt_cache_budget_bytes", (("model", "gemma"),))] == 0  # cache off
