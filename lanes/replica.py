@@ -15,15 +15,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-
-import posix_ipc
 
 from lanes import lane_stats, wire
 from lanes.api import ChoiceDone, Embedding, LaneBusy, LaneError, ScoredChunk, SERVING_STATES
 from lanes.audio.records import transcript_part
 from lanes.channels import LaneChannels, request_ring_capacity
+from lanes.doorbell import SemaphoreWaiter
 from lanes.stream import RequestStream
 
 log = logging.getLogger("laneserve.lanes")
@@ -72,8 +70,7 @@ class LaneReplica:
         self._loop = None
         self._respawn_timer = None
         self._drain_scheduled = False
-        self._waiter: threading.Thread | None = None
-        self._waiter_stop: threading.Event | None = None
+        self._waiter: SemaphoreWaiter | None = None
 
     # --- process lifecycle ------------------------------------------------------------
     def spawn(self) -> None:
@@ -151,11 +148,8 @@ class LaneReplica:
         if self.channels.doorbell == "eventfd":
             loop.add_reader(self.channels.bell_fd, self._on_eventfd)
         else:
-            self._waiter_stop = threading.Event()
-            self._waiter = threading.Thread(
-                target=self._semaphore_waiter, args=(self.channels.bell_sem, self._waiter_stop, loop),
-                name=f"lane-bell-{self.name}", daemon=True)
-            self._waiter.start()
+            self._waiter = SemaphoreWaiter(self.channels.bell_sem, loop, self._schedule_drain,
+                                           lambda: self._drain_scheduled, f"lane-bell-{self.name}")
         self._schedule_drain()
 
     def _unregister(self) -> None:
@@ -166,21 +160,8 @@ class LaneReplica:
             if self.channels is not None and self.channels.bell_fd >= 0:
                 loop.remove_reader(self.channels.bell_fd)
         if self._waiter is not None:
-            self._waiter_stop.set()
-            self._waiter.join(1.0)  # acquire() times out every 100 ms
+            self._waiter.stop()
             self._waiter = None
-
-    def _semaphore_waiter(self, sem, stop: threading.Event, loop) -> None:
-        while not stop.is_set():
-            try:
-                sem.acquire(0.1)  # releases the GIL
-            except (posix_ipc.BusyError, posix_ipc.SignalError):
-                continue
-            if not self._drain_scheduled and not stop.is_set():
-                try:
-                    loop.call_soon_threadsafe(self._schedule_drain)
-                except RuntimeError:  # loop closed
-                    return
 
     def _on_eventfd(self) -> None:
         self._drain(self.channels.bell_fd)

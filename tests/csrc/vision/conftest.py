@@ -34,3 +34,16 @@ def text_models(tmp_path_factory):
     mmproj_gguf.add_vocab_tokens(Path(lanes.smollm2_path()), path, mmproj_gguf.IDEFICS3_TOKENS)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == REF["projectors"]["idefics3"]["text_sha256"]
     return {"gemma3": Path(lanes.gemma3_path()), "idefics3": path}
+
+
+@pytest.fixture(scope="module")
+def runtimes(mmproj_files, text_models):
+    """Projector name → (the text model as lanes.Model, its native VisionEncoder), both on two threads."""
+    from lanes import Model
+    from lanes import _runtime as rt
+    out = {}
+    for name in mmproj_gguf.SPECS:
+        model = Model(text_models[name], threads=2, ctx_size=1024)
+        enc = rt.VisionEncoder(str(mmproj_files[name]), n_threads=2, text_n_embd=model._engine.n_embd)
+        out[name] = (model, enc)
+    return out

@@ -7,7 +7,6 @@ import pytest
 
 import mmproj_gguf
 from image_prompts import image_prompt
-from lanes import Model
 from lanes import _runtime as rt
 
 GREEDY = dict(temperature=0.0, ignore_eos=True)
@@ -16,16 +15,6 @@ GREEDY = dict(temperature=0.0, ignore_eos=True)
 SAMPLED = dict(temperature=1.0, seed=7, ignore_eos=True)
 N_GEN = 16
 QUESTIONS = ["Describe this image.", "What colour dominates here?", "Is there a face in it?", "Count the shapes."]
-
-
-@pytest.fixture(scope="module")
-def runtimes(mmproj_files, text_models):
-    out = {}
-    for name in mmproj_gguf.SPECS:
-        model = Model(text_models[name], threads=2, ctx_size=1024)
-        enc = rt.VisionEncoder(str(mmproj_files[name]), n_threads=2, text_n_embd=model._engine.n_embd)
-        out[name] = (model, enc)
-    return out
 
 
 def reference_greedy(model, ids, images):
@@ -98,7 +87,7 @@ def test_alone_matches_reference_and_batched(name, runtimes, prompts, text_model
 def test_prefix_reuse_tells_images_apart(prompts, text_models):
     """Two prompts with the same ids but different images: the second reuses only the text before the image; the
     same image again reuses past it."""
-    (ids_a, im_a), (ids_b, im_b) = prompts["gemma3"][0], prompts["gemma3"][1]
+    (ids_a, im_a), (_, im_b) = prompts["gemma3"][0], prompts["gemma3"][1]
     ids_b_same_text = ids_a
     im_b_at_a = [(im_a[0][0], im_b[0][1], True, im_b[0][3])]  # image B where A's image sits
     alone_b = run(engine(text_models["gemma3"]), [(1, ids_b_same_text, dict(images=im_b_at_a))])[1][0]

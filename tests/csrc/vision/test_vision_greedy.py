@@ -18,23 +18,11 @@ from PIL import Image
 import mmproj_gguf
 from gateway.vision.layout import image_layout
 from gateway.vision.preprocess import VisionConfig, preprocess
-from lanes import Model
-from lanes import _runtime as rt
 from reference import REF
 
 NEAR_TIE = 0.5
 DECISIVE = 1.0
 CASES = [(name, img) for name in mmproj_gguf.SPECS for img in mmproj_gguf.IMAGES[name]]
-
-
-@pytest.fixture(scope="module")
-def runtimes(mmproj_files, text_models):
-    out = {}
-    for name in mmproj_gguf.SPECS:
-        model = Model(text_models[name], threads=2, ctx_size=1024)
-        enc = rt.VisionEncoder(str(mmproj_files[name]), n_threads=2, text_n_embd=model._engine.n_embd)
-        out[name] = (model, enc)
-    return out
 
 
 def image_prompt(name, img, model, enc):
