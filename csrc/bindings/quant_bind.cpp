@@ -57,6 +57,28 @@ void check_shape(GgmlType t, int64_t n_in, int64_t n_out, size_t have) {
   if (have < ggml_row_bytes(t, n_in) * size_t(n_out)) throw std::invalid_argument("weight buffer too small");
 }
 
+using FloatRows = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+// y (rows, n_out) = x (rows, n_in) @ W.T by `run(pool entry, x, rows, y)`, called without the GIL
+// and holding the entry's lock; W's row-layout size and x's shape are checked first.
+template <class Run>
+py::array_t<float> product(GgmlType t, const py::buffer_info& wi, int64_t n_in, int64_t n_out, const FloatRows& x,
+                           int threads, Run run) {
+  check_shape(t, n_in, n_out, size_t(wi.size * wi.itemsize));
+  if (x.ndim() != 2 || x.shape(1) != n_in) throw std::invalid_argument("x must have shape (rows, n_in)");
+  const int64_t rows = x.shape(0);
+  py::array_t<float> y({rows, n_out});
+  float* yp = y.mutable_data();
+  const float* xp = x.data();
+  PoolEntry& e = pool_for(threads);
+  {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(e.mu);
+    run(e, xp, rows, yp);
+  }
+  return y;
+}
+
 }  // namespace
 
 void bind_quant(py::module_& parent) {
@@ -102,50 +124,30 @@ void bind_quant(py::module_& parent) {
   }, py::arg("type_id"), py::arg("weight"), py::arg("n_in"), py::arg("n_out"), py::arg("row"),
      py::arg("interleaved") = false);
 
-  m.def("matmul", [](int type_id, py::buffer weight, int64_t n_in, int64_t n_out,
-                     py::array_t<float, py::array::c_style | py::array::forcecast> x, int threads, bool interleaved) {
+  m.def("matmul", [](int type_id, py::buffer weight, int64_t n_in, int64_t n_out, const FloatRows& x, int threads,
+                     bool interleaved) {
     const GgmlType t = checked_type(type_id);
     const py::buffer_info wi = weight.request();
-    check_shape(t, n_in, n_out, size_t(wi.size * wi.itemsize));
-    if (x.ndim() != 2 || x.shape(1) != n_in) throw std::invalid_argument("x must have shape (rows, n_in)");
-    const int64_t rows = x.shape(0);
     if (interleaved && !interleave_supported(t, n_in, n_out)) throw std::invalid_argument("not interleavable");
     if (interleaved && size_t(wi.size * wi.itemsize) < interleaved_bytes(t, n_in, n_out))
       throw std::invalid_argument("weight buffer too small");
     const WeightLayout layout = interleaved ? WeightLayout::Interleaved16 : WeightLayout::Rows;
-    py::array_t<float> y({rows, n_out});
-    float* yp = y.mutable_data();
-    const float* xp = x.data();
-    PoolEntry& e = pool_for(threads);
-    {
-      py::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(e.mu);
+    return product(t, wi, n_in, n_out, x, threads, [&](PoolEntry& e, const float* xp, int64_t rows, float* yp) {
       matmul(*e.pool, e.scratch, t, wi.ptr, n_in, n_out, xp, rows, yp, n_out, layout);
-    }
-    return y;
+    });
   }, py::arg("type_id"), py::arg("weight"), py::arg("n_in"), py::arg("n_out"), py::arg("x"), py::arg("threads") = 1,
      py::arg("interleaved") = false,
      "y = x @ W.T for a ggml weight W with n_out rows of n_in elements; x is (rows, n_in) float32; "
      "interleaved: W is in the form interleave() returns.");
 
-  m.def("gemm_float", [](int type_id, py::buffer weight, int64_t n_in, int64_t n_out,
-                         py::array_t<float, py::array::c_style | py::array::forcecast> x, int threads) {
+  m.def("gemm_float", [](int type_id, py::buffer weight, int64_t n_in, int64_t n_out, const FloatRows& x,
+                         int threads) {
     const GgmlType t = checked_type(type_id);
     if (!gemm_float_supported(t)) throw std::invalid_argument("gemm_float takes F32, F16 or BF16 weights");
     const py::buffer_info wi = weight.request();
-    check_shape(t, n_in, n_out, size_t(wi.size * wi.itemsize));
-    if (x.ndim() != 2 || x.shape(1) != n_in) throw std::invalid_argument("x must have shape (rows, n_in)");
-    const int64_t rows = x.shape(0);
-    py::array_t<float> y({rows, n_out});
-    float* yp = y.mutable_data();
-    const float* xp = x.data();
-    PoolEntry& e = pool_for(threads);
-    {
-      py::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(e.mu);
+    return product(t, wi, n_in, n_out, x, threads, [&](PoolEntry& e, const float* xp, int64_t rows, float* yp) {
       gemm_float(*e.pool, t, wi.ptr, n_in, n_out, xp, rows, yp, n_out);
-    }
-    return y;
+    });
   }, py::arg("type_id"), py::arg("weight"), py::arg("n_in"), py::arg("n_out"), py::arg("x"), py::arg("threads") = 1,
      "y = x @ W.T on the float-weight GEMM (quant/gemm_float.h): F32 / F16 / BF16 W, n_out rows of n_in.");
 
