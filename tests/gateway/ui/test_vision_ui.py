@@ -107,3 +107,31 @@ def test_a_bad_image_shows_the_servers_error_and_is_not_sent_again(vision_page, 
     page.wait_done()
     assert page.last_answer().find_element("css selector", ".error").text == ""
     assert stored_messages(page)[-1]["content"]
+
+
+ADD_FILE = """
+const [how, name, type] = arguments;
+const data = new DataTransfer();
+data.items.add(new File([new Uint8Array([137, 80, 78, 71])], name, { type }));
+const target = document.getElementById(how === "paste" ? "prompt" : "composer");
+const event = how === "paste" ? new ClipboardEvent("paste", { clipboardData: data, bubbles: true, cancelable: true })
+                              : new DragEvent("drop", { dataTransfer: data, bubbles: true, cancelable: true });
+return target.dispatchEvent(event);  // false: the page took the file (preventDefault)
+"""
+
+
+def test_paste_drop_remove_and_a_file_that_is_no_image(vision_page):
+    page = vision_page
+    assert not page.driver.execute_script(ADD_FILE, "paste", "pasted.png", "image/png")
+    assert not page.driver.execute_script(ADD_FILE, "drop", "dropped.png", "image/png")
+    wait_for(lambda: len(page.find_all("#attachments img")) == 2, what="two previews")
+    page.find_all("#attachments .remove")[0].click()
+    assert len(page.find_all("#attachments img")) == 1
+    page.driver.execute_script(ADD_FILE, "drop", "notes.txt", "text/plain")
+    wait_for(lambda: "“notes.txt” is not a PNG, JPEG, WebP or GIF image." in page.find("#status").text,
+             what="the refusal")
+    assert len(page.find_all("#attachments img")) == 1
+    page.choose_model("plain")  # hiding the control drops what was attached
+    assert page.find_all("#attachments img") == [] and not page.find("#attachments").is_displayed()
+    assert page.driver.execute_script(ADD_FILE, "paste", "pasted.png", "image/png")  # no vision: not taken
+    assert page.find_all("#attachments img") == []
