@@ -117,10 +117,10 @@ def think_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def mmproj(tmp_path_factory):
-    """A random-weight gemma3 vision projector (tests/csrc/vision/mmproj_gguf.py) for Gemma 3 270M."""
+    """The path of a random-weight gemma3 vision projector (tests/csrc/vision/mmproj_gguf.py) for Gemma 3 270M."""
     from .vision.pictures import mmproj_gguf
 
-    return mmproj_gguf.write_mmproj(tmp_path_factory.mktemp("mmproj") / "gemma3.gguf", mmproj_gguf.SPECS["gemma3"])
+    return str(mmproj_gguf.write_mmproj(tmp_path_factory.mktemp("mmproj") / "gemma3.gguf", mmproj_gguf.SPECS["gemma3"]))
 
 
 @pytest.fixture(scope="module")
