@@ -63,8 +63,10 @@ def _text(content, param: str, images: list | None = None) -> str:
             images.append(_image(part, at))
             texts.append(IMAGE_MARKER)
             continue
-        if kind in ("input_image", "input_file", "input_audio"):
-            raise invalid(f"'{kind}' parts are not supported here", param=at, code="unsupported_parameter")
+        if kind == "input_image":
+            raise invalid("'input_image' parts are taken in messages only", param=at, code="unsupported_parameter")
+        if kind in ("input_file", "input_audio"):
+            raise invalid(f"'{kind}' parts are not supported by this server", param=at, code="unsupported_parameter")
         if kind == "refusal":
             continue
         if kind not in _TEXT_PARTS:
