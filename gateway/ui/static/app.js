@@ -246,9 +246,10 @@ function applyEvent(message, event) {
   if ("ttft" in event) Object.assign(stats, { ttft: event.ttft, tps: event.tps, generatedTokens: event.generated_tokens });
 }
 
-// A turn as the API takes it: a user turn's images first (data: URIs in image_url parts), then its text.
-function apiMessage(m) {
-  if (!m.images?.length) return { role: m.role, content: m.content };
+// A turn as the API takes it: a user turn's images first (data: URIs in image_url parts), then its text;
+// for a model without the vision capability, the text alone.
+function apiMessage(m, vision) {
+  if (!m.images?.length || !vision) return { role: m.role, content: m.content };
   const parts = m.images.map((url) => ({ type: "image_url", image_url: { url } }));
   if (m.content) parts.push({ type: "text", text: m.content });
   return { role: m.role, content: parts };
@@ -256,7 +257,12 @@ function apiMessage(m) {
 
 // The conversation for the next request; a turn the server refused (e.g. a bad image) is not sent again.
 function requestBody(history) {
-  const messages = history.filter((m) => !m.rejected && (m.role === "user" || m.content)).map(apiMessage);
+  const turns = history.filter((m) => !m.rejected && (m.role === "user" || m.content));
+  const vision = visionModels.has(ui.model.value);
+  if (!vision && turns.some((m) => m.images?.length)) {
+    showStatus(`${ui.model.value} does not take images: this conversation's pictures were left out.`);
+  }
+  const messages = turns.map((m) => apiMessage(m, vision));
   if (settings.system.trim()) messages.unshift({ role: "system", content: settings.system });
   const body = { model: ui.model.value, messages };
   if (settings.temperature !== "") body.temperature = Number(settings.temperature);
@@ -274,6 +280,7 @@ function setStreaming(on) {
 
 async function send(text, images) {
   readSettings();
+  showStatus(""); // the last message's notes (attachments, storage) are old now
   if (!current) {
     const title = text.slice(0, 60) || (images.length === 1 ? "Image" : `${images.length} images`);
     current = { id: newId(), title, model: ui.model.value, messages: [] };

@@ -2,7 +2,8 @@
 (`g`: Gemma 3 270M with a random-weight gemma3 projector; `plain`: text only): an image attached with the file
 picker is previewed, sent as an image_url part (the same greedy answer and prompt tokens as the openai client
 sending that image), shown in the conversation and kept in it across a reload; a large picture is reduced before
-it is stored; a corrupt file shows the server's error and is not sent again; no attach control for `plain`."""
+it is stored; a corrupt file shows the server's error and is not sent again; no attach control for `plain`, and a
+conversation with pictures goes on there without them (said in the status line)."""
 from __future__ import annotations
 
 import base64
@@ -87,10 +88,18 @@ def test_an_attached_image_is_sent_answered_shown_and_kept(vision_page, vision_s
     assert answer["content"] and not answer.get("error")
     assert page.find_all(".message.user .images img")[1].get_property("naturalWidth") == 1024
 
-    page.choose_model("plain")  # a text-only model: no attach control
+    page.choose_model("plain")  # a text-only model: no attach control, the conversation goes on without pictures
     assert not page.find("#attach").is_displayed() and page.find("#attach-file").get_property("disabled")
+    page.send("Hello")
+    page.wait_done()
+    assert page.last_answer().find_element("css selector", ".error").text == ""
+    assert page.find("#status").text == "plain does not take images: this conversation's pictures were left out."
+    assert page.find("#status").is_displayed() and page.answer_text()
     page.choose_model("g")
     assert page.find("#attach").is_displayed()
+    page.send("Thanks")  # the next message's status line starts empty
+    page.wait_done()
+    assert not page.find("#status").is_displayed()
     assert console_errors(page.driver) == []
 
 
