@@ -4,7 +4,7 @@
 
 import { AuthError, cancel, chatModels, events, newId, startChat } from "./api.js";
 import { attachments } from "./attach.js";
-import { renderMarkdown } from "./markdown.js";
+import { element, fillAnswer, messageNode } from "./messages.js";
 import * as store from "./store.js";
 
 const $ = (id) => document.getElementById(id);
@@ -24,13 +24,6 @@ let current = conversations.find((c) => c.id === store.loadCurrent()) ?? null;
 let settings = store.loadSettings();
 let active = null; // the answer streaming now: {requestId, controller, stopping}
 let visionModels = new Set(); // the served models that take images
-
-function element(tag, className, ...children) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  node.append(...children);
-  return node;
-}
 
 function showStatus(text) {
   ui.status.textContent = text;
@@ -113,59 +106,7 @@ function readSettings() {
   store.saveSettings(settings);
 }
 
-// --- messages --------------------------------------------------------------------------------
-
-function statsText(message) {
-  const s = message.stats ?? {};
-  const parts = [];
-  if (s.ttft != null) parts.push(`TTFT ${Math.round(s.ttft * 1000)} ms`);
-  if (s.tps) parts.push(`${s.tps.toFixed(1)} tok/s`);
-  if (s.promptTokens != null) parts.push(`${s.promptTokens} prompt tokens`);
-  const generated = s.completionTokens ?? s.generatedTokens;
-  if (generated != null) parts.push(`${generated} generated`);
-  if (message.stopped) parts.push("stopped");
-  else if (message.finishReason === "length") parts.push("cut at max tokens");
-  return parts.join(" · ");
-}
-
-// The nodes of an assistant answer (rebuilt as it streams: the text is re-rendered whole).
-function fillAnswer(node, message) {
-  const reasoning = node.querySelector(".reasoning");
-  reasoning.hidden = !message.reasoning;
-  reasoning.querySelector(".reasoning-text").textContent = message.reasoning ?? "";
-  const thinking = node.classList.contains("streaming") && !message.content;
-  reasoning.querySelector("summary").textContent = thinking ? "Thinking…" : "Reasoning";
-  node.querySelector(".answer").replaceChildren(renderMarkdown(message.content ?? ""));
-  const calls = (message.toolCalls ?? []).filter(Boolean).map((call) =>
-    element("pre", "tool-call", element("span", "tool-name", `${call.name}(`), call.arguments, ")"));
-  node.querySelector(".tool-calls").replaceChildren(...calls);
-  node.querySelector(".error").textContent = message.error ?? "";
-  node.querySelector(".stats").textContent = statsText(message);
-  if (message.requestId) node.dataset.requestId = message.requestId;
-}
-
-function userNode(message) {
-  const node = element("article", "message user");
-  if (message.images?.length) {
-    node.append(element("div", "images", ...message.images.map((url, k) => {
-      const img = element("img");
-      img.src = url; // a data: URI the user attached (the page's policy allows no other image source)
-      img.alt = `image ${k + 1}`;
-      return img;
-    })));
-  }
-  if (message.content) node.append(element("div", "text", message.content));
-  return node;
-}
-
-function messageNode(message) {
-  if (message.role === "user") return userNode(message);
-  const reasoning = element("details", "reasoning", element("summary"), element("div", "reasoning-text"));
-  const node = element("article", "message assistant", reasoning, element("div", "answer"),
-                       element("div", "tool-calls"), element("p", "error"), element("p", "stats"));
-  fillAnswer(node, message);
-  return node;
-}
+// --- messages (their nodes: messages.js) ---------------------------------------------------------
 
 function nearBottom() {
   const m = ui.messages;
