@@ -22,13 +22,6 @@ def active_tools(served, tools: Tools | None) -> tuple[Tools | None, str | None]
     return tools, tool_grammar(tools)
 
 
-def chat_prompt_ids(served, messages: list[dict], template_kwargs: dict, tools: Tools | None, think: bool | None,
-                    think_param: str, *, param: str = "messages"):
-    """(token ids, the lane's reasoning markers or None) of a conversation; an empty prompt is a 400 on `param`."""
-    ids, markers, _ = chat_prompt(served, messages, template_kwargs, tools, think, think_param, param=param)
-    return ids, markers
-
-
 def chat_prompt(served, messages: list[dict], template_kwargs: dict, tools: Tools | None, think: bool | None,
                 think_param: str, *, images=(), param: str = "messages"):
     """(token ids, reasoning markers or None, the lane's PromptImages) of a conversation whose messages carry one

@@ -5,13 +5,17 @@
 items (an assistant's tool calls, merged into one assistant turn when consecutive) and
 `function_call_output` items (tool turns). Clients send their own earlier output items back as
 they got them (with `id`, `status`, `annotations`, `logprobs`; reasoning items): accepted, and
-reasoning is never rendered into the prompt again. Images are not supported yet (400).
+reasoning is never rendered into the prompt again. A message's `input_image` parts (data: URIs) become an
+image marker where each sits, their images collected in order (gateway.vision.parts); files and audio → 400.
 """
 from __future__ import annotations
 
 from gateway.features.tools import tool_calls_of_message
 from gateway.http.errors import invalid, safe_repr
 from gateway.http.limits import MAX_MESSAGES
+from gateway.vision.decode import ImageDecodeError, ImageTooLarge
+from gateway.vision.parts import IMAGE_MARKER, FileIdImage, RequestImage, responses_image
+from gateway.vision.request import image_error
 
 ROLES = ("user", "system", "developer", "assistant")
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
@@ -22,6 +26,7 @@ _ITEM_FIELDS = {
     "reasoning": frozenset({"type", "id", "summary", "content", "encrypted_content", "status"}),
 }
 _PART_FIELDS = frozenset({"type", "text", "annotations", "logprobs"})
+_IMAGE_FIELDS = frozenset({"type", "image_url", "file_id", "detail", "prompt_cache_breakpoint"})
 
 
 def _string(item: dict, key: str, param: str) -> str:
@@ -31,8 +36,21 @@ def _string(item: dict, key: str, param: str) -> str:
     return value
 
 
-def _text(content, param: str) -> str:
-    """A message's or a tool output's content: a string, or text parts joined."""
+def _image(part: dict, at: str) -> RequestImage:
+    unknown = [k for k in part if k not in _IMAGE_FIELDS]
+    if unknown:
+        raise invalid(f"Unrecognized content part field {safe_repr(unknown[0])}", param=at, code="unknown_parameter")
+    try:
+        return responses_image(part, at)
+    except FileIdImage as exc:
+        raise invalid(str(exc), param=at, code="unsupported_parameter") from None
+    except (ImageDecodeError, ImageTooLarge) as exc:
+        raise image_error(exc, at) from None
+
+
+def _text(content, param: str, images: list | None = None) -> str:
+    """A message's or a tool output's content: a string, or text parts joined; with `images` (a message's),
+    input_image parts too: IMAGE_MARKER in the text, the image appended to `images`."""
     if type(content) is str:
         return content
     if type(content) is not list:
@@ -41,9 +59,14 @@ def _text(content, param: str) -> str:
     for i, part in enumerate(content):
         at = f"{param}[{i}]"
         kind = part.get("type") if type(part) is dict else None
-        if kind in ("input_image", "input_file", "input_audio"):
-            raise invalid(f"'{kind}' parts are not supported by this server (text only)", param=at,
-                          code="unsupported_parameter")
+        if kind == "input_image" and images is not None:
+            images.append(_image(part, at))
+            texts.append(IMAGE_MARKER)
+            continue
+        if kind == "input_image":
+            raise invalid("'input_image' parts are taken in messages only", param=at, code="unsupported_parameter")
+        if kind in ("input_file", "input_audio"):
+            raise invalid(f"'{kind}' parts are not supported by this server", param=at, code="unsupported_parameter")
         if kind == "refusal":
             continue
         if kind not in _TEXT_PARTS:
@@ -63,12 +86,13 @@ def _check_item(item: dict, kind: str, param: str) -> None:
                       code="unknown_parameter")
 
 
-def _message(item: dict, param: str) -> dict:
+def _message(item: dict, param: str, images: list | None) -> dict:
     role = item.get("role")
     if role not in ROLES:
         raise invalid(f"a message's role must be one of {', '.join(ROLES)}", param=f"{param}.role")
     # "developer" is the newer name of the system turn; templates know only "system".
-    return {"role": "system" if role == "developer" else role, "content": _text(item.get("content"), f"{param}.content")}
+    content = _text(item.get("content"), f"{param}.content", images)
+    return {"role": "system" if role == "developer" else role, "content": content}
 
 
 def _call(item: dict, param: str) -> dict:
@@ -77,7 +101,9 @@ def _call(item: dict, param: str) -> dict:
     return tool_calls_of_message([call], param)[0]
 
 
-def input_messages(value) -> tuple[dict, ...]:
+def input_messages(value, images: list | None = None) -> tuple[dict, ...]:
+    """The turns of `input`; with `images` (a list), input_image parts are accepted and their images appended to
+    it (their markers are in the text)."""
     if value is None:
         raise invalid("'input' is required", param="input", code="missing_required_parameter")
     if type(value) is str:
@@ -98,7 +124,7 @@ def input_messages(value) -> tuple[dict, ...]:
                           code="unsupported_parameter")
         _check_item(item, kind, param)
         if kind == "message":
-            out.append(_message(item, param))
+            out.append(_message(item, param, images))
         elif kind == "function_call":
             call = _call(item, param)
             names[call["id"]] = call["function"]["name"]
@@ -120,9 +146,14 @@ def input_messages(value) -> tuple[dict, ...]:
 
 _PART = {"type": "object", "required": ["type"], "properties": {
     "type": {"enum": list(_TEXT_PARTS) + ["refusal"]}, "text": {"type": "string"}}}
+_IMAGE_PART = {"type": "object", "required": ["type", "image_url"], "properties": {
+    "type": {"const": "input_image"},
+    "image_url": {"type": "string", "description": "a data: URI (base64); remote URLs are refused, never fetched"},
+    "detail": {"description": "accepted and ignored"}},
+    "description": "only for a model served with a vision projector (--mmproj); file_id is not supported"}
 INPUT_SHAPE = {"anyOf": [{"type": "string"}, {"type": "array", "minItems": 1, "maxItems": MAX_MESSAGES, "items": {
     "type": "object", "properties": {
         "type": {"enum": list(_ITEM_FIELDS)}, "role": {"enum": list(ROLES)},
-        "content": {"anyOf": [{"type": "string"}, {"type": "array", "items": _PART}]},
+        "content": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"anyOf": [_PART, _IMAGE_PART]}}]},
         "call_id": {"type": "string"}, "name": {"type": "string"}, "arguments": {"type": "string"},
         "output": {"anyOf": [{"type": "string"}, {"type": "array", "items": _PART}]}}}}]}

@@ -29,13 +29,14 @@ def _chat_turn(items: list[dict]) -> dict:
 
 class ResponsesOutput(Output):
     def __init__(self, retry_after_s: int, events: ResponseEvents, *, stream: bool, framed: bool, tool_format,
-                 store: ResponseStore | None, conversation: tuple[dict, ...]) -> None:
+                 store: ResponseStore | None, conversation: tuple[dict, ...], images: tuple = ()) -> None:
         super().__init__(retry_after_s)
         self.events = events
         self.items = OutputItems(events, tool_format)
         self.direct = not framed
         self.store = store  # None: store is false
         self.conversation = conversation
+        self.images = images  # the conversation's images, kept with it for previous_response_id
         self.stream = None  # the lane stream (its event count)
         self.finish_reason = "stop"
         self._created = events.response("in_progress", [])
@@ -64,7 +65,7 @@ class ResponsesOutput(Output):
     def _keep(self, body: dict) -> None:
         if self.store is not None:
             turn = _chat_turn(self.items.items)
-            self.store.put(body["id"], body, self.conversation + (turn,))
+            self.store.put(body["id"], body, self.conversation + (turn,), self.images)
 
     # --- stream --------------------------------------------------------------------------------
     def segment(self, offset: int, stream) -> None:

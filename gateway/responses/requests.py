@@ -24,6 +24,7 @@ MAX_METADATA_KEYS = 16  # OpenAI's limits on `metadata`: 16 pairs, keys ≤ 64, 
 class ResponsesRequest:
     sampling: Sampling
     messages: tuple[dict, ...]  # this request's turns in chat form (instructions not included)
+    images: tuple               # gateway.vision.parts.RequestImage per input_image part, in order (markers in messages)
     instructions: str | None
     tools: Tools | None
     think: bool | None
@@ -94,9 +95,12 @@ def parse_responses(body: dict, *, lenient: bool) -> ResponsesRequest:
         "tool_choice": body.get("tool_choice") or "auto", "tools": list(body.get("tools") or []),
         "top_p": _given(body, "top_p", 1.0), "truncation": "disabled",
     }
+    images: list = []
+    messages = input_messages(body.get("input"), images)
     return ResponsesRequest(
         sampling=sampling,
-        messages=input_messages(body.get("input")),
+        messages=messages,
+        images=tuple(images),
         instructions=echo["instructions"],
         tools=tools,
         think=think,
@@ -114,7 +118,8 @@ _FLAT_TOOL = {"type": "object", "required": ["type", "name"], "properties": {
     "parameters": {"type": ["object", "null"], "description": "a JSON schema"}, "strict": {"type": ["boolean", "null"]}}}
 RESPONSES_FIELDS = table(
     COMMON_FIELDS["model"],
-    Custom("input", "a string, or a list of messages, function_call and function_call_output items",
+    Custom("input", "a string, or a list of messages (text and input_image parts), function_call and "
+           "function_call_output items",
            reader=lambda body: None, shape=INPUT_SHAPE),
     Str("instructions", "a system message before the input (not carried over by previous_response_id)",
         max_chars=MAX_INSTRUCTIONS_CHARS),

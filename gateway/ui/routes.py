@@ -3,7 +3,8 @@
 The files in static/ ship as package data and are read once, on the first request; only those
 names are served (an allow-list, no path is joined from the request). The page talks to this
 server only: its Content-Security-Policy allows scripts, styles, images and fetches from the same
-origin and nothing else (no inline script, no CDN), a second line of defence behind the page's
+origin, and images from data: URIs (the user's own attached pictures, kept in the conversation), and
+nothing else (no inline script, no CDN), a second line of defence behind the page's
 renderer, which builds model text into DOM nodes as text. The page calls the API from the same
 origin, so it needs no CORS; it is public (gateway/http/auth.py), and its API calls carry the key.
 """
@@ -22,7 +23,7 @@ PAGE = "index.html"
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
           ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
 HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                                "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",

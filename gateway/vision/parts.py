@@ -5,9 +5,12 @@ later, off the event loop, when the prompt is built (gateway.vision.request).
 - OpenAI chat: content parts `{"type": "text"}` and `{"type": "image_url", "image_url": {"url": "data:...",
   "detail": ...}}` (`detail` accepted and ignored; a bare string `image_url` is accepted too); the marker replaces
   each image in the concatenated text.
+- Responses API: input message parts `{"type": "input_image", "image_url": "data:...", "detail": ...}` (`detail`
+  accepted and ignored; an object `{"url": ...}` accepted too); `file_id` is refused (no Files API here).
 - Ollama: `messages[].images` (/api/chat) and top-level `images` (/api/generate), raw base64; the markers go
   before the message text, one per image.
-Errors are gateway.vision.decode's: ImageDecodeError (400, naming the part), ImageTooLarge (413).
+Errors are gateway.vision.decode's: ImageDecodeError (400, naming the part), ImageTooLarge (413); FileIdImage
+(400) for a Responses image given by `file_id`.
 """
 from __future__ import annotations
 
@@ -34,16 +37,33 @@ def openai_content(content: list, where: str) -> tuple[str, list[RequestImage]]:
         if kind == "text" and type(part.get("text")) is str:
             texts.append(part["text"])
         elif kind == "image_url":
-            url = part.get("image_url")
-            if type(url) is dict:
-                url = url.get("url")
-            if type(url) is not str:
-                raise ImageDecodeError(f"{here}: image_url.url must be a string")
+            url = _url_string(part.get("image_url"), here, "image_url.url")
             images.append(RequestImage(here, payload_bytes(url, here)))
             texts.append(IMAGE_MARKER)
         else:
             raise ImageDecodeError(f"{here}: content parts must be text or image_url")
     return "".join(texts), images
+
+
+class FileIdImage(ValueError):
+    """A Responses `input_image` that names an uploaded file: this server has no Files API."""
+
+
+def _url_string(url: object, here: str, field: str) -> str:
+    if type(url) is dict:
+        url = url.get("url")
+    if type(url) is not str:
+        raise ImageDecodeError(f"{here}: {field} must be a string")
+    return url
+
+
+def responses_image(part: dict, where: str) -> RequestImage:
+    """A Responses API `input_image` part → its image (the caller places IMAGE_MARKER where it sits)."""
+    if part.get("file_id") is not None and part.get("image_url") is None:
+        raise FileIdImage(f"{where}: images by file_id are not supported (this server has no Files API); "
+                          "send image_url as a data: URI (base64)")
+    url = _url_string(part.get("image_url"), where, "image_url")
+    return RequestImage(where, payload_bytes(url, where))
 
 
 def ollama_images(images: object, where: str) -> list[RequestImage]:

@@ -38,10 +38,12 @@ def image_prompt(text, vision, rendered: str, images: list[RequestImage], param:
     IMAGE_MARKERs stand for `images` in order. text: gateway.text.model_text.ModelText; vision: its VisionModel."""
     from gateway.vision.prompt import build_image_prompt
 
-    try:
-        pictures = [decode_image(im.data, im.where) for im in images]
-    except (ImageDecodeError, ImageTooLarge) as exc:
-        raise image_error(exc) from None
+    pictures = []
+    for im in images:
+        try:
+            pictures.append(decode_image(im.data, im.where))
+        except (ImageDecodeError, ImageTooLarge) as exc:
+            raise image_error(exc, im.where) from None
     tok = text.tokenizer
     try:
         ids, spans = build_image_prompt(rendered, pictures, vision, text.encode_rendered,

@@ -116,6 +116,23 @@ def think_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def mmproj(tmp_path_factory):
+    """The path of a random-weight gemma3 vision projector (tests/csrc/vision/mmproj_gguf.py) for Gemma 3 270M."""
+    from .vision.pictures import mmproj_gguf
+
+    return str(mmproj_gguf.write_mmproj(tmp_path_factory.mktemp("mmproj") / "gemma3.gguf", mmproj_gguf.SPECS["gemma3"]))
+
+
+@pytest.fixture(scope="module")
+def vision_server(tmp_path_factory, mmproj):
+    """`g`: Gemma 3 270M with the `mmproj` projector (36 tokens per image), beside `plain` (text only, synthetic)."""
+    with running_server(tmp_path_factory.mktemp("vision"), "--model", "g=gemma3", "--mmproj", f"g={mmproj}",
+                        "--model", "plain=synthetic:step_us=1", "--parallel", "8",
+                        "--heartbeat-timeout-s", "30") as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
 def synthetic_server(tmp_path_factory):
     """A server whose one model is the lanes' synthetic backend: deterministic text ("<i> " per
     step, with JSON-hostile characters every 7th step), slow enough to observe, no weights."""

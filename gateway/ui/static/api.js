@@ -17,7 +17,7 @@ function headers(extra = {}) {
   return key ? { ...extra, Authorization: `Bearer ${key}` } : extra;
 }
 
-// The error message of a non-2xx answer (OpenAI's envelope), else its status.
+// The error of a non-2xx answer: its message (OpenAI's envelope), else its status; `status` set.
 async function failure(response) {
   if (response.status === 401) return new AuthError(Boolean(loadKey()));
   let message = `HTTP ${response.status}`;
@@ -27,7 +27,7 @@ async function failure(response) {
   } catch {
     // not JSON: keep the status
   }
-  return new Error(message);
+  return Object.assign(new Error(message), { status: response.status });
 }
 
 // A fresh id, for X-Request-ID and conversations (crypto.randomUUID needs a secure context; a LAN

@@ -1,8 +1,10 @@
 // The chat page: model picker, conversations (kept in localStorage), a streamed answer with its
-// reasoning, tool calls and statistics, Stop, settings and the API-key prompt.
+// reasoning, tool calls and statistics, Stop, settings, the API-key prompt, and images attached to
+// a message for models with the `vision` capability (attach.js).
 
 import { AuthError, cancel, chatModels, events, newId, startChat } from "./api.js";
-import { renderMarkdown } from "./markdown.js";
+import { attachments } from "./attach.js";
+import { element, fillAnswer, messageNode } from "./messages.js";
 import * as store from "./store.js";
 
 const $ = (id) => document.getElementById(id);
@@ -12,7 +14,8 @@ const ui = {
   settings: $("settings"), system: $("system"), temperature: $("temperature"), maxTokens: $("max-tokens"),
   setKey: $("set-key"), forgetKey: $("forget-key"), status: $("status"), messages: $("messages"),
   composer: $("composer"), prompt: $("prompt"), send: $("send"), stop: $("stop"), keyDialog: $("key-dialog"),
-  keyReason: $("key-reason"), key: $("key"),
+  keyReason: $("key-reason"), key: $("key"), attach: $("attach"), attachFile: $("attach-file"),
+  attachments: $("attachments"),
 };
 
 let conversations = store.loadConversations();
@@ -20,13 +23,7 @@ let conversations = store.loadConversations();
 let current = conversations.find((c) => c.id === store.loadCurrent()) ?? null;
 let settings = store.loadSettings();
 let active = null; // the answer streaming now: {requestId, controller, stopping}
-
-function element(tag, className, ...children) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  node.append(...children);
-  return node;
-}
+let visionModels = new Set(); // the served models that take images
 
 function showStatus(text) {
   ui.status.textContent = text;
@@ -34,7 +31,16 @@ function showStatus(text) {
 }
 
 function persist() {
-  if (!store.saveConversations(conversations)) showStatus("This browser did not save the conversation (storage full?).");
+  if (!store.saveConversations(conversations)) {
+    showStatus("This browser did not save the conversation (storage full? images take room: delete old conversations).");
+  }
+}
+
+const attached = attachments({ button: ui.attach, input: ui.attachFile, previews: ui.attachments, prompt: ui.prompt,
+                               dropZone: ui.composer }, showStatus);
+
+function showAttachControl() {
+  attached.setEnabled(visionModels.has(ui.model.value));
 }
 
 // --- API key -------------------------------------------------------------------------------
@@ -78,6 +84,8 @@ async function loadModels() {
     const models = await withKey(chatModels);
     ui.model.replaceChildren(...models.map((m) => new Option(m.id, m.id)));
     if (models.some((m) => m.id === settings.model)) ui.model.value = settings.model;
+    visionModels = new Set(models.filter((m) => m.capabilities.includes("vision")).map((m) => m.id));
+    showAttachControl();
     ui.send.disabled = models.length === 0;
     showStatus(models.length ? "" : "This server serves no chat model.");
   } catch (error) {
@@ -98,45 +106,7 @@ function readSettings() {
   store.saveSettings(settings);
 }
 
-// --- messages --------------------------------------------------------------------------------
-
-function statsText(message) {
-  const s = message.stats ?? {};
-  const parts = [];
-  if (s.ttft != null) parts.push(`TTFT ${Math.round(s.ttft * 1000)} ms`);
-  if (s.tps) parts.push(`${s.tps.toFixed(1)} tok/s`);
-  if (s.promptTokens != null) parts.push(`${s.promptTokens} prompt tokens`);
-  const generated = s.completionTokens ?? s.generatedTokens;
-  if (generated != null) parts.push(`${generated} generated`);
-  if (message.stopped) parts.push("stopped");
-  else if (message.finishReason === "length") parts.push("cut at max tokens");
-  return parts.join(" · ");
-}
-
-// The nodes of an assistant answer (rebuilt as it streams: the text is re-rendered whole).
-function fillAnswer(node, message) {
-  const reasoning = node.querySelector(".reasoning");
-  reasoning.hidden = !message.reasoning;
-  reasoning.querySelector(".reasoning-text").textContent = message.reasoning ?? "";
-  const thinking = node.classList.contains("streaming") && !message.content;
-  reasoning.querySelector("summary").textContent = thinking ? "Thinking…" : "Reasoning";
-  node.querySelector(".answer").replaceChildren(renderMarkdown(message.content ?? ""));
-  const calls = (message.toolCalls ?? []).filter(Boolean).map((call) =>
-    element("pre", "tool-call", element("span", "tool-name", `${call.name}(`), call.arguments, ")"));
-  node.querySelector(".tool-calls").replaceChildren(...calls);
-  node.querySelector(".error").textContent = message.error ?? "";
-  node.querySelector(".stats").textContent = statsText(message);
-  if (message.requestId) node.dataset.requestId = message.requestId;
-}
-
-function messageNode(message) {
-  if (message.role === "user") return element("article", "message user", element("div", "text", message.content));
-  const reasoning = element("details", "reasoning", element("summary"), element("div", "reasoning-text"));
-  const node = element("article", "message assistant", reasoning, element("div", "answer"),
-                       element("div", "tool-calls"), element("p", "error"), element("p", "stats"));
-  fillAnswer(node, message);
-  return node;
-}
+// --- messages (their nodes: messages.js) ---------------------------------------------------------
 
 function nearBottom() {
   const m = ui.messages;
@@ -175,6 +145,7 @@ function select(conversation) {
   store.saveCurrent(current?.id ?? null);
   if (conversation?.model && [...ui.model.options].some((o) => o.value === conversation.model)) {
     ui.model.value = conversation.model;
+    showAttachControl();
   }
   showSidebar(false);
   showConversation();
@@ -216,8 +187,23 @@ function applyEvent(message, event) {
   if ("ttft" in event) Object.assign(stats, { ttft: event.ttft, tps: event.tps, generatedTokens: event.generated_tokens });
 }
 
+// A turn as the API takes it: a user turn's images first (data: URIs in image_url parts), then its text;
+// for a model without the vision capability, the text alone.
+function apiMessage(m, vision) {
+  if (!m.images?.length || !vision) return { role: m.role, content: m.content };
+  const parts = m.images.map((url) => ({ type: "image_url", image_url: { url } }));
+  if (m.content) parts.push({ type: "text", text: m.content });
+  return { role: m.role, content: parts };
+}
+
+// The conversation for the next request; a turn the server refused (e.g. a bad image) is not sent again.
 function requestBody(history) {
-  const messages = history.filter((m) => m.role === "user" || m.content).map((m) => ({ role: m.role, content: m.content }));
+  const turns = history.filter((m) => !m.rejected && (m.role === "user" || m.content));
+  const vision = visionModels.has(ui.model.value);
+  if (!vision && turns.some((m) => m.images?.length)) {
+    showStatus(`${ui.model.value} does not take images: this conversation's pictures were left out.`);
+  }
+  const messages = turns.map((m) => apiMessage(m, vision));
   if (settings.system.trim()) messages.unshift({ role: "system", content: settings.system });
   const body = { model: ui.model.value, messages };
   if (settings.temperature !== "") body.temperature = Number(settings.temperature);
@@ -233,10 +219,12 @@ function setStreaming(on) {
   ui.newChat.disabled = on;
 }
 
-async function send(text) {
+async function send(text, images) {
   readSettings();
+  showStatus(""); // the last message's notes (attachments, storage) are old now
   if (!current) {
-    current = { id: newId(), title: text.slice(0, 60), model: ui.model.value, messages: [] };
+    const title = text.slice(0, 60) || (images.length === 1 ? "Image" : `${images.length} images`);
+    current = { id: newId(), title, model: ui.model.value, messages: [] };
     conversations.unshift(current);
     store.saveCurrent(current.id);
   } else {
@@ -244,7 +232,7 @@ async function send(text) {
   }
   current.model = ui.model.value;
   current.updated = Date.now();
-  const user = { role: "user", content: text };
+  const user = { role: "user", content: text, ...(images.length ? { images } : {}) };
   current.messages.push(user);
   const body = requestBody(current.messages);
   const message = { role: "assistant", content: "", requestId: newId() };
@@ -270,6 +258,7 @@ async function send(text) {
   } catch (error) {
     if (error.name === "AbortError" || active.stopping) message.stopped = true;
     else message.error = error.message;
+    if (error.status >= 400 && error.status < 500) user.rejected = true;
   } finally {
     active = null;
     node.classList.remove("streaming");
@@ -300,9 +289,9 @@ async function stop() {
 ui.composer.addEventListener("submit", (event) => {
   event.preventDefault();
   const text = ui.prompt.value.trim();
-  if (!text || active || ui.send.disabled) return;
+  if ((!text && !attached.count()) || active || ui.send.disabled) return;
   ui.prompt.value = "";
-  send(text);
+  send(text, attached.take());
 });
 ui.prompt.addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
@@ -323,7 +312,10 @@ ui.toggleSettings.addEventListener("click", () => {
 });
 ui.settings.addEventListener("submit", (event) => event.preventDefault());
 ui.settings.addEventListener("change", readSettings);
-ui.model.addEventListener("change", readSettings);
+ui.model.addEventListener("change", () => {
+  readSettings();
+  showAttachControl();
+});
 ui.setKey.addEventListener("click", async () => {
   if (await askKey("The API key for this server.")) loadModels();
 });

@@ -1,5 +1,7 @@
 """The Responses API without a model: validation, the conversation read from `input`, the
 store's bounds, and the events' numbering (a plain answer's deltas numbered by the relay)."""
+import base64
+
 import orjson
 import pytest
 
@@ -11,6 +13,7 @@ from gateway.responses.requests import parse_responses
 from gateway.responses.store import ResponseStore
 from gateway.features.tools import HERMES
 from gateway.serve.output import marked_pieces
+from gateway.vision.parts import IMAGE_MARKER, RequestImage
 
 
 def _parse(**body):
@@ -82,6 +85,37 @@ def test_client_output_items_come_back_as_history():
     assert messages[4]["content"] == "rain"
 
 
+PNG_URI = "data:image/png;base64," + base64.b64encode(b"\x89PNG fake bytes").decode()
+
+
+def test_input_image_parts_become_markers_and_images_in_order():
+    r = _parse(input=[{"role": "user", "content": [
+        {"type": "input_text", "text": "A "}, {"type": "input_image", "image_url": PNG_URI, "detail": "auto"},
+        {"type": "input_text", "text": " B"}, {"type": "input_image", "image_url": {"url": PNG_URI}}]}])
+    assert r.messages == ({"role": "user", "content": f"A {IMAGE_MARKER} B{IMAGE_MARKER}"},)
+    assert [im.where for im in r.images] == ["input[0].content[1]", "input[0].content[3]"]
+    assert r.images[0].data == b"\x89PNG fake bytes"
+    assert _parse().images == ()
+
+
+@pytest.mark.parametrize("part, status, code, message", [
+    ({"type": "input_image", "file_id": "file-1"}, 400, "unsupported_parameter",
+     "input[0].content[1]: images by file_id are not supported"),
+    ({"type": "input_image", "image_url": "https://127.0.0.1:9/a.png"}, 400, "invalid_image",
+     "input[0].content[1]: image URLs are not fetched"),
+    ({"type": "input_image", "image_url": "data:image/png;base64,@@"}, 400, "invalid_image",
+     "input[0].content[1]: the image is not valid base64"),
+    ({"type": "input_image", "image_url": "data:image/png;base64," + "A" * (28 * 1024 * 1024)}, 413,
+     "image_too_large", "input[0].content[1]: the image is larger than the limit"),
+    ({"type": "input_image", "image_url": PNG_URI, "colour": 1}, 400, "unknown_parameter", "colour"),
+    ({"type": "input_file", "file_id": "file-1"}, 400, "unsupported_parameter", "input_file"),
+])
+def test_bad_input_images_name_the_part(part, status, code, message):
+    error = _error(input=[{"role": "user", "content": [{"type": "input_text", "text": "x"}, part]}])
+    assert (error.status, error.param, error.code) == (status, "input[0].content[1]", code), error.message
+    assert message in error.message
+
+
 def test_flat_tools_and_named_choice():
     r = _parse(tools=[{"type": "function", "name": "f", "description": "d", "strict": True,
                        "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}}],
@@ -111,6 +145,21 @@ def test_store_keeps_the_newest_and_forgets_by_age(monkeypatch):
     off = ResponseStore(max_entries=0, max_age_s=10)
     off.put("x", {}, ())
     assert off.get("x") is None
+
+
+def test_store_keeps_images_within_its_byte_bound():
+    """A conversation's images are stored with it; past max_image_bytes the oldest responses go first."""
+    store = ResponseStore(max_entries=10, max_age_s=10, max_image_bytes=100)
+    pic = RequestImage("input[0].content[0]", b"x" * 40)
+    store.put("a", {}, (), (pic,))
+    store.put("b", {}, (), (pic, pic))  # a continuation counts its history's images again: 40 + 80 > 100
+    assert store.get("a") is None and store.get("b").images == (pic, pic)
+    store.put("c", {}, ())
+    assert store.get("b") is not None and store.delete("b")
+    store.put("d", {}, (), (pic, pic))  # b's bytes were released by its deletion
+    assert store.get("d") is not None and store.get("c") is not None
+    store.put("e", {}, (), (RequestImage("x", b"y" * 101),))  # larger than the whole bound: not kept
+    assert store.get("e") is None and store.get("d") is not None
 
 
 def _decode(events: bytes) -> list[dict]:

@@ -4,7 +4,7 @@ import base64
 import pytest
 
 from gateway.vision.decode import ImageDecodeError
-from gateway.vision.parts import IMAGE_MARKER, ollama_images, openai_content, with_markers
+from gateway.vision.parts import IMAGE_MARKER, FileIdImage, ollama_images, openai_content, responses_image, with_markers
 
 PNG = base64.b64encode(b"\x89PNG fake bytes").decode()
 
@@ -39,3 +39,16 @@ def test_ollama_images():
         ollama_images(["https://example.com/a.png"], "messages[1].images")
     with pytest.raises(ImageDecodeError, match="must be an array"):
         ollama_images(PNG, "images")
+
+
+def test_responses_input_image():
+    uri = f"data:image/png;base64,{PNG}"
+    assert responses_image({"type": "input_image", "image_url": uri, "detail": "high"}, "input[0].content[1]") == \
+        ("input[0].content[1]", base64.b64decode(PNG))
+    assert responses_image({"type": "input_image", "image_url": {"url": uri}}, "p").data == base64.b64decode(PNG)
+    with pytest.raises(FileIdImage, match=r"input\[0\].content\[0\]: images by file_id are not supported"):
+        responses_image({"type": "input_image", "file_id": "file-abc"}, "input[0].content[0]")
+    with pytest.raises(ImageDecodeError, match=r"p: image URLs are not fetched"):
+        responses_image({"type": "input_image", "image_url": "http://127.0.0.1:9/a.png"}, "p")
+    with pytest.raises(ImageDecodeError, match=r"p: image_url must be a string"):
+        responses_image({"type": "input_image"}, "p")

@@ -8,29 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import io
-import struct
-import sys
-import threading
-import zlib
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from pathlib import Path
 
 import httpx
-import numpy as np
 import ollama
 import openai
 import pytest
-from PIL import Image
 
-from ..conftest import running_server
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "csrc" / "vision"))
-import mmproj_gguf  # noqa: E402
-from image_prompts import image_prompt  # noqa: E402
+from .pictures import (QUESTION, UrlRecorder, huge_png_header_b64, mmproj_gguf, noise_image, openai_image_message,
+                       png_b64, url_of)
+from image_prompts import image_prompt  # noqa: E402  (tests/csrc/vision, on the path through .pictures)
 
 pytestmark = pytest.mark.real_model
-QUESTION = "Describe this image."
 MAX_TOKENS = 12
 # Seeded sampling at temperature 1 with every filter off, the same through both protocols (Ollama's own defaults
 # differ: top_k 40, top_p 0.9, repeat_penalty 1.1; Ollama has no ignore_eos, which changes the distribution):
@@ -38,59 +26,6 @@ MAX_TOKENS = 12
 OPENAI_SAMPLING = dict(temperature=1.0, top_p=1.0, seed=7, max_tokens=MAX_TOKENS, extra_body={"top_k": 0})
 LONG_SAMPLING = {**OPENAI_SAMPLING, "extra_body": {"top_k": 0, "ignore_eos": True}}
 OLLAMA_OPTIONS = dict(temperature=1.0, top_p=1.0, top_k=0, repeat_penalty=1.0, seed=7, num_predict=MAX_TOKENS)
-
-
-def png_b64(pixels: np.ndarray) -> str:
-    buf = io.BytesIO()
-    Image.fromarray(pixels).save(buf, format="PNG")
-    return base64.b64encode(buf.getvalue()).decode()
-
-
-def noise_image(seed: int) -> np.ndarray:
-    """A different picture per seed, of a different size and aspect ratio."""
-    rng = np.random.default_rng(seed)
-    h, w = 40 + 17 * seed, 120 - 9 * seed
-    return rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-
-
-def huge_png_header_b64(width: int = 10_000, height: int = 10_000) -> str:
-    """A PNG whose header claims width × height pixels (its data is not there: the limit is checked first)."""
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    raw = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
-    return base64.b64encode(raw).decode()
-
-
-def url_of(client: openai.OpenAI) -> str:
-    return str(client.base_url).rstrip("/").removesuffix("/v1")
-
-
-def openai_image_message(b64: str, question: str = QUESTION) -> list[dict]:
-    """Image first, then the question: the same text as Ollama's (its images' markers go before the text)."""
-    return [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64}", "detail": "low"}},
-        {"type": "text", "text": question}]}]
-
-
-@pytest.fixture(scope="module")
-def mmproj(tmp_path_factory):
-    return mmproj_gguf.write_mmproj(tmp_path_factory.mktemp("mmproj") / "gemma3.gguf", mmproj_gguf.SPECS["gemma3"])
-
-
-@pytest.fixture(scope="module")
-def vision_server(tmp_path_factory, mmproj):
-    with running_server(tmp_path_factory.mktemp("vision"), "--model", "g=gemma3", "--mmproj", f"g={mmproj}",
-                        "--model", "plain=synthetic:step_us=1", "--parallel", "8",
-                        "--heartbeat-timeout-s", "30") as srv:
-        yield srv
-
-
-@pytest.fixture(scope="module")
-def clients(vision_server):
-    url = vision_server.base_url
-    return (openai.OpenAI(base_url=url + "/v1", api_key="x", timeout=120, max_retries=0),
-            ollama.Client(host=url, timeout=120))
 
 
 def test_same_text_through_both_clients_and_image_tokens_counted(clients, mmproj):
@@ -176,30 +111,6 @@ def test_many_images_in_one_request(clients):
     assert chat.prompt_eval_count == reply.usage.prompt_tokens
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    hits: list = []
-
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        _Recorder.hits.append(self.path)
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(base64.b64decode(png_b64(noise_image(1))))
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def url_server():
-    srv = HTTPServer(("127.0.0.1", 0), _Recorder)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    _Recorder.hits.clear()
-    yield f"http://127.0.0.1:{srv.server_port}/picture.png"
-    srv.shutdown()
-    srv.server_close()
-
-
 def test_bad_inputs_openai_and_anthropic(vision_server, url_server):
     post = lambda body: httpx.post(vision_server.base_url + "/v1/chat/completions", timeout=60,  # noqa: E731
                                    json={"model": "g", "max_tokens": 2, **body})
@@ -226,7 +137,7 @@ def test_bad_inputs_openai_and_anthropic(vision_server, url_server):
             {"type": "image", "source": {"type": "url", "url": url_server}}]}]})
     assert r.status_code == 400 and r.json()["type"] == "error", r.text
     assert "messages[0].content[0]: image URLs are not fetched" in r.json()["error"]["message"]
-    assert _Recorder.hits == []
+    assert UrlRecorder.hits == []
 
 
 def test_bad_inputs_ollama(vision_server, url_server):
@@ -251,7 +162,7 @@ def test_bad_inputs_ollama(vision_server, url_server):
         ollama.Client(host=url).chat(model="g", messages=[{"role": "user", "content": "hi", "images": [
             base64.b64encode(b"not an image at all").decode()]}])
     assert err.value.status_code == 400 and "messages[0].images[0]" in str(err.value)
-    assert _Recorder.hits == []
+    assert UrlRecorder.hits == []
 
 
 def test_vision_capability_only_with_a_projector(vision_server, clients):

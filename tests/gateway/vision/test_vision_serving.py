@@ -1,9 +1,6 @@
 """--mmproj at start-up: the setting's validation, the projectors' clear errors (a model that is not a --model, not
 a GGUF text model, whose n_embd differs from the projector's output, or whose vocabulary lacks the marker tokens), and what a projector's lanes are sized for
 (request ring holding a whole context of image rows, max_batch_tokens holding a gemma3 image beside the slots)."""
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -15,15 +12,9 @@ from lanes import gemma3_path, smollm2_path, wire
 from lanes.api import GenerationParams, PromptImage
 from lanes.channels import request_ring_capacity
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "csrc" / "vision"))
-import mmproj_gguf  # noqa: E402
+from .pictures import mmproj_gguf
 
 pytestmark = pytest.mark.real_model
-
-
-@pytest.fixture(scope="module")
-def mmproj(tmp_path_factory):
-    return str(mmproj_gguf.write_mmproj(tmp_path_factory.mktemp("mmproj") / "g.gguf", mmproj_gguf.SPECS["gemma3"]))
 
 
 def test_setting_validation():
