@@ -3,11 +3,12 @@
 //   up_add: y[o] += s·(Σ_k t[k]·BT[k][o])        (BT [rank][n_out])
 // Both are axpy loops over contiguous rows (a rank-wide and an output-wide vector), which is why
 // the halves are transposed at load: the row-dot kernels of quant/ run 16-element rows at a
-// fraction of their speed. Every element is a sequential sum in ascending i (or k) starting from
-// 0, fused multiply-adds on the AVX2 path (vector lanes and scalar tails alike: std::fma), plain
-// multiply-then-add on the portable path; the final y + s·u rounds s·u first (llama.cpp's
-// ggml_scale then ggml_add). So an element's value does not depend on how rows or outputs are
-// split, only on the path, which is fixed per process (quant's active ISA).
+// fraction of their speed. up_add's elements are sequential sums in ascending k; down's, on the
+// AVX2 path, 8/W interleaved sums over i (down_block) added in a fixed order; fused multiply-adds
+// on the AVX2 path (scalar tails too: std::fma), plain multiply-then-add on the portable path; the
+// final y + s·u rounds s·u first (llama.cpp's ggml_scale then ggml_add). So an element's value
+// does not depend on how rows or outputs are split, only on the path, which is fixed per process
+// (quant's active ISA).
 #include <immintrin.h>
 
 #include <cmath>
@@ -59,23 +60,40 @@ __attribute__((target("avx2,fma,f16c"))) inline float load1(const LoraT& m, int6
   return static_cast<const float*>(m.data)[i];
 }
 
+// Columns k0 .. k0+8W of t = x·AT with 8 independent FMA chains: W column vectors × U = 8/W
+// interleaved streams of i (i ≡ u mod U), summed u = 0..U-1 at the end. A rank-16 A alone gave
+// two chains of n_in dependent FMAs (latency-bound at a quarter of the FMA rate).
+template <int W>
+__attribute__((target("avx2,fma,f16c"))) void down_block(const LoraT& at, const float* x, float* t, int64_t k0) {
+  constexpr int U = 8 / W;
+  const int64_t n_in = at.rows, r = at.cols;
+  __m256 acc[U][W];
+  for (auto& row : acc)
+    for (auto& a : row) a = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + U <= n_in; i += U)
+    for (int u = 0; u < U; ++u) {
+      const __m256 xi = _mm256_set1_ps(x[i + u]);
+      for (int w = 0; w < W; ++w) acc[u][w] = _mm256_fmadd_ps(xi, load8(at, (i + u) * r + k0 + 8 * w), acc[u][w]);
+    }
+  for (; i < n_in; ++i) {
+    const __m256 xi = _mm256_set1_ps(x[i]);
+    for (int w = 0; w < W; ++w) acc[0][w] = _mm256_fmadd_ps(xi, load8(at, i * r + k0 + 8 * w), acc[0][w]);
+  }
+  for (int w = 0; w < W; ++w) {
+    __m256 sum = acc[0][w];
+    for (int u = 1; u < U; ++u) sum = _mm256_add_ps(sum, acc[u][w]);
+    _mm256_storeu_ps(t + k0 + 8 * w, sum);
+  }
+}
+
 __attribute__((target("avx2,fma,f16c"))) void down_avx2(const LoraT& at, const float* x, float* t) {
   const int64_t n_in = at.rows, r = at.cols;
   int64_t k0 = 0;
-  for (; k0 + 64 <= r; k0 += 64) {  // 8 accumulators of 8 columns
-    __m256 acc[8];
-    for (auto& a : acc) a = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n_in; ++i) {
-      const __m256 xi = _mm256_set1_ps(x[i]);
-      for (int v = 0; v < 8; ++v) acc[v] = _mm256_fmadd_ps(xi, load8(at, i * r + k0 + 8 * v), acc[v]);
-    }
-    for (int v = 0; v < 8; ++v) _mm256_storeu_ps(t + k0 + 8 * v, acc[v]);
-  }
-  for (; k0 + 8 <= r; k0 += 8) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n_in; ++i) acc = _mm256_fmadd_ps(_mm256_set1_ps(x[i]), load8(at, i * r + k0), acc);
-    _mm256_storeu_ps(t + k0, acc);
-  }
+  for (; k0 + 64 <= r; k0 += 64) down_block<8>(at, x, t, k0);
+  for (; k0 + 32 <= r; k0 += 32) down_block<4>(at, x, t, k0);
+  for (; k0 + 16 <= r; k0 += 16) down_block<2>(at, x, t, k0);
+  for (; k0 + 8 <= r; k0 += 8) down_block<1>(at, x, t, k0);
   for (; k0 < r; ++k0) {
     float acc = 0.f;
     for (int64_t i = 0; i < n_in; ++i) acc = std::fma(x[i], load1(at, i * r + k0), acc);
@@ -88,6 +106,16 @@ __attribute__((target("avx2,fma,f16c"))) void up_add_avx2(const LoraT& bt, const
   const int64_t r = bt.rows, n_out = bt.cols;
   const __m256 sv = _mm256_set1_ps(s);
   int64_t o = o0;
+  for (; o + 64 <= o1; o += 64) {  // 8 independent chains: the FMA rate, not its latency
+    __m256 acc[8];
+    for (auto& a : acc) a = _mm256_setzero_ps();
+    for (int64_t k = 0; k < r; ++k) {
+      const __m256 tk = _mm256_set1_ps(t[k]);
+      for (int v = 0; v < 8; ++v) acc[v] = _mm256_fmadd_ps(tk, load8(bt, k * n_out + o + 8 * v), acc[v]);
+    }
+    for (int v = 0; v < 8; ++v)
+      _mm256_storeu_ps(y + o + 8 * v, _mm256_add_ps(_mm256_loadu_ps(y + o + 8 * v), _mm256_mul_ps(sv, acc[v])));
+  }
   for (; o + 32 <= o1; o += 32) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t k = 0; k < r; ++k) {
