@@ -95,4 +95,16 @@ void gemm_float(ThreadPool& pool, GgmlType wt, const void* w, int64_t n_in, int6
   });
 }
 
+void gemm_float_serial(GgmlType wt, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_rows,
+                       float* y, int64_t y_stride) {
+  if (!gemm_float_supported(wt)) throw std::invalid_argument("gemm_float: weights must be F32, F16 or BF16");
+  if (n_in <= 0 || n_out <= 0 || n_rows <= 0) return;
+  const quant::gemmf::Kernel k = quant::gemmf::active_kernel();
+  const size_t w_stride = ggml_row_bytes(wt, n_in);
+  // One task per column tile over all rows: each packed block is built once.
+  for (int64_t o0 = 0; o0 < n_out; o0 += k.cols_per_task)
+    k.run(wt, static_cast<const uint8_t*>(w), w_stride, n_in, x, 0, n_rows, o0, std::min(n_out, o0 + k.cols_per_task), y,
+          y_stride);
+}
+
 }  // namespace ls

@@ -3,7 +3,7 @@
 // SigLIP graph with flash attention off): the same op order, float-weight products on gemm_float
 // (quant/gemm_float.h; quantized weights on the text path's matmul) with activations rounded to fp16 / bf16 before products with fp16 / bf16 weights (ggml converts
 // them to the weight's dot type), layer norms with double accumulation, GELU from ggml's fp16
-// table, softmax in fp32 with a double sum. Attention is fp32 throughout (llama.cpp's default
+// table, softmax in fp32 (glibc's exp, vectorised; the sum in fp32 in index order: model/softmax.h). Attention is fp32 throughout (llama.cpp's default
 // flash-attention path keeps K and V in fp16; the golden tests measure that spread).
 //
 // Threading: one pool per encoder; every reduction is split by rows, so results are bit-identical
@@ -47,6 +47,10 @@ void round_for_weights(GgmlType t, float* x, int64_t n);
 // y (n_rows × w.n_out) = x (n_rows × w.n_in) · wᵀ; x is rounded in place first (round_for_weights).
 void linear(ThreadPool& pool, MatmulScratch& scratch, const VisionMatrix& w, float* x, int64_t n_rows, float* y,
             const std::vector<float>& bias);
+// Full multi-head attention over n tokens (vit_attention.cpp): q, k, v rows (stride `stride`) of
+// n_head·d_head floats each → out (n rows of n_head·d_head).
+void attention(ThreadPool& pool, const float* q, const float* k, const float* v, int64_t stride, int64_t n, int n_head,
+               int d_head, float* out);
 // ViT over one input: pixels (3 × S × S) → hidden (n_patches × n_embd), after post_ln.
 void vit_forward(const Mmproj& m, ThreadPool& pool, MatmulScratch& scratch, const float* pixels, float* hidden);
 // Projector: hidden (n_patches × n_embd, clobbered) → out (tokens_per_image × n_embd_out).

@@ -16,9 +16,6 @@ namespace ls {
 namespace vision {
 namespace {
 
-// Query rows per attention block: bounds the score matrix at kQueryBlock × n_patches floats.
-constexpr int64_t kQueryBlock = 256;
-
 inline float bf16_round(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
@@ -62,53 +59,6 @@ void layer_norm_rows(ThreadPool& pool, const float* x, float* y, int64_t n_rows,
       if (!b.empty()) for (int64_t i = 0; i < n; ++i) yr[i] += b[size_t(i)];
     }
   });
-}
-
-// Softmax of each row of s (n_rows × n) after scaling by `scale`, as ggml_soft_max_ext.
-void softmax_rows(ThreadPool& pool, float* s, int64_t n_rows, int64_t n, float scale) {
-  pool.parallel_for(n_rows, 4, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      float* row = s + r * n;
-      float mx = -INFINITY;
-      for (int64_t i = 0; i < n; ++i) {
-        row[i] *= scale;
-        mx = std::max(mx, row[i]);
-      }
-      double sum = 0.0;
-      for (int64_t i = 0; i < n; ++i) {
-        row[i] = std::exp(row[i] - mx);
-        sum += row[i];
-      }
-      const float inv = float(1.0 / sum);
-      for (int64_t i = 0; i < n; ++i) row[i] *= inv;
-    }
-  });
-}
-
-// Full (non-causal) multi-head attention over n tokens: qkv rows hold q | k | v (each
-// n_head·d_head wide); out gets n rows of n_head·d_head. Scores and the weighted sum of V run
-// on gemm_float (fp32), one head and one block of queries at a time.
-void attention(ThreadPool& pool, MatmulScratch& scratch, const float* q, const float* k, const float* v,
-               int64_t stride, int64_t n, int n_head, int d_head, float* out) {
-  const int64_t width = int64_t(n_head) * d_head;
-  // One head at a time: qh, kh [n][d_head]; vt [d_head][n] (V transposed: the "weight" of P·V);
-  // s [≤ kQueryBlock][n] scores, then probabilities.
-  std::vector<float> qh(size_t(n * d_head)), kh(size_t(n * d_head)), vt(size_t(n * d_head));
-  std::vector<float> s(size_t(std::min(n, kQueryBlock) * n));
-  const float scale = 1.0f / std::sqrt(float(d_head));
-  for (int h = 0; h < n_head; ++h) {
-    for (int64_t t = 0; t < n; ++t) {
-      std::memcpy(&qh[size_t(t * d_head)], q + t * stride + h * d_head, sizeof(float) * size_t(d_head));
-      std::memcpy(&kh[size_t(t * d_head)], k + t * stride + h * d_head, sizeof(float) * size_t(d_head));
-      for (int j = 0; j < d_head; ++j) vt[size_t(j * n + t)] = v[t * stride + h * d_head + j];
-    }
-    for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
-      const int64_t bq = std::min(kQueryBlock, n - q0);
-      gemm_float(pool, GgmlType::F32, kh.data(), d_head, n, &qh[size_t(q0 * d_head)], bq, s.data(), n);
-      softmax_rows(pool, s.data(), bq, n, scale);
-      gemm_float(pool, GgmlType::F32, vt.data(), n, d_head, s.data(), bq, out + q0 * width + h * d_head, width);
-    }
-  }
 }
 
 void add_rows(ThreadPool& pool, float* y, const float* x, int64_t n_rows, int64_t n) {
@@ -201,7 +151,7 @@ void vit_forward(const Mmproj& m, ThreadPool& pool, MatmulScratch& scratch, cons
         for (int64_t r = r0; r < r1; ++r) add_f32(q + r * 3 * width + j * width, b.data(), width);
       });
     }
-    attention(pool, scratch, q, q + width, q + 2 * width, 3 * width, n, hp.n_head, hp.d_head, attn.data());
+    attention(pool, q, q + width, q + 2 * width, 3 * width, n, hp.n_head, hp.d_head, attn.data());
     linear(pool, scratch, L.o, attn.data(), n, cur.data(), L.o_b);
     add_rows(pool, hidden, cur.data(), n, d);
 
