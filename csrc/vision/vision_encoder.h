@@ -12,12 +12,26 @@
 
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "common/thread_pool.h"
 #include "quant/quant.h"
 #include "vision/mmproj.h"
 
 namespace ls {
+
+namespace vision {
+// The buffers of one encode, kept by the encoder between images (grown, never shrunk): no page
+// faults or zero-filling of ~30 MB of activations per image.
+struct Workspace {
+  std::vector<float> patches, hidden, cur, qkv, attn, ff, kh, vt;
+  // v's storage for at least n floats (contents unspecified).
+  static float* at_least(std::vector<float>& v, int64_t n) {
+    if (v.size() < size_t(n)) v.resize(size_t(n));
+    return v.data();
+  }
+};
+}  // namespace vision
 
 class VisionEncoder {
  public:
@@ -36,6 +50,7 @@ class VisionEncoder {
   std::shared_ptr<const Mmproj> mmproj_;
   ThreadPool pool_;
   MatmulScratch scratch_;
+  vision::Workspace ws_;
   std::mutex mu_;
 };
 
@@ -48,11 +63,11 @@ void round_for_weights(GgmlType t, float* x, int64_t n);
 void linear(ThreadPool& pool, MatmulScratch& scratch, const VisionMatrix& w, float* x, int64_t n_rows, float* y,
             const std::vector<float>& bias);
 // Full multi-head attention over n tokens (vit_attention.cpp): q, k, v rows (stride `stride`) of
-// n_head·d_head floats each → out (n rows of n_head·d_head).
-void attention(ThreadPool& pool, const float* q, const float* k, const float* v, int64_t stride, int64_t n, int n_head,
-               int d_head, float* out);
-// ViT over one input: pixels (3 × S × S) → hidden (n_patches × n_embd), after post_ln.
-void vit_forward(const Mmproj& m, ThreadPool& pool, MatmulScratch& scratch, const float* pixels, float* hidden);
+// n_head·d_head floats each → out (n rows of n_head·d_head). ws.kh and ws.vt hold per-head copies.
+void attention(ThreadPool& pool, Workspace& ws, const float* q, const float* k, const float* v, int64_t stride,
+               int64_t n, int n_head, int d_head, float* out);
+// ViT over one input: pixels (3 × S × S) → ws.hidden (n_patches × n_embd), after post_ln.
+void vit_forward(const Mmproj& m, ThreadPool& pool, MatmulScratch& scratch, Workspace& ws, const float* pixels);
 // Projector: hidden (n_patches × n_embd, clobbered) → out (tokens_per_image × n_embd_out).
 void project(const Mmproj& m, ThreadPool& pool, MatmulScratch& scratch, float* hidden, float* out);
 }  // namespace vision

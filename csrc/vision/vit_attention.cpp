@@ -32,15 +32,16 @@ float* task_buffer(size_t n) {
 
 }  // namespace
 
-void attention(ThreadPool& pool, const float* q, const float* k, const float* v, int64_t stride, int64_t n, int n_head,
-               int d_head, float* out) {
+void attention(ThreadPool& pool, Workspace& ws, const float* q, const float* k, const float* v, int64_t stride,
+               int64_t n, int n_head, int d_head, float* out) {
   const int64_t width = int64_t(n_head) * d_head, head_floats = n * d_head;
   // Per head: kh [n][d_head] (the scores' "weights") and vt [d_head][n] (V transposed: P·V's).
-  std::vector<float> kh(size_t(n_head * head_floats)), vt(size_t(n_head * head_floats));
+  float* kh = Workspace::at_least(ws.kh, n_head * head_floats);
+  float* vt = Workspace::at_least(ws.vt, n_head * head_floats);
   pool.parallel_for(n_head, 1, [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) {
-      float* kd = &kh[size_t(h * head_floats)];
-      float* vd = &vt[size_t(h * head_floats)];
+      float* kd = kh + h * head_floats;
+      float* vd = vt + h * head_floats;
       for (int64_t t = 0; t < n; ++t) {
         std::memcpy(kd + t * d_head, k + t * stride + h * d_head, sizeof(float) * size_t(d_head));
         for (int j = 0; j < d_head; ++j) vd[j * n + t] = v[t * stride + h * d_head + j];
@@ -56,9 +57,9 @@ void attention(ThreadPool& pool, const float* q, const float* k, const float* v,
       const int64_t h = t / n_blocks, q0 = (t % n_blocks) * kQueryBlock, bq = std::min(kQueryBlock, n - q0);
       for (int64_t r = 0; r < bq; ++r)
         std::memcpy(qb + r * d_head, q + (q0 + r) * stride + h * d_head, sizeof(float) * size_t(d_head));
-      gemm_float_serial(GgmlType::F32, &kh[size_t(h * head_floats)], d_head, n, qb, bq, s, n);
+      gemm_float_serial(GgmlType::F32, kh + h * head_floats, d_head, n, qb, bq, s, n);
       softmax_rows(s, bq, n, int(n), scale);
-      gemm_float_serial(GgmlType::F32, &vt[size_t(h * head_floats)], n, d_head, s, bq, out + q0 * width + h * d_head,
+      gemm_float_serial(GgmlType::F32, vt + h * head_floats, n, d_head, s, bq, out + q0 * width + h * d_head,
                         width);
     }
   });
