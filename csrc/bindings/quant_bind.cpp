@@ -129,7 +129,7 @@ void bind_quant(py::module_& parent) {
      "interleaved: W is in the form interleave() returns.");
 
   m.def("gemm_float", [](int type_id, py::buffer weight, int64_t n_in, int64_t n_out,
-                         py::array_t<float, py::array::c_style | py::array::forcecast> x, int threads) {
+                         py::array_t<float, py::array::c_style | py::array::forcecast> x, int threads, bool serial) {
     const GgmlType t = checked_type(type_id);
     if (!gemm_float_supported(t)) throw std::invalid_argument("gemm_float takes F32, F16 or BF16 weights");
     const py::buffer_info wi = weight.request();
@@ -143,11 +143,14 @@ void bind_quant(py::module_& parent) {
     {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(e.mu);
-      gemm_float(*e.pool, t, wi.ptr, n_in, n_out, xp, rows, yp, n_out);
+      if (serial) gemm_float_serial(t, wi.ptr, n_in, n_out, xp, rows, yp, n_out);
+      else gemm_float(*e.pool, t, wi.ptr, n_in, n_out, xp, rows, yp, n_out);
     }
     return y;
   }, py::arg("type_id"), py::arg("weight"), py::arg("n_in"), py::arg("n_out"), py::arg("x"), py::arg("threads") = 1,
-     "y = x @ W.T on the float-weight GEMM (quant/gemm_float.h): F32 / F16 / BF16 W, n_out rows of n_in.");
+     py::arg("serial") = false,
+     "y = x @ W.T on the float-weight GEMM (quant/gemm_float.h): F32 / F16 / BF16 W, n_out rows of n_in; "
+     "serial: gemm_float_serial (in the calling thread).");
 
   m.def("bench_matmul", [](int type_id, py::buffer weights, int64_t n_in, int64_t n_out, int64_t rows, int threads,
                            int iters, bool interleaved, bool float_gemm) {
