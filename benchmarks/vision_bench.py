@@ -1,7 +1,8 @@
 """Image encode time per encoder input: laneserve's vision encoder (lanes._runtime.VisionEncoder) next to
 llama.cpp's mtmd (mtmd_encode_chunk) on the same random-weight projector and the same preprocessed image, at 1
-and 2 threads. One line per (projector, threads, round): median of --repeat runs each, mtmd / ours ratio (> 1: we
-are faster). --rounds N alternates the two N times (mtmd, then ours, per round) so that both sides of each ratio
+and 2 threads. One line per (projector, threads, round): median of --repeat runs each, wall and process CPU time
+(all threads, spinning included: steadier than wall time on a loaded machine), mtmd / ours ratios (> 1: we are
+faster). --rounds N alternates the two N times (mtmd, then ours, per round) so that both sides of each ratio
 see the same machine load; a last line per (projector, threads) gives the median ratio over the rounds.
 
 The projectors are SmolVLM-256M-shaped (idefics3: 512-px tiles, 16-px patches, hidden 768, 12 heads, FFN 3072,
@@ -56,7 +57,9 @@ for threads in args["threads"]:
     mt.mtmd_encode_chunk(ctx, image)  # warm-up
     times = []
     for _ in range(args["repeat"]):
-        t = time.perf_counter(); assert mt.mtmd_encode_chunk(ctx, image) == 0; times.append(time.perf_counter() - t)
+        t, c = time.perf_counter(), time.process_time()
+        assert mt.mtmd_encode_chunk(ctx, image) == 0
+        times.append((time.perf_counter() - t, time.process_time() - c))
     out[threads] = times
     mt.mtmd_free(ctx)
 print(json.dumps(out))
@@ -70,6 +73,11 @@ BENCH = {
 }
 
 
+def medians(pairs: list) -> tuple[float, float]:
+    """Per-column medians of (wall, CPU) pairs."""
+    return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--llama-python", required=True)
@@ -78,6 +86,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=6)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--projectors", nargs="+", choices=list(BENCH), default=list(BENCH))
     args = ap.parse_args()
     import lanes
     from PIL import Image
@@ -86,7 +95,8 @@ def main() -> None:
     from lanes import _runtime as rt
 
     with tempfile.TemporaryDirectory() as tmp:
-        for name, spec in BENCH.items():
+        for name in args.projectors:
+            spec = BENCH[name]
             spec = dataclasses.replace(spec, n_layer=args.layers)
             mmproj = mmproj_gguf.write_mmproj(Path(tmp) / f"{name}.gguf", spec)
             if name == "idefics3":
@@ -112,18 +122,20 @@ def main() -> None:
                     enc.encode(x)  # warm-up
                     ours = []
                     for _ in range(args.repeat):
-                        t = time.perf_counter()
+                        t, c = time.perf_counter(), time.process_time()
                         enc.encode(x)
-                        ours.append(time.perf_counter() - t)
-                    a, b = statistics.median(ours), statistics.median(theirs[str(threads)])
-                    ratios[threads].append(b / a)
+                        ours.append((time.perf_counter() - t, time.process_time() - c))
+                    (a, a_cpu), (b, b_cpu) = medians(ours), medians(theirs[str(threads)])
+                    ratios[threads].append((b / a, b_cpu / a_cpu))
                     print(f"{name:9s} {spec.image_size}px {(spec.image_size // spec.patch_size) ** 2} patches "
-                          f"{spec.n_layer} blocks  threads={threads}  round {rnd + 1}  ours {a * 1e3:8.1f} ms  "
-                          f"mtmd {b * 1e3:8.1f} ms  ratio {b / a:5.2f}x", flush=True)
+                          f"{spec.n_layer} blocks  threads={threads}  round {rnd + 1}  ours {a * 1e3:7.1f} ms "
+                          f"(CPU {a_cpu * 1e3:7.1f})  mtmd {b * 1e3:7.1f} ms (CPU {b_cpu * 1e3:7.1f})  "
+                          f"ratio {b / a:5.2f}x (CPU {b_cpu / a_cpu:5.2f}x)", flush=True)
             if args.rounds > 1:
                 for threads in args.threads:
-                    print(f"{name:9s} threads={threads}  median ratio over {args.rounds} rounds "
-                          f"{statistics.median(ratios[threads]):5.2f}x", flush=True)
+                    wall, cpu = medians(ratios[threads])
+                    print(f"{name:9s} threads={threads}  median ratio over {args.rounds} rounds {wall:5.2f}x "
+                          f"(CPU time {cpu:5.2f}x)", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -141,15 +141,18 @@ void bind_quant(py::module_& parent) {
      "interleaved: W is in the form interleave() returns.");
 
   m.def("gemm_float", [](int type_id, py::buffer weight, int64_t n_in, int64_t n_out, const FloatRows& x,
-                         int threads) {
+                         int threads, bool serial) {
     const GgmlType t = checked_type(type_id);
     if (!gemm_float_supported(t)) throw std::invalid_argument("gemm_float takes F32, F16 or BF16 weights");
     const py::buffer_info wi = weight.request();
     return product(t, wi, n_in, n_out, x, threads, [&](PoolEntry& e, const float* xp, int64_t rows, float* yp) {
-      gemm_float(*e.pool, t, wi.ptr, n_in, n_out, xp, rows, yp, n_out);
+      if (serial) gemm_float_serial(t, wi.ptr, n_in, n_out, xp, rows, yp, n_out);
+      else gemm_float(*e.pool, t, wi.ptr, n_in, n_out, xp, rows, yp, n_out);
     });
   }, py::arg("type_id"), py::arg("weight"), py::arg("n_in"), py::arg("n_out"), py::arg("x"), py::arg("threads") = 1,
-     "y = x @ W.T on the float-weight GEMM (quant/gemm_float.h): F32 / F16 / BF16 W, n_out rows of n_in.");
+     py::arg("serial") = false,
+     "y = x @ W.T on the float-weight GEMM (quant/gemm_float.h): F32 / F16 / BF16 W, n_out rows of n_in; "
+     "serial: gemm_float_serial (in the calling thread).");
 
   m.def("bench_matmul", [](int type_id, py::buffer weights, int64_t n_in, int64_t n_out, int64_t rows, int threads,
                            int iters, bool interleaved, bool float_gemm) {

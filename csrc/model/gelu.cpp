@@ -41,52 +41,55 @@ const float* gelu_table() {
   return table->value;
 }
 
-// As ggml's GeGLU: +0 (not 0·b) below −10, x·b above 10.
-inline float geglu_one(const float* table, float x, float b) {
+// As ggml's GeGLU: +0 (not 0·b) below −10, x·b above 10; kMul false: ggml's plain GELU (the vision
+// encoder's feed-forward), the same without b.
+template <bool kMul>
+inline float gelu_one(const float* table, float x, const float* b, int64_t i) {
+  const float m = kMul ? b[i] : 1.0f;
   if (x <= -10.0f) return 0.0f;
-  if (x >= 10.0f) return x * b;
-  return table[f32_to_fp16(x)] * b;
+  if (x >= 10.0f) return kMul ? x * m : x;
+  return kMul ? table[f32_to_fp16(x)] * m : table[f32_to_fp16(x)];
 }
 
-void gelu_mul_scalar(const float* table, float* a, const float* b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) a[i] = geglu_one(table, a[i], b[i]);
+template <bool kMul>
+void gelu_scalar(const float* table, float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) a[i] = gelu_one<kMul>(table, a[i], b, i);
 }
 
 // 8 lanes: vcvtps2ph rounds to nearest even like f32_to_fp16; the gather reads the same entries.
+template <bool kMul>
 __attribute__((target("avx2,f16c")))
-void gelu_mul_avx2(const float* table, float* a, const float* b, int64_t n) {
+void gelu_avx2(const float* table, float* a, const float* b, int64_t n) {
   const __m256 lo = _mm256_set1_ps(-10.0f), hi = _mm256_set1_ps(10.0f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 x = _mm256_loadu_ps(a + i);
     const __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256 g = _mm256_loadu_ps(b + i);
     __m256 y = _mm256_i32gather_ps(table, _mm256_cvtepu16_epi32(h), 4);
     y = _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, hi, _CMP_GE_OQ));
-    y = _mm256_mul_ps(y, g);
+    if constexpr (kMul) y = _mm256_mul_ps(y, _mm256_loadu_ps(b + i));
     y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LE_OQ));
     _mm256_storeu_ps(a + i, y);
   }
-  gelu_mul_scalar(table, a + i, b + i, n - i);
+  gelu_scalar<kMul>(table, a + i, kMul ? b + i : b, n - i);
 }
 
 }  // namespace
 
 void gelu_tanh_mul(float* a, const float* b, int64_t n) {
   static const bool use_avx2 = cpu_features().avx2;
-  if (use_avx2) gelu_mul_avx2(gelu_table(), a, b, n);
-  else gelu_mul_scalar(gelu_table(), a, b, n);
+  if (use_avx2) gelu_avx2<true>(gelu_table(), a, b, n);
+  else gelu_scalar<true>(gelu_table(), a, b, n);
 }
 
-void gelu_tanh_mul_portable(float* a, const float* b, int64_t n) { gelu_mul_scalar(gelu_table(), a, b, n); }
+void gelu_tanh_mul_portable(float* a, const float* b, int64_t n) { gelu_scalar<true>(gelu_table(), a, b, n); }
 
-// ggml's plain GELU (the vision encoder's feed-forward): the same table, x itself above 10, 0 below −10.
 void gelu_tanh(float* a, int64_t n) {
-  const float* table = gelu_table();
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = a[i];
-    a[i] = x <= -10.0f ? 0.0f : x >= 10.0f ? x : table[f32_to_fp16(x)];
-  }
+  static const bool use_avx2 = cpu_features().avx2;
+  if (use_avx2) gelu_avx2<false>(gelu_table(), a, nullptr, n);
+  else gelu_scalar<false>(gelu_table(), a, nullptr, n);
 }
+
+void gelu_tanh_portable(float* a, int64_t n) { gelu_scalar<false>(gelu_table(), a, nullptr, n); }
 
 }  // namespace ls

@@ -18,5 +18,6 @@ void silu_mul(float* a, const float* b, int64_t n);            // a = silu(a) ‚ä
 void gelu_tanh_mul(float* a, const float* b, int64_t n);
 void gelu_tanh_mul_portable(float* a, const float* b, int64_t n);
 void gelu_tanh(float* a, int64_t n);                           // a = gelu_tanh(a), same table
+void gelu_tanh_portable(float* a, int64_t n);
 
 }  // namespace ls

@@ -75,12 +75,13 @@ void gemm_float(ThreadPool& pool, GgmlType wt, const void* w, int64_t n_in, int6
   if (n_in <= 0 || n_out <= 0 || n_rows <= 0) return;
   const quant::gemmf::Kernel k = quant::gemmf::active_kernel();
   const size_t w_stride = ggml_row_bytes(wt, n_in);
-  // Task grid: column tiles of one packed block each; when they are few, rows are cut too (each
-  // cut repacks the weights once more, so row tiles stay ≥ 8 register tiles). The grid depends
-  // only on the shapes, and no split changes any output's summation order anyway.
+  // Task grid: column tiles of one packed block each; when they are few and the pool has several
+  // threads, rows are cut too (each cut repacks the weights once more, so row tiles stay ≥ 8
+  // register tiles; one thread gains nothing from cuts). No split changes any output's summation
+  // order, so the bits never depend on the grid.
   const int64_t col_tiles = (n_out + k.cols_per_task - 1) / k.cols_per_task;
   const int64_t min_rows = 8 * int64_t(k.rows_per_tile);
-  int64_t row_tiles = (8 + col_tiles - 1) / col_tiles;
+  int64_t row_tiles = pool.num_threads() == 1 ? 1 : (8 + col_tiles - 1) / col_tiles;
   row_tiles = std::max<int64_t>(1, std::min(row_tiles, n_rows / min_rows));
   int64_t rows_per = (n_rows + row_tiles - 1) / row_tiles;
   rows_per = (rows_per + k.rows_per_tile - 1) / k.rows_per_tile * k.rows_per_tile;
@@ -93,6 +94,18 @@ void gemm_float(ThreadPool& pool, GgmlType wt, const void* w, int64_t n_in, int6
             y, y_stride);
     }
   });
+}
+
+void gemm_float_serial(GgmlType wt, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_rows,
+                       float* y, int64_t y_stride) {
+  if (!gemm_float_supported(wt)) throw std::invalid_argument("gemm_float: weights must be F32, F16 or BF16");
+  if (n_in <= 0 || n_out <= 0 || n_rows <= 0) return;
+  const quant::gemmf::Kernel k = quant::gemmf::active_kernel();
+  const size_t w_stride = ggml_row_bytes(wt, n_in);
+  // One task per column tile over all rows: each packed block is built once.
+  for (int64_t o0 = 0; o0 < n_out; o0 += k.cols_per_task)
+    k.run(wt, static_cast<const uint8_t*>(w), w_stride, n_in, x, 0, n_rows, o0, std::min(n_out, o0 + k.cols_per_task), y,
+          y_stride);
 }
 
 }  // namespace ls

@@ -31,6 +31,10 @@ bool gemm_float_supported(GgmlType wt);
 // y (row stride y_stride floats) = x · Wᵀ, split over the pool in tiles of rows × outputs.
 void gemm_float(ThreadPool& pool, GgmlType wt, const void* w, int64_t n_in, int64_t n_out, const float* x,
                 int64_t n_rows, float* y, int64_t y_stride);
+// The same product in the calling thread (same bits), for callers that parallelise over
+// independent products themselves (the vision encoder's attention: one task per head and block).
+void gemm_float_serial(GgmlType wt, const void* w, int64_t n_in, int64_t n_out, const float* x, int64_t n_rows,
+                       float* y, int64_t y_stride);
 
 // Internals shared by gemm_float.cpp and the ISA files gemm_float_{avx2,avx512}.cpp.
 namespace quant::gemmf {

@@ -62,11 +62,8 @@ VisionEncoder::VisionEncoder(std::shared_ptr<const Mmproj> mmproj, int n_threads
 
 void VisionEncoder::encode(const float* pixels, float* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  const VisionHparams& hp = mmproj_->hparams();
-  const int64_t n_side = hp.image_size / hp.patch_size;
-  std::vector<float> hidden(size_t(n_side * n_side * hp.n_embd));
-  vision::vit_forward(*mmproj_, pool_, scratch_, pixels, hidden.data());
-  vision::project(*mmproj_, pool_, scratch_, hidden.data(), out);
+  vision::vit_forward(*mmproj_, pool_, scratch_, ws_, pixels);
+  vision::project(*mmproj_, pool_, scratch_, ws_.hidden.data(), out);
 }
 
 }  // namespace ls

@@ -16,9 +16,6 @@ namespace ls {
 namespace vision {
 namespace {
 
-// Query rows per attention block: bounds the score matrix at kQueryBlock × n_patches floats.
-constexpr int64_t kQueryBlock = 256;
-
 inline float bf16_round(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
@@ -64,53 +61,6 @@ void layer_norm_rows(ThreadPool& pool, const float* x, float* y, int64_t n_rows,
   });
 }
 
-// Softmax of each row of s (n_rows × n) after scaling by `scale`, as ggml_soft_max_ext.
-void softmax_rows(ThreadPool& pool, float* s, int64_t n_rows, int64_t n, float scale) {
-  pool.parallel_for(n_rows, 4, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      float* row = s + r * n;
-      float mx = -INFINITY;
-      for (int64_t i = 0; i < n; ++i) {
-        row[i] *= scale;
-        mx = std::max(mx, row[i]);
-      }
-      double sum = 0.0;
-      for (int64_t i = 0; i < n; ++i) {
-        row[i] = std::exp(row[i] - mx);
-        sum += row[i];
-      }
-      const float inv = float(1.0 / sum);
-      for (int64_t i = 0; i < n; ++i) row[i] *= inv;
-    }
-  });
-}
-
-// Full (non-causal) multi-head attention over n tokens: qkv rows hold q | k | v (each
-// n_head·d_head wide); out gets n rows of n_head·d_head. Scores and the weighted sum of V run
-// on gemm_float (fp32), one head and one block of queries at a time.
-void attention(ThreadPool& pool, MatmulScratch& scratch, const float* q, const float* k, const float* v,
-               int64_t stride, int64_t n, int n_head, int d_head, float* out) {
-  const int64_t width = int64_t(n_head) * d_head;
-  // One head at a time: qh, kh [n][d_head]; vt [d_head][n] (V transposed: the "weight" of P·V);
-  // s [≤ kQueryBlock][n] scores, then probabilities.
-  std::vector<float> qh(size_t(n * d_head)), kh(size_t(n * d_head)), vt(size_t(n * d_head));
-  std::vector<float> s(size_t(std::min(n, kQueryBlock) * n));
-  const float scale = 1.0f / std::sqrt(float(d_head));
-  for (int h = 0; h < n_head; ++h) {
-    for (int64_t t = 0; t < n; ++t) {
-      std::memcpy(&qh[size_t(t * d_head)], q + t * stride + h * d_head, sizeof(float) * size_t(d_head));
-      std::memcpy(&kh[size_t(t * d_head)], k + t * stride + h * d_head, sizeof(float) * size_t(d_head));
-      for (int j = 0; j < d_head; ++j) vt[size_t(j * n + t)] = v[t * stride + h * d_head + j];
-    }
-    for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
-      const int64_t bq = std::min(kQueryBlock, n - q0);
-      gemm_float(pool, GgmlType::F32, kh.data(), d_head, n, &qh[size_t(q0 * d_head)], bq, s.data(), n);
-      softmax_rows(pool, s.data(), bq, n, scale);
-      gemm_float(pool, GgmlType::F32, vt.data(), n, d_head, s.data(), bq, out + q0 * width + h * d_head, width);
-    }
-  }
-}
-
 void add_rows(ThreadPool& pool, float* y, const float* x, int64_t n_rows, int64_t n) {
   pool.parallel_for(n_rows, 16, [&](int64_t r0, int64_t r1) { add_f32(y + r0 * n, x + r0 * n, (r1 - r0) * n); });
 }
@@ -148,47 +98,48 @@ void linear(ThreadPool& pool, MatmulScratch& scratch, const VisionMatrix& w, flo
   }
 }
 
-void vit_forward(const Mmproj& m, ThreadPool& pool, MatmulScratch& scratch, const float* pixels, float* hidden) {
+void vit_forward(const Mmproj& m, ThreadPool& pool, MatmulScratch& scratch, Workspace& ws, const float* pixels) {
   const VisionHparams& hp = m.hparams();
   const int p = hp.patch_size, side = hp.image_size, n_side = side / p;
   const int64_t n = int64_t(n_side) * n_side, d = hp.n_embd, width = int64_t(hp.n_head) * hp.d_head;
 
   // Patch embedding = a stride-p convolution: each patch flattened in the kernel's (c, y, x) order.
-  std::vector<float> patches(size_t(n * 3 * p * p));  // [n patches][3·p·p], patch t = (t / n_side, t % n_side)
+  float* hidden = Workspace::at_least(ws.hidden, n * d);  // [n][n_embd] the residual stream
+  float* patches = Workspace::at_least(ws.patches, n * 3 * p * p);  // [n][3·p·p], patch t = (t / n_side, t % n_side)
   for (int py = 0; py < n_side; ++py)
     for (int px = 0; px < n_side; ++px) {
-      float* dst = &patches[size_t((py * n_side + px) * 3 * p * p)];
+      float* dst = patches + (py * n_side + px) * 3 * p * p;
       for (int c = 0; c < 3; ++c)
         for (int ky = 0; ky < p; ++ky)
           std::memcpy(dst + (c * p + ky) * p, pixels + (size_t(c) * side + py * p + ky) * side + px * p,
                       sizeof(float) * size_t(p));
     }
-  linear(pool, scratch, m.patch_w, patches.data(), n, hidden, m.patch_b);
+  linear(pool, scratch, m.patch_w, patches, n, hidden, m.patch_b);
   add_rows(pool, hidden, m.pos_embd.data(), n, d);
 
-  std::vector<float> cur(size_t(n * std::max(d, width)));  // [n][n_embd] normed input / block output
-  std::vector<float> qkv(size_t(n * 3 * width));          // [n][q | k | v], each n_head·d_head
-  std::vector<float> attn(size_t(n * width));             // [n][n_head·d_head] attention output
-  std::vector<float> ff(size_t(n * hp.n_ff));              // [n][n_ff] FFN hidden
+  float* cur = Workspace::at_least(ws.cur, n * std::max(d, width));  // [n][n_embd] normed input / block output
+  float* qkv = Workspace::at_least(ws.qkv, n * 3 * width);           // [n][q | k | v], each n_head·d_head
+  float* attn = Workspace::at_least(ws.attn, n * width);             // [n][n_head·d_head] attention output
+  float* ff = Workspace::at_least(ws.ff, n * hp.n_ff);               // [n][n_ff] FFN hidden
   for (const VisionLayer& L : m.layers) {
-    layer_norm_rows(pool, hidden, cur.data(), n, d, hp.eps, L.ln1_w, L.ln1_b);
+    layer_norm_rows(pool, hidden, cur, n, d, hp.eps, L.ln1_w, L.ln1_b);
     // q, k and v side by side in one buffer (row stride 3·width).
-    float* q = qkv.data();
+    float* q = qkv;
     if (L.q.type == L.k.type && L.q.type == L.v.type && !gemm_float_supported(L.q.type)) {
-      round_for_weights(L.q.type, cur.data(), n * d);
+      round_for_weights(L.q.type, cur, n * d);
       const MatmulOut outs[3] = {{L.q.data, width, q, 3 * width},
                                  {L.k.data, width, q + width, 3 * width},
                                  {L.v.data, width, q + 2 * width, 3 * width}};
-      matmul_multi(pool, scratch, L.q.type, d, cur.data(), n, outs, 3);
+      matmul_multi(pool, scratch, L.q.type, d, cur, n, outs, 3);
     } else if (L.q.type == L.k.type && L.q.type == L.v.type) {  // float weights: one rounding, three products
-      round_for_weights(L.q.type, cur.data(), n * d);
+      round_for_weights(L.q.type, cur, n * d);
       const VisionMatrix* mats[3] = {&L.q, &L.k, &L.v};
-      for (int j = 0; j < 3; ++j) gemm_float(pool, L.q.type, mats[j]->data, d, width, cur.data(), n, q + j * width, 3 * width);
+      for (int j = 0; j < 3; ++j) gemm_float(pool, L.q.type, mats[j]->data, d, width, cur, n, q + j * width, 3 * width);
     } else {  // mixed types: each product rounds its own copy of the input
       std::vector<float> x(size_t(n * d));
       const VisionMatrix* mats[3] = {&L.q, &L.k, &L.v};
       for (int j = 0; j < 3; ++j) {
-        std::memcpy(x.data(), cur.data(), sizeof(float) * x.size());
+        std::memcpy(x.data(), cur, sizeof(float) * x.size());
         round_for_weights(mats[j]->type, x.data(), n * d);
         product(pool, scratch, mats[j]->type, mats[j]->data, d, width, x.data(), n, q + j * width, 3 * width);
       }
@@ -201,15 +152,15 @@ void vit_forward(const Mmproj& m, ThreadPool& pool, MatmulScratch& scratch, cons
         for (int64_t r = r0; r < r1; ++r) add_f32(q + r * 3 * width + j * width, b.data(), width);
       });
     }
-    attention(pool, scratch, q, q + width, q + 2 * width, 3 * width, n, hp.n_head, hp.d_head, attn.data());
-    linear(pool, scratch, L.o, attn.data(), n, cur.data(), L.o_b);
-    add_rows(pool, hidden, cur.data(), n, d);
+    attention(pool, ws, q, q + width, q + 2 * width, 3 * width, n, hp.n_head, hp.d_head, attn);
+    linear(pool, scratch, L.o, attn, n, cur, L.o_b);
+    add_rows(pool, hidden, cur, n, d);
 
-    layer_norm_rows(pool, hidden, cur.data(), n, d, hp.eps, L.ln2_w, L.ln2_b);
-    linear(pool, scratch, L.up, cur.data(), n, ff.data(), L.up_b);
-    pool.parallel_for(n, 16, [&](int64_t r0, int64_t r1) { gelu_tanh(&ff[size_t(r0 * hp.n_ff)], (r1 - r0) * hp.n_ff); });
-    linear(pool, scratch, L.down, ff.data(), n, cur.data(), L.down_b);
-    add_rows(pool, hidden, cur.data(), n, d);
+    layer_norm_rows(pool, hidden, cur, n, d, hp.eps, L.ln2_w, L.ln2_b);
+    linear(pool, scratch, L.up, cur, n, ff, L.up_b);
+    pool.parallel_for(n, 16, [&](int64_t r0, int64_t r1) { gelu_tanh(ff + r0 * hp.n_ff, (r1 - r0) * hp.n_ff); });
+    linear(pool, scratch, L.down, ff, n, cur, L.down_b);
+    add_rows(pool, hidden, cur, n, d);
   }
   if (!m.post_ln_w.empty() || !m.post_ln_b.empty())
     layer_norm_rows(pool, hidden, hidden, n, d, hp.eps, m.post_ln_w, m.post_ln_b);

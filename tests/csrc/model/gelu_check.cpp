@@ -1,6 +1,7 @@
-// Checks ls::gelu_tanh_mul (csrc/model/gelu.cpp), the dispatched path and the portable one,
-// against ggml's GeGLU recipe written out independently here: x rounded to fp16, gelu of that
-// computed in fp32 with tanh and rounded to fp16, times b; 0 for x ≤ −10 and x·b for x ≥ 10.
+// Checks ls::gelu_tanh_mul and ls::gelu_tanh (csrc/model/gelu.cpp), the dispatched paths and the
+// portable ones, against ggml's GeGLU / GELU recipe written out independently here: x rounded to
+// fp16, gelu of that computed in fp32 with tanh and rounded to fp16, times b (GeGLU); 0 for x ≤ −10
+// and x·b (x for the plain GELU) for x ≥ 10.
 // Usage: gelu_check STRIDE  (every STRIDE-th float of [0, 12] with both signs, plus specials).
 #include <cmath>
 #include <cstdint>
@@ -26,6 +27,11 @@ static float reference(float x, float b) {
   return ls::fp16_round(g) * b;
 }
 
+// ggml's plain GELU (the vision encoder's): b = 1 without the multiply (x, not x·1, above 10: the same).
+static float reference_plain(float x) { return reference(x, 1.0f); }
+
+static void check_plain(const std::vector<float>& xs);
+
 static void check_sweep(uint32_t stride) {
   std::vector<float> xs;
   for (uint32_t u = 0; u <= float_bits(12.0f); u += stride) {
@@ -49,6 +55,22 @@ static void check_sweep(uint32_t stride) {
       report(mismatches == 0, "sweep " + std::string(path.name) + " b=" + std::to_string(mul),
              std::to_string(mismatches) + " of " + std::to_string(xs.size()) + " differ");
     }
+  check_plain(xs);
+}
+
+static void check_plain(const std::vector<float>& xs) {
+  using Fn = void (*)(float*, int64_t);
+  const struct { const char* name; Fn fn; } paths[] = {{"dispatched", ls::gelu_tanh}, {"portable", ls::gelu_tanh_portable}};
+  for (const auto& path : paths) {
+    std::vector<float> a = xs;
+    path.fn(a.data(), int64_t(a.size()));
+    long mismatches = 0;
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (!same(a[i], reference_plain(xs[i])) && ++mismatches <= 5)
+        std::printf("mismatch plain %s x=%a got %a want %a\n", path.name, xs[i], a[i], reference_plain(xs[i]));
+    report(mismatches == 0, "plain " + std::string(path.name),
+           std::to_string(mismatches) + " of " + std::to_string(xs.size()) + " differ");
+  }
 }
 
 int main(int argc, char** argv) {

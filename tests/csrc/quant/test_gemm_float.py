@@ -81,6 +81,7 @@ def test_threads_and_batch_splits_bit_identical(isa, qtype):
     y1 = Q.gemm_float(int(qtype), raw, n_in, n_out, x, threads=1)
     for threads in (2, 3):
         np.testing.assert_array_equal(Q.gemm_float(int(qtype), raw, n_in, n_out, x, threads=threads), y1)
+    np.testing.assert_array_equal(Q.gemm_float(int(qtype), raw, n_in, n_out, x, serial=True), y1)  # one task per column tile
     for r0, r1 in ((0, 1), (7, 8), (3, 40), (41, 150), (149, 150)):
         part = Q.gemm_float(int(qtype), raw, n_in, n_out, x[r0:r1], threads=2)
         np.testing.assert_array_equal(part, y1[r0:r1])
