@@ -56,6 +56,7 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
     moe_row_.assign(pairs, 0);
     moe_pairs_.assign(pairs, 0);
     moe_first_.assign(cfg_.n_expert + 1, 0);
+    moe_next_.assign(cfg_.n_expert, 0);
   }
   tmp_ = LazyArray<float>(B * std::max<int64_t>(E, q_dim));
   kv_ = KvCache(cfg_.n_layer, n_seq_, ctx_size_, kv_dim);

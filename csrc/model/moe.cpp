@@ -74,11 +74,8 @@ void ModelRuntime::moe_ffn(const LayerWeights& L, const float* x, int n, float* 
   std::fill(moe_first_.begin(), moe_first_.end(), 0);
   for (int p = 0; p < n_pairs; ++p) moe_first_[moe_ids_[p] + 1] += 1;
   for (int e = 0; e < c.n_expert; ++e) moe_first_[e + 1] += moe_first_[e];
-  {
-    int32_t* next = moe_row_.data();  // reused as the fill cursor per expert, then overwritten below
-    std::copy(moe_first_.begin(), moe_first_.end() - 1, next);
-    for (int p = 0; p < n_pairs; ++p) moe_pairs_[next[moe_ids_[p]]++] = p;
-  }
+  std::copy(moe_first_.begin(), moe_first_.end() - 1, moe_next_.begin());
+  for (int p = 0; p < n_pairs; ++p) moe_pairs_[moe_next_[moe_ids_[p]]++] = p;
   for (int r = 0; r < n_pairs; ++r) moe_row_[moe_pairs_[r]] = r;
 
   // 3. Each chosen expert once, over its gathered rows: gate/up → silu ⊙ → down into moe_y_.
