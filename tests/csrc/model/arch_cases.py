@@ -36,6 +36,14 @@ MIXTRAL = dict(arch="llama", n_expert=8, n_expert_used=2, n_ff=64, tokenizer_pre
 # K-quant experts need 256-wide rows: llama.cpp's Q4_K_M gives Q4_K gate/up and Q6_K down experts.
 QWEN3MOE_256 = dict(QWEN3MOE, n_expert=4, n_embd=256, head_dim=64, n_ff_exp=256, weight_type=Q.F32, embd_type=Q.F32)
 
+# ChatML as Qwen3 files carry it (without the tool and thinking branches), llama.cpp's built-in "chatml".
+CHATML_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}"
+)
+
 CASES = {
     "granite-q8_0": (TinyConfig(arch="granite", weight_type=Q.Q8_0, tokenizer_pre="smollm",
                                 chat_template=GRANITE_TEMPLATE), 31),
@@ -45,7 +53,7 @@ CASES = {
     "olmo2-q8_0": (TinyConfig(arch="olmo2", weight_type=Q.Q8_0, tokenizer_pre="smollm", eps=1e-6, tied=False,
                               output_std=0.8), 102),
     "qwen3moe-f16": (TinyConfig(**QWEN3MOE, weight_type=Q.F16, embd_type=Q.F16), 21),
-    "qwen3moe-q8_0": (TinyConfig(**QWEN3MOE, weight_type=Q.Q8_0), 21),
+    "qwen3moe-q8_0": (TinyConfig(**QWEN3MOE, weight_type=Q.Q8_0, chat_template=CHATML_TEMPLATE), 21),
     "qwen3moe-q4_k_m": (TinyConfig(**QWEN3MOE_256), 17),
     "mixtral-f32": (TinyConfig(**MIXTRAL, weight_type=Q.F32, embd_type=Q.F32), 53),
     "mixtral-q8_0": (TinyConfig(**MIXTRAL, weight_type=Q.Q8_0), 57),
