@@ -30,11 +30,13 @@ PHI3_TEMPLATE = (
 # and 3rd expert, so no routing is a near-tie, and for decisive greedy steps); qwen3moe's experts are
 # expert_feed_forward_length (32) wide, llama's (Mixtral) feed_forward_length. Widths multiple of 16:
 # the experts run repacked.
-QWEN3MOE = dict(arch="qwen3moe", n_expert=8, n_expert_used=2, n_ff_exp=32, eps=1e-6, tokenizer_pre="smollm",
-                tied=False, output_std=1.5)
-MIXTRAL = dict(arch="llama", n_expert=8, n_expert_used=2, n_ff=64, tokenizer_pre="smollm", tied=False, output_std=1.5)
+QWEN3MOE = {"arch": "qwen3moe", "n_expert": 8, "n_expert_used": 2, "n_ff_exp": 32, "eps": 1e-6,
+            "tokenizer_pre": "smollm", "tied": False, "output_std": 1.5}
+MIXTRAL = {"arch": "llama", "n_expert": 8, "n_expert_used": 2, "n_ff": 64, "tokenizer_pre": "smollm", "tied": False,
+           "output_std": 1.5}
 # K-quant experts need 256-wide rows: llama.cpp's Q4_K_M gives Q4_K gate/up and Q6_K down experts.
-QWEN3MOE_256 = dict(QWEN3MOE, n_expert=4, n_embd=256, head_dim=64, n_ff_exp=256, weight_type=Q.F32, embd_type=Q.F32)
+QWEN3MOE_256 = dict(QWEN3MOE, n_expert=4, n_embd=256, head_dim=64, n_ff_exp=256, weight_type=Q.F32,
+                    embd_type=Q.F32)
 
 # ChatML as Qwen3 files carry it (without the tool and thinking branches), llama.cpp's built-in "chatml".
 CHATML_TEMPLATE = (

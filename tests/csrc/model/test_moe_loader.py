@@ -6,8 +6,8 @@ from tiny_gguf import TinyConfig, write_tiny_gguf
 
 from lanes import Model
 
-QWEN3MOE = dict(arch="qwen3moe", n_expert=4, n_expert_used=2, n_ff_exp=32)
-MIXTRAL = dict(arch="llama", n_expert=4, n_expert_used=2, n_ff=64)
+QWEN3MOE = {"arch": "qwen3moe", "n_expert": 4, "n_expert_used": 2, "n_ff_exp": 32}
+MIXTRAL = {"arch": "llama", "n_expert": 4, "n_expert_used": 2, "n_ff": 64}
 
 
 def refused(tmp_path, cfg: TinyConfig, match: str) -> None:
