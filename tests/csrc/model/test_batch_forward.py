@@ -57,6 +57,14 @@ def test_batched_sequences_equal_each_sequence_alone(checker, tmp_path, name):
         assert "moe_batch_rows_choose_different_experts" in out, out
 
 
+def test_kquant_moe_batched_sequences_equal_each_sequence_alone(checker):
+    """llama.cpp's Q4_K_M of a qwen3moe (Q4_K and Q6_K experts; tests/data/arch) keeps every guarantee."""
+    path = Path(__file__).resolve().parents[2] / "data" / "arch" / "qwen3moe-q4_k_m.gguf"
+    out = run_checker(checker, "equivalence", str(path))
+    for check in ("(a)interleaved_batch", "(b)shuffled_batch", "moe_batch_rows_choose_different_experts"):
+        assert check in out, out
+
+
 @pytest.mark.parametrize("name", ["llama", "gemma3-swa", "qwen3moe-q8_0"])
 def test_portable_kernels_are_equally_deterministic(checker, tmp_path, name):
     """The same guarantees with LANESERVE's scalar matmul path and the portable fp16 attention."""
