@@ -43,8 +43,21 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   k_ = LazyArray<float>(B * kv_dim);
   v_ = LazyArray<float>(B * kv_dim);
   attn_ = LazyArray<float>(B * q_dim);
-  ffn_a_ = LazyArray<float>(B * cfg_.n_ff);
-  ffn_b_ = LazyArray<float>(B * cfg_.n_ff);
+  const int64_t ffn_width = cfg_.n_expert > 0 ? cfg_.n_ff_exp : cfg_.n_ff;  // MoE: every layer is MoE
+  ffn_a_ = LazyArray<float>(B * ffn_width);
+  ffn_b_ = LazyArray<float>(B * ffn_width);
+  if (cfg_.n_expert > 0) {
+    const int64_t pairs = B * cfg_.n_expert_used;
+    moe_logits_ = LazyArray<float>(B * cfg_.n_expert);
+    moe_x_ = LazyArray<float>(B * E);
+    moe_y_ = LazyArray<float>(pairs * E);
+    moe_ids_.assign(pairs, 0);
+    moe_weights_.assign(pairs, 0.0f);
+    moe_row_.assign(pairs, 0);
+    moe_pairs_.assign(pairs, 0);
+    moe_first_.assign(cfg_.n_expert + 1, 0);
+    moe_next_.assign(cfg_.n_expert, 0);
+  }
   tmp_ = LazyArray<float>(B * std::max<int64_t>(E, q_dim));
   kv_ = KvCache(cfg_.n_layer, n_seq_, ctx_size_, kv_dim);
   attn_kern_ = &attention_kernels();
@@ -64,6 +77,10 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   };
   for (const LayerWeights& L : layers_) {
     for (const Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) need(*w, B);
+    if (cfg_.n_expert > 0) {  // one expert may be chosen by every row of a batch
+      need(L.ffn_gate_inp, B);
+      for (const ExpertWeights* x : {&L.gate_exps, &L.up_exps, &L.down_exps}) need(x->expert(0), B);
+    }
   }
   need(output_, B);
   mm_scratch_.reserve(scratch);
@@ -77,8 +94,12 @@ ModelRuntime::~ModelRuntime() = default;
 // copy is a shared cache file when a cache dir is given (model/repack_store.h).
 void ModelRuntime::repack_weights(const std::string& cache_dir, const std::string& model_path) {
   std::vector<Weight*> ws;
-  for (LayerWeights& L : layers_)
+  for (LayerWeights& L : layers_) {
     for (Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) ws.push_back(w);
+    // An expert tensor repacks as one matrix when each expert is whole interleave groups.
+    for (ExpertWeights* x : {&L.gate_exps, &L.up_exps, &L.down_exps})
+      if (!x->empty() && x->rows % kInterleaveRows == 0) ws.push_back(&x->all);
+  }
   const bool tied = output_.data == tok_embd_.data;
   ws.push_back(&tok_embd_);
   if (!tied) ws.push_back(&output_);
@@ -296,23 +317,27 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
       pool_->parallel_for(n, 8, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) rmsnorm(x_.data() + i * E, L.ffn_norm.data(), h_.data() + i * E, E, c.rms_eps);
       });
-    project3(L.w_gate, ffn_a_.data(), L.w_up, ffn_b_.data(), nullptr, nullptr, ffn_in, n);
-    adapt(il, LoraTarget::Gate, ffn_in, E, ffn_a_.data(), c.n_ff);
-    adapt(il, LoraTarget::Up, ffn_in, E, ffn_b_.data(), c.n_ff);
-    if (!L.b_gate.empty() || !L.b_up.empty()) {  // after the adapters' terms, as llama.cpp adds them
-      for (int i = 0; i < n; ++i) {
-        if (!L.b_gate.empty()) add_f32(ffn_a_.data() + int64_t(i) * c.n_ff, L.b_gate.data(), c.n_ff);
-        if (!L.b_up.empty()) add_f32(ffn_b_.data() + int64_t(i) * c.n_ff, L.b_up.data(), c.n_ff);
+    if (!L.gate_exps.empty()) {  // MoE (model/moe.cpp); LoRA adapters cannot target experts
+      moe_ffn(L, ffn_in, n, tmp_.data());
+    } else {
+      project3(L.w_gate, ffn_a_.data(), L.w_up, ffn_b_.data(), nullptr, nullptr, ffn_in, n);
+      adapt(il, LoraTarget::Gate, ffn_in, E, ffn_a_.data(), c.n_ff);
+      adapt(il, LoraTarget::Up, ffn_in, E, ffn_b_.data(), c.n_ff);
+      if (!L.b_gate.empty() || !L.b_up.empty()) {  // after the adapters' terms, as llama.cpp adds them
+        for (int i = 0; i < n; ++i) {
+          if (!L.b_gate.empty()) add_f32(ffn_a_.data() + int64_t(i) * c.n_ff, L.b_gate.data(), c.n_ff);
+          if (!L.b_up.empty()) add_f32(ffn_b_.data() + int64_t(i) * c.n_ff, L.b_up.data(), c.n_ff);
+        }
       }
+      // Elementwise (tanh/exp per element: a third of Gemma's prefill on one thread), so split over
+      // the pool: each element's result is the same on any thread.
+      pool_->parallel_for(int64_t(n) * c.n_ff, 1024, [&](int64_t b, int64_t e) {
+        if (gemma) gelu_tanh_mul(ffn_a_.data() + b, ffn_b_.data() + b, e - b);
+        else silu_mul(ffn_a_.data() + b, ffn_b_.data() + b, e - b);
+      });
+      project(L.w_down, ffn_a_.data(), n, tmp_.data());
+      adapt(il, LoraTarget::Down, ffn_a_.data(), c.n_ff, tmp_.data(), E);
     }
-    // Elementwise (tanh/exp per element: a third of Gemma's prefill on one thread), so split over
-    // the pool: each element's result is the same on any thread.
-    pool_->parallel_for(int64_t(n) * c.n_ff, 1024, [&](int64_t b, int64_t e) {
-      if (gemma) gelu_tanh_mul(ffn_a_.data() + b, ffn_b_.data() + b, e - b);
-      else silu_mul(ffn_a_.data() + b, ffn_b_.data() + b, e - b);
-    });
-    project(L.w_down, ffn_a_.data(), n, tmp_.data());
-    adapt(il, LoraTarget::Down, ffn_a_.data(), c.n_ff, tmp_.data(), E);
     for (int i = 0; i < n; ++i) {
       float* o = tmp_.data() + i * E;
       if (!L.b_down.empty()) add_f32(o, L.b_down.data(), E);

@@ -1,5 +1,5 @@
 // Transformer forward pass over GGUF weights used in place (llama, qwen2, qwen3, gemma3, granite, olmo2,
-// smollm3, phi3).
+// smollm3, phi3; qwen3moe and llama files with experts run the mixture-of-experts FFN of model/moe.cpp).
 //
 // Continuous batching: one forward_batch() runs tokens of many sequences (slots) together, so
 // every weight matrix is read once per step for the whole batch; each token attends only to
@@ -30,7 +30,7 @@
 
 namespace ls {
 
-enum class Arch { Llama, Qwen2, Qwen3, Gemma3, Granite, Olmo2, SmolLM3, Phi3 };
+enum class Arch { Llama, Qwen2, Qwen3, Gemma3, Granite, Olmo2, SmolLM3, Phi3, Qwen3Moe };
 enum class RopeStyle { Norm, Neox };  // adjacent pairs (llama, granite, smollm3) vs halves (qwen2/3, gemma3, olmo2, phi3)
 
 struct ModelConfig {
@@ -53,6 +53,9 @@ struct ModelConfig {
   float logit_scale = 1.f;       // granite: logits are multiplied by 1/logit_scale (llama.cpp's order)
   int32_t sliding_window = 0;    // gemma3 local layers; 0 = none
   int32_t swa_pattern = 0;       // layer il is local iff swa_pattern > 0 && il % swa_pattern != swa_pattern-1
+  // Mixture of experts (0 = dense FFN): every layer routes each token to its n_expert_used best of
+  // n_expert expert FFNs of n_ff_exp rows (qwen3moe: expert_feed_forward_length; llama: feed_forward_length).
+  int32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
   int32_t no_rope_step = 0;      // smollm3: layer il skips RoPE iff (il + 1) % no_rope_step == 0 (llama.cpp: 4)
   bool uses_rope(int il) const { return no_rope_step <= 0 || (il + 1) % no_rope_step != 0; }
   bool is_local(int il) const { return sliding_window > 0 && swa_pattern > 0 && il % swa_pattern != swa_pattern - 1; }
@@ -65,12 +68,24 @@ struct Weight {  // a 2-D weight: n_out rows of n_in, in the mapping or repacked
   WeightLayout layout = WeightLayout::Rows;
 };
 
+// A 3-D GGUF expert tensor [n_in, rows, n_expert]: n_expert matrices of `rows` rows, stored one after
+// the other, so `all` is the 2-D matrix of n_expert·rows rows (repacked as one when rows is a whole
+// number of interleave groups, so no group straddles two experts).
+struct ExpertWeights {
+  Weight all;
+  int64_t rows = 0;  // output rows of one expert
+  bool empty() const { return all.data == nullptr; }
+  Weight expert(int e) const;  // expert e's rows, in all's layout
+};
+
 struct LayerWeights {
   // Empty when the architecture lacks them (olmo2: no pre-norms; q/k norms span the whole projection).
   std::vector<float> attn_norm, ffn_norm, post_attn_norm, post_ffw_norm, q_norm, k_norm;
   // Biases (empty if absent): q/k/v on every arch (qwen2 has them); output and FFN ones on llama.
   std::vector<float> bq, bk, bv, bo, b_gate, b_up, b_down;
   Weight wq, wk, wv, wo, w_gate, w_up, w_down;
+  Weight ffn_gate_inp;                              // MoE router [n_embd → n_expert]; else empty
+  ExpertWeights gate_exps, up_exps, down_exps;      // MoE experts; else empty
 };
 
 class ModelRuntime {
@@ -116,6 +131,11 @@ class ModelRuntime {
   // untouched. Valid until the next forward call. Throws std::invalid_argument on a bad range.
   void final_hidden(int first_row, int n_rows, float* out) const;
 
+  // MoE models: the experts the last layer chose for row `row` of the most recent forward_batch(),
+  // best first (n_expert_used ids to out). For tests and diagnostics; throws std::invalid_argument
+  // on a dense model or a bad row.
+  void last_experts(int row, int32_t* out) const;
+
   // Sequence 0 only: tokens[0..n) at positions pos0.. (n ≤ max_batch, pos0 + n ≤ ctx_size).
   // If all_logits, writes n rows of n_vocab to logits; else only the last token's row;
   // logits == nullptr skips the output head. lora: adapters of every token (null: base model).
@@ -140,6 +160,8 @@ class ModelRuntime {
   void project(const Weight& w, const float* x, int n_rows, float* y);
   void project3(const Weight& a, float* ya, const Weight& b, float* yb, const Weight* c, float* yc,
                 const float* x, int n_rows);
+  // Mixture-of-experts FFN (model/moe.cpp): y [n][n_embd] from the normed input x [n][n_embd].
+  void moe_ffn(const LayerWeights& L, const float* x, int n, float* y);
 
   ModelConfig cfg_;
   int32_t ctx_size_, max_batch_, n_seq_;
@@ -160,6 +182,15 @@ class ModelRuntime {
   AttentionScratch attn_scratch_;       // softmax rows and chunk partials, sized for ctx_size
   // Activations, [max_batch][...]; rows beyond the largest batch run so far are never committed.
   LazyArray<float> x_, h_, q_, k_, v_, attn_, ffn_a_, ffn_b_, tmp_;
+  // MoE: router logits [max_batch][n_expert], inputs gathered per expert [max_batch][n_embd], and the
+  // down output of every (token, chosen expert) pair [max_batch·n_expert_used][n_embd].
+  LazyArray<float> moe_logits_, moe_x_, moe_y_;
+  std::vector<int32_t> moe_ids_;        // [max_batch·n_expert_used] chosen experts, token-major, best first
+  std::vector<float> moe_weights_;      // their normalised router weights
+  std::vector<int32_t> moe_row_;        // row of moe_y_ holding each pair's output
+  std::vector<int32_t> moe_pairs_;      // pair indices grouped by expert
+  std::vector<int32_t> moe_first_;      // [n_expert + 1] start of each expert's group in moe_pairs_
+  std::vector<int32_t> moe_next_;       // [n_expert] fill cursors while grouping
   RopeTable rope_, rope_local_;                   // global base; local (SWA) base
   std::vector<BatchToken> fwd_tokens_;            // [max_batch] forward()'s batch, seq 0
   std::vector<int32_t> fwd_rows_;                 // [max_batch] forward()'s out_rows

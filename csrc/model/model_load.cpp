@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "model/model.h"
+#include "model/moe.h"
 
 namespace ls {
 namespace {
@@ -47,6 +48,18 @@ class TensorReader {
     if (!ggml_type_supported(t->type))
       f_.fail(std::string("tensor ") + name + " has unsupported type " + ggml_type_info(t->type).name);
     return Weight{t->type, t->data, n_in, n_out};
+  }
+
+  // A 3-D expert tensor [n_in, rows, n_expert] (ne0 = n_in), used in place.
+  ExpertWeights experts(const std::string& name, int64_t n_in, int64_t rows, int64_t n_expert) {
+    const GgufTensor* t = find(name);
+    if (!t) f_.fail("missing tensor " + name);
+    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != rows || t->ne[2] != n_expert)
+      f_.fail("tensor " + name + " has the wrong shape, expected [" + std::to_string(n_in) + ", " + std::to_string(rows) +
+              ", " + std::to_string(n_expert) + "]");
+    if (!ggml_type_supported(t->type))
+      f_.fail(std::string("tensor ") + name + " has unsupported type " + ggml_type_info(t->type).name);
+    return ExpertWeights{Weight{t->type, t->data, n_in, rows * n_expert}, rows};
   }
 
   // Throws naming the first tensors (in file order) the forward pass would not read.
@@ -107,6 +120,37 @@ void load_rope_scaling(const GgufFile& f, ModelConfig& c) {
                                            double(1 << 24)));
 }
 
+// The expert keys, checked against the one routing llama.cpp runs for llama and qwen3moe (softmax
+// over all experts, top k, weights renormalised, unscaled, no expert groups): llama.cpp does not read
+// these keys for them, so a file that states another routing is refused rather than run differently.
+void load_moe_config(const GgufFile& f, ModelConfig& c) {
+  const int64_t n_expert = f.get_int(key(c, "expert_count"), 0), n_used = f.get_int(key(c, "expert_used_count"), 0);
+  if (n_expert <= 0) {
+    if (c.arch == Arch::Qwen3Moe) f.fail("missing or invalid " + key(c, "expert_count") + " (qwen3moe needs experts)");
+    return;  // dense
+  }
+  if (c.arch != Arch::Llama && c.arch != Arch::Qwen3Moe)
+    f.fail(c.arch_name + " files with experts (" + key(c, "expert_count") + ") are not supported (MoE: llama, qwen3moe)");
+  if (n_expert > kMaxExperts) f.fail("invalid " + key(c, "expert_count") + " " + std::to_string(n_expert));
+  if (n_used <= 0 || n_used > n_expert) f.fail("missing or invalid " + key(c, "expert_used_count"));
+  static const char* const kGating[] = {"none", "softmax", "sigmoid", "softmax_weight", "sqrt_softplus"};
+  const int64_t gating = f.get_int(key(c, "expert_gating_func"), 1);
+  if (gating != 1)
+    f.fail("unsupported " + key(c, "expert_gating_func") + " " + std::to_string(gating) +
+           (gating >= 0 && gating <= 4 ? std::string(" (") + kGating[gating] + ")" : std::string(" (unknown)")) +
+           ": " + c.arch_name + " experts are routed by softmax (1)");
+  if (!f.get_bool(key(c, "expert_weights_norm"), true))
+    f.fail("unsupported " + key(c, "expert_weights_norm") + " false: " + c.arch_name + " renormalises the chosen experts' weights");
+  const double scale = f.get_float(key(c, "expert_weights_scale"), 0.0);
+  if (scale != 0.0 && scale != 1.0) f.fail("unsupported " + key(c, "expert_weights_scale") + " (" + c.arch_name + " does not scale)");
+  if (f.get_int(key(c, "expert_group_count"), 0) > 1) f.fail("unsupported " + key(c, "expert_group_count") + " (expert groups)");
+  c.n_expert = int32_t(n_expert);
+  c.n_expert_used = int32_t(n_used);
+  // llama.cpp: qwen3moe's experts are expert_feed_forward_length wide (else n_ff / n_used); llama's n_ff.
+  c.n_ff_exp = c.arch == Arch::Qwen3Moe ? int32_t(f.get_int(key(c, "expert_feed_forward_length"), c.n_ff / n_used)) : c.n_ff;
+  if (c.n_ff_exp <= 0 || c.n_ff_exp > (1 << 24)) f.fail("invalid " + key(c, "expert_feed_forward_length"));
+}
+
 // Rows [r0, r0 + n) of a 2-D weight in the file's row layout (slices of phi3's fused tensors).
 Weight weight_rows(const Weight& w, int64_t r0, int64_t n) {
   return Weight{w.type, w.data + size_t(r0) * ggml_row_bytes(w.type, w.n_in), w.n_in, n, w.layout};
@@ -127,7 +171,8 @@ void ModelRuntime::load_config(const GgufFile& f) {
   // phi3: its attention.sliding_window is not applied — llama.cpp disables Phi's SWA (the released
   // files' windows do not describe how the models were trained), and we match llama.cpp.
   else if (c.arch_name == "phi3") c.arch = Arch::Phi3;
-  else f.fail("unsupported architecture '" + c.arch_name + "' (supported: llama, qwen2, qwen3, gemma3, granite, olmo2, smollm3, phi3)");
+  else if (c.arch_name == "qwen3moe") c.arch = Arch::Qwen3Moe;
+  else f.fail("unsupported architecture '" + c.arch_name + "' (supported: llama, qwen2, qwen3, gemma3, granite, olmo2, smollm3, phi3, qwen3moe)");
 
   auto req_int = [&](const char* suffix) {
     int64_t v = f.get_int(key(c, suffix), -1);
@@ -137,6 +182,7 @@ void ModelRuntime::load_config(const GgufFile& f) {
   c.n_layer = req_int("block_count");
   c.n_embd = req_int("embedding_length");
   c.n_ff = req_int("feed_forward_length");
+  load_moe_config(f, c);
   c.n_head = req_int("attention.head_count");
   c.n_head_kv = int32_t(f.get_int(key(c, "attention.head_count_kv"), c.n_head));
   if (c.n_head_kv <= 0 || c.n_head % c.n_head_kv != 0) f.fail("invalid attention.head_count_kv");
@@ -211,7 +257,12 @@ void ModelRuntime::load_weights(const GgufFile& f) {
       L.wv = r.weight(p + "attn_v.weight", E, kv_dim);
     }
     L.wo = r.weight(p + "attn_output.weight", q_dim, E);
-    if (c.arch == Arch::Phi3) {  // fused gate|up rows (ggml_swiglu: the first half is the gate)
+    if (c.n_expert > 0) {  // router and experts (llama.cpp reads no FFN biases for them)
+      L.ffn_gate_inp = r.weight(p + "ffn_gate_inp.weight", E, c.n_expert);
+      L.gate_exps = r.experts(p + "ffn_gate_exps.weight", E, c.n_ff_exp, c.n_expert);
+      L.up_exps = r.experts(p + "ffn_up_exps.weight", E, c.n_ff_exp, c.n_expert);
+      L.down_exps = r.experts(p + "ffn_down_exps.weight", c.n_ff_exp, E, c.n_expert);
+    } else if (c.arch == Arch::Phi3) {  // fused gate|up rows (ggml_swiglu: the first half is the gate)
       const Weight gate_up = r.weight(p + "ffn_up.weight", E, 2 * int64_t(c.n_ff));
       L.w_gate = weight_rows(gate_up, 0, c.n_ff);
       L.w_up = weight_rows(gate_up, c.n_ff, c.n_ff);
@@ -219,17 +270,19 @@ void ModelRuntime::load_weights(const GgufFile& f) {
       L.w_gate = r.weight(p + "ffn_gate.weight", E, c.n_ff);
       L.w_up = r.weight(p + "ffn_up.weight", E, c.n_ff);
     }
-    L.w_down = r.weight(p + "ffn_down.weight", c.n_ff, E);
+    if (c.n_expert == 0) L.w_down = r.weight(p + "ffn_down.weight", c.n_ff, E);
     L.bq = r.vector(p + "attn_q.bias", q_dim, false);
     L.bk = r.vector(p + "attn_k.bias", kv_dim, false);
     L.bv = r.vector(p + "attn_v.bias", kv_dim, false);
     if (llama) {
       L.bo = r.vector(p + "attn_output.bias", E, false);
+    }
+    if (llama && c.n_expert == 0) {
       L.b_gate = r.vector(p + "ffn_gate.bias", c.n_ff, false);
       L.b_up = r.vector(p + "ffn_up.bias", c.n_ff, false);
       L.b_down = r.vector(p + "ffn_down.bias", E, false);
     }
-    if (c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3) {
+    if (c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3) {
       L.q_norm = r.vector(p + "attn_q_norm.weight", c.head_dim);
       L.k_norm = r.vector(p + "attn_k_norm.weight", c.head_dim);
     }

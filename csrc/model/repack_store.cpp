@@ -21,6 +21,7 @@ namespace {
 constexpr char kMagic[8] = {'L', 'S', 'R', 'E', 'P', 'A', 'C', 'K'};
 constexpr uint32_t kFileVersion = 1;
 constexpr size_t kHeaderBytes = 4096;  // keeps the data page-aligned
+constexpr size_t kMaxLayoutChars = 2048;  // longer layout keys are stored as their digest
 
 // On-disk header (native little-endian; the cache never leaves the machine that wrote it).
 struct FileHeader {
@@ -159,10 +160,16 @@ void* map_cache(const std::string& dir, const std::string& model_path, const std
     return nullptr;
   }
   const std::string abs_path = std::filesystem::absolute(model_path, ec).lexically_normal().string();
+  // A long tensor list (a 48-layer MoE lists ~340 tensors, ~5 KB) is keyed by its digest, so the key
+  // fits the header and many-layer models still share one cache file instead of a copy per lane.
+  const std::string layout = layout_key.size() <= kMaxLayoutChars
+                                 ? layout_key
+                                 : "layout_fnv1a=" + hex16(fnv1a(layout_key)) + ";layout_chars=" +
+                                       std::to_string(layout_key.size());
   const std::string key =
       "model=" + abs_path + ";dev=" + std::to_string(uint64_t(st.st_dev)) + ";ino=" +
       std::to_string(uint64_t(st.st_ino)) + ";size=" + std::to_string(uint64_t(st.st_size)) +
-      ";mtime_ns=" + std::to_string(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec) + ";" + layout_key;
+      ";mtime_ns=" + std::to_string(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec) + ";" + layout;
   if (key.size() > sizeof(FileHeader::key)) {
     why = "key too long";
     return nullptr;

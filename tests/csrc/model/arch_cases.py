@@ -1,6 +1,8 @@
 """Tiny random-weight GGUFs of the architectures checked against llama.cpp (tests/data/arch): the
 test regenerates each file (deterministic; its sha256 is in the reference) and compares with the
-llama.cpp outputs make_reference.py stored."""
+llama.cpp outputs make_reference.py stored. The cases of LLAMA_QUANTIZED are written in F32 and
+quantized by llama.cpp's own quantizer (the gguf package has no K-quant quantizer); those files are
+kept in tests/data/arch, since the tests cannot run llama.cpp."""
 from __future__ import annotations
 
 import hashlib
@@ -24,6 +26,26 @@ PHI3_TEMPLATE = (
     "{%- if add_generation_prompt -%}{{- '<|assistant|>\n' -}}{%- endif -%}"
 )
 
+# Mixture of experts: 8 experts, 2 per token (seeds chosen for router logit gaps ≥ 0.06 between the 2nd
+# and 3rd expert, so no routing is a near-tie, and for decisive greedy steps); qwen3moe's experts are
+# expert_feed_forward_length (32) wide, llama's (Mixtral) feed_forward_length. Widths multiple of 16:
+# the experts run repacked.
+QWEN3MOE = {"arch": "qwen3moe", "n_expert": 8, "n_expert_used": 2, "n_ff_exp": 32, "eps": 1e-6,
+            "tokenizer_pre": "smollm", "tied": False, "output_std": 1.5}
+MIXTRAL = {"arch": "llama", "n_expert": 8, "n_expert_used": 2, "n_ff": 64, "tokenizer_pre": "smollm", "tied": False,
+           "output_std": 1.5}
+# K-quant experts need 256-wide rows: llama.cpp's Q4_K_M gives Q4_K gate/up and Q6_K down experts.
+QWEN3MOE_256 = dict(QWEN3MOE, n_expert=4, n_embd=256, head_dim=64, n_ff_exp=256, weight_type=Q.F32,
+                    embd_type=Q.F32)
+
+# ChatML as Qwen3 files carry it (without the tool and thinking branches), llama.cpp's built-in "chatml".
+CHATML_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}"
+)
+
 CASES = {
     "granite-q8_0": (TinyConfig(arch="granite", weight_type=Q.Q8_0, tokenizer_pre="smollm",
                                 chat_template=GRANITE_TEMPLATE), 31),
@@ -32,7 +54,14 @@ CASES = {
                              output_std=0.8, chat_template=PHI3_TEMPLATE), 119),
     "olmo2-q8_0": (TinyConfig(arch="olmo2", weight_type=Q.Q8_0, tokenizer_pre="smollm", eps=1e-6, tied=False,
                               output_std=0.8), 102),
+    "qwen3moe-f16": (TinyConfig(**QWEN3MOE, weight_type=Q.F16, embd_type=Q.F16), 21),
+    "qwen3moe-q8_0": (TinyConfig(**QWEN3MOE, weight_type=Q.Q8_0, chat_template=CHATML_TEMPLATE), 21),
+    "qwen3moe-q4_k_m": (TinyConfig(**QWEN3MOE_256), 17),
+    "mixtral-f32": (TinyConfig(**MIXTRAL, weight_type=Q.F32, embd_type=Q.F32), 53),
+    "mixtral-q8_0": (TinyConfig(**MIXTRAL, weight_type=Q.Q8_0), 57),
 }
+# name -> llama.cpp file type (llama_cpp.LLAMA_FTYPE_MOSTLY_*) its F32 file is quantized to
+LLAMA_QUANTIZED = {"qwen3moe-q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M"}
 IDS = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 10, 84, 104, 101, 32, 113, 117,
        105, 99, 107, 32]
 MESSAGES = [

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -204,6 +205,26 @@ int equivalence(const char* path, bool portable) {
     const bool ok = std::memcmp(logits.data(), refA[6].data(), size_t(V) * 4) == 0 &&
                     std::memcmp(logits.data() + V, refB[3].data(), size_t(V) * 4) == 0;
     report(ok, "out_rows_subset" + tag);
+  }
+  if (f.get_int(f.get_string("general.architecture") + ".expert_count", 0) > 0) {
+    // MoE: the batches above only prove something if their rows chose different experts.
+    ModelRuntime m(f, ctx, 64, 2, 2);
+    std::vector<BatchToken> batch;
+    for (int p = 0; p < 7; ++p) batch.push_back({A[p], p, 1});
+    for (int p = 0; p < 4; ++p) batch.push_back({B[p], p, 0});
+    m.forward_batch(batch.data(), int(batch.size()), nullptr, 0, nullptr);
+    const int K = m.config().n_expert_used;
+    std::set<std::vector<int32_t>> choices;
+    std::set<int32_t> experts;
+    for (int r = 0; r < int(batch.size()); ++r) {
+      std::vector<int32_t> ids(K);
+      m.last_experts(r, ids.data());
+      std::sort(ids.begin(), ids.end());
+      choices.insert(ids);
+      experts.insert(ids.begin(), ids.end());
+    }
+    report(choices.size() >= 3 && int(experts.size()) > K, "moe_batch_rows_choose_different_experts" + tag,
+           std::to_string(choices.size()) + " distinct choices over " + std::to_string(experts.size()) + " experts");
   }
   {  // (c) copy_kv: a prefix shared into another (stale) slot continues as if recomputed.
     const int P = 8;

@@ -5,30 +5,52 @@ Tolerance: the maximum logit difference to llama.cpp must stay within llama.cpp'
 distance to the float64 reference forward on the same weights (a missing multiplier, norm or rope
 detail gives differences of the order of the logit std). Greedy: equal to llama.cpp's tokens up to
 the first step whose top-1/top-2 margin is below MARGIN. The file's chat template renders through
-our jinja2 sandbox exactly as llama.cpp renders it."""
+our jinja2 sandbox exactly as llama.cpp renders it.
+
+MoE cases: the tolerance holds only while every routing is decisive (a flipped expert is an O(1)
+change that would also inflate llama.cpp's own distance to the reference), so each case's smallest
+router logit gap between the last chosen and the first unchosen expert, over every prompt token and
+layer of the float64 reference, must stay above ROUTER_GAP, and llama.cpp's batched logits must agree
+with its own one-token-per-batch run to well within the tolerance (on K-quant experts llama.cpp's
+batched and one-token activations round differently, moving router logits by more than the gap on
+many seeds; the seeds in arch_cases.py are ones where no routing flips).
+
+F16 weights: llama.cpp rounds the activations of an F16 matmul to fp16 (ggml's vec_dot_type for F16)
+and we keep them fp32, so there the two differ by up to both their distances to the float64 reference
+(each ~0.05 from the fp16 KV cache both keep): the bound is llama.cpp's distance plus ours, ours being
+within the usual 1.5× of llama.cpp's."""
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
-from arch_cases import CASES, MESSAGES, sha256
+from arch_cases import CASES, LLAMA_QUANTIZED, MESSAGES, sha256
 from golden import first_near_tie
-from tiny_gguf import reference_logits, write_tiny_gguf
+from lowbit_common import file_weights
+from tiny_gguf import Q, reference_logits, write_tiny_gguf
+from tiny_moe import router_min_gap
 
 from gateway.text.chat_template import ChatTemplate
 from lanes import Model
 
-REF = json.loads((Path(__file__).resolve().parents[2] / "data" / "arch" / "reference.json").read_text("utf-8"))
+DATA = Path(__file__).resolve().parents[2] / "data" / "arch"
+REF = json.loads((DATA / "reference.json").read_text("utf-8"))
 MARGIN = 0.5  # as the golden tests: a top-1/top-2 gap another implementation may not reproduce
+ROUTER_GAP = 0.05
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
 def case(request, tmp_path_factory):
     name = request.param
     cfg, seed = CASES[name]
-    path = tmp_path_factory.mktemp(name) / f"{name}.gguf"
-    weights = write_tiny_gguf(path, cfg, seed=seed)
-    assert sha256(path) == REF[name]["sha256"], "the generated file differs from the one llama.cpp ran"
+    if name in LLAMA_QUANTIZED:  # quantized by llama.cpp and kept
+        path = DATA / f"{name}.gguf"
+        weights, types = file_weights(path)
+        assert types == REF[name]["tensor_types"]
+    else:
+        path = tmp_path_factory.mktemp(name) / f"{name}.gguf"
+        weights = write_tiny_gguf(path, cfg, seed=seed)
+    assert sha256(path) == REF[name]["sha256"], "the file differs from the one llama.cpp ran"
     return name, cfg, path, weights
 
 
@@ -37,9 +59,15 @@ def test_teacher_forced_logits_match_llama_cpp(case):
     rec = REF[name]
     ours = Model(path, threads=2, ctx_size=64).logits(rec["ids"]).astype(np.float64)
     diff = float(np.abs(ours - np.array(rec["logits"])).max())
-    assert diff <= rec["llama_ref_max_abs"], (diff, rec["llama_ref_max_abs"])
-    ref = reference_logits(cfg, weights, rec["ids"])
-    assert float(np.abs(ours - ref).max()) <= 1.5 * rec["llama_ref_max_abs"]
+    ffn_inputs: list = []
+    ref = reference_logits(cfg, weights, rec["ids"], ffn_inputs)
+    ours_ref = float(np.abs(ours - ref).max())
+    assert ours_ref <= 1.5 * rec["llama_ref_max_abs"], (ours_ref, rec["llama_ref_max_abs"])
+    bound = rec["llama_ref_max_abs"] + (ours_ref if cfg.weight_type == Q.F16 else 0.0)
+    assert diff <= bound, (diff, bound)
+    if cfg.n_expert:
+        assert router_min_gap(cfg, weights, ffn_inputs) >= ROUTER_GAP
+        assert rec["llama_batch_vs_one_token_max_abs"] <= 0.5 * rec["llama_ref_max_abs"]
 
 
 def test_greedy_follows_llama_cpp_to_first_near_tie(case):

@@ -29,7 +29,11 @@ TINY = {
                                           rope_scaling="yarn", rope_factor=4.0, rope_orig_ctx=1024, n_ctx_train=4096),
     "gemma3-linear": TinyConfig(arch="gemma3", n_layer=6, n_head_kv=1, eps=1e-6, rope_base=100.0,
                                 rope_scaling="linear", rope_factor=8.0),
+    # MoE: tokens grouped per expert (repacked Q8_0 experts; fp32-activation F16 experts).
+    "qwen3moe-q8_0": TinyConfig(arch="qwen3moe", n_expert=8, n_expert_used=2, n_ff_exp=32, eps=1e-6),
+    "mixtral-f16": TinyConfig(arch="llama", n_expert=4, n_expert_used=2, n_ff=64, weight_type=Q.F16),
 }
+MOE = ["mixtral-f16", "qwen3moe-q8_0"]
 
 
 @pytest.fixture(scope="session")
@@ -49,9 +53,19 @@ def test_batched_sequences_equal_each_sequence_alone(checker, tmp_path, name):
     out = run_checker(checker, "equivalence", str(_tiny(tmp_path, name)))
     for check in ("(a)interleaved_batch", "(b)shuffled_batch", "(c)copy_kv", "out_rows_subset", "decode_equals_prefill"):
         assert check in out, out
+    if name in MOE:  # and those batches mixed sequences that chose different experts
+        assert "moe_batch_rows_choose_different_experts" in out, out
 
 
-@pytest.mark.parametrize("name", ["llama", "gemma3-swa"])
+def test_kquant_moe_batched_sequences_equal_each_sequence_alone(checker):
+    """llama.cpp's Q4_K_M of a qwen3moe (Q4_K and Q6_K experts; tests/data/arch) keeps every guarantee."""
+    path = Path(__file__).resolve().parents[2] / "data" / "arch" / "qwen3moe-q4_k_m.gguf"
+    out = run_checker(checker, "equivalence", str(path))
+    for check in ("(a)interleaved_batch", "(b)shuffled_batch", "moe_batch_rows_choose_different_experts"):
+        assert check in out, out
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma3-swa", "qwen3moe-q8_0"])
 def test_portable_kernels_are_equally_deterministic(checker, tmp_path, name):
     """The same guarantees with LANESERVE's scalar matmul path and the portable fp16 attention."""
     out = run_checker(checker, "equivalence", str(_tiny(tmp_path, name)), "portable")

@@ -114,3 +114,18 @@ def test_processes_loading_at_once_build_once_and_share_the_file(tmp_path):
     assert sorted(o[0] for o in outs) == ["built", "mapped", "mapped"], outs
     assert all(o[1] == "True" for o in outs)  # each process maps the cache file itself
     assert len(cache_files(tmp_path)) == 1 and not list(tmp_path.glob("*.tmp.*"))
+
+
+def test_a_model_with_many_tensors_shares_the_cache_too(tmp_path):
+    """A 48-layer MoE lists ~340 repacked tensors (~5 KB, over the cache header's key room): the long
+    tensor list is keyed by its digest, so such models still build and map one shared file."""
+    from tiny_gguf import TinyConfig, write_tiny_gguf
+
+    path = tmp_path / "deep.gguf"
+    write_tiny_gguf(path, TinyConfig(arch="llama", n_layer=200))  # 1400 repacked matrices
+    first = load(path, tmp_path / "cache")
+    assert first.repack_status.startswith("built "), first.repack_status
+    second = load(path, tmp_path / "cache")
+    assert second.repack_status.startswith("mapped "), second.repack_status
+    ids = [72, 101, 108, 108, 111]
+    assert np.array_equal(first.logits(ids), second.logits(ids))

@@ -1,4 +1,4 @@
-"""Tiny random-weight GGUF models (llama, qwen2, qwen3, gemma3) and a float64 numpy reference.
+"""Tiny random-weight GGUF models (llama, qwen2, qwen3, gemma3, …; MoE parts in tiny_moe.py) and a float64 numpy reference.
 
 Optional parts: biases, Llama 3 rope frequency factors, linear and YaRN rope scaling (the
 reference follows llama.cpp's definitions of each, see rope_cos_sin).
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import gguf
 import numpy as np
+from tiny_moe import add_moe_tensors, moe_ffn_reference, write_moe_keys
 
 Q = gguf.GGMLQuantizationType
 
@@ -69,6 +70,14 @@ class TinyConfig:
     rope_factor: float = 0.0  # rope.scaling.factor; 0 = absent
     rope_orig_ctx: int = 0  # rope.scaling.original_context_length; 0 = absent
     rope_attn_factor: float | None = None  # rope.scaling.attn_factor; None = absent
+    # Mixture of experts (tiny_moe.py; arch qwen3moe, or llama for Mixtral): n_expert > 0 replaces
+    # every FFN by a router and n_expert experts of which n_expert_used run per token.
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 0  # qwen3moe's expert_feed_forward_length (llama's experts are n_ff wide)
+    expert_type: Q | None = None  # the expert tensors' type (None: weight_type)
+    moe_kv: tuple[tuple[str, object], ...] = ()  # extra {arch}.KEY values (loader tests)
+    drop_tensors: tuple[str, ...] = ()  # names not written (loader tests)
 
 
 def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.ndarray]:
@@ -94,6 +103,8 @@ def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.
     w.add_layer_norm_rms_eps(cfg.eps)
     w.add_rope_freq_base(cfg.rope_base)
     w.add_rope_dimension_count(cfg.head_dim)
+    if cfg.n_expert:
+        write_moe_keys(w, cfg)
     if cfg.rope_scaling is not None:
         w.add_rope_scaling_type(gguf.RopeScalingType(cfg.rope_scaling))
     if cfg.rope_factor:
@@ -124,6 +135,8 @@ def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.
 
     def add(name: str, arr: np.ndarray, qtype: Q) -> None:
         arr = arr.astype(np.float32)
+        if name in cfg.drop_tensors:
+            return
         if qtype == Q.F32:
             data = arr
         else:
@@ -158,12 +171,15 @@ def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.
             add(p + "attn_k.weight", rng.standard_normal((kvd, E)) / np.sqrt(E), cfg.weight_type)
             add(p + "attn_v.weight", rng.standard_normal((kvd, E)) / np.sqrt(E), cfg.weight_type)
         add(p + "attn_output.weight", rng.standard_normal((E, qd)) / np.sqrt(qd), cfg.weight_type)
-        if a == "phi3":
+        if cfg.n_expert:
+            add_moe_tensors(add, rng, cfg, p)
+        elif a == "phi3":
             add(p + "ffn_up.weight", rng.standard_normal((2 * cfg.n_ff, E)) / np.sqrt(E), cfg.weight_type)
         else:
             add(p + "ffn_gate.weight", rng.standard_normal((cfg.n_ff, E)) / np.sqrt(E), cfg.weight_type)
             add(p + "ffn_up.weight", rng.standard_normal((cfg.n_ff, E)) / np.sqrt(E), cfg.weight_type)
-        add(p + "ffn_down.weight", rng.standard_normal((E, cfg.n_ff)) / np.sqrt(cfg.n_ff), cfg.weight_type)
+        if not cfg.n_expert:
+            add(p + "ffn_down.weight", rng.standard_normal((E, cfg.n_ff)) / np.sqrt(cfg.n_ff), cfg.weight_type)
         if a == "qwen2" or cfg.attn_bias:
             add(p + "attn_q.bias", 0.1 * rng.standard_normal(qd), Q.F32)
             add(p + "attn_k.bias", 0.1 * rng.standard_normal(kvd), Q.F32)
@@ -174,7 +190,7 @@ def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.
             add(p + "ffn_gate.bias", 0.3 * rng.standard_normal(cfg.n_ff), Q.F32)
             add(p + "ffn_up.bias", 0.3 * rng.standard_normal(cfg.n_ff), Q.F32)
             add(p + "ffn_down.bias", 0.3 * rng.standard_normal(E), Q.F32)
-        if a in ("qwen3", "gemma3"):
+        if a in ("qwen3", "qwen3moe", "gemma3"):
             add(p + "attn_q_norm.weight", norm(hd), Q.F32)
             add(p + "attn_k_norm.weight", norm(hd), Q.F32)
         if a == "olmo2":  # q/k norms over the whole projection, not per head
@@ -275,8 +291,9 @@ def _rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, neox: bool) -> np.nda
     return out
 
 
-def reference_logits(cfg: TinyConfig, W: dict[str, np.ndarray], ids: list[int]) -> np.ndarray:
-    """float64 forward pass; returns [len(ids), n_vocab] logits."""
+def reference_logits(cfg: TinyConfig, W: dict[str, np.ndarray], ids: list[int], ffn_inputs: list | None = None) -> np.ndarray:
+    """float64 forward pass; returns [len(ids), n_vocab] logits (and appends each layer's FFN input
+    [len(ids), n_embd] to ffn_inputs when given)."""
     if cfg.arch == "phi3":
         W = _unfuse_phi3(cfg, W)
     n, E, hd = len(ids), cfg.n_embd, cfg.head_dim
@@ -302,7 +319,7 @@ def reference_logits(cfg: TinyConfig, W: dict[str, np.ndarray], ids: list[int]) 
         q = q.reshape(n, cfg.n_head, hd)
         k = k.reshape(n, cfg.n_head_kv, hd)
         v = v.reshape(n, cfg.n_head_kv, hd)
-        if cfg.arch in ("qwen3", "gemma3"):
+        if cfg.arch in ("qwen3", "qwen3moe", "gemma3"):
             q = _rms(q, W[p + "attn_q_norm.weight"], cfg.eps)
             k = _rms(k, W[p + "attn_k_norm.weight"], cfg.eps)
         local = gemma and il % 6 != 5
@@ -323,13 +340,18 @@ def reference_logits(cfg: TinyConfig, W: dict[str, np.ndarray], ids: list[int]) 
             o = _rms(o, W[p + "post_attention_norm.weight"], cfg.eps)
         x = x + o * gs["residual"]
         h = x if olmo2 else _rms(x, W[p + "ffn_norm.weight"], cfg.eps)
-        g = h @ W[p + "ffn_gate.weight"].T + W.get(p + "ffn_gate.bias", 0.0)
-        u = h @ W[p + "ffn_up.weight"].T + W.get(p + "ffn_up.bias", 0.0)
-        if gemma:
-            act = 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g**3)))
+        if ffn_inputs is not None:
+            ffn_inputs.append(h)
+        if cfg.n_expert:
+            d = moe_ffn_reference(cfg, W, p, h)
         else:
-            act = g / (1 + np.exp(-g))
-        d = (act * u) @ W[p + "ffn_down.weight"].T + W.get(p + "ffn_down.bias", 0.0)
+            g = h @ W[p + "ffn_gate.weight"].T + W.get(p + "ffn_gate.bias", 0.0)
+            u = h @ W[p + "ffn_up.weight"].T + W.get(p + "ffn_up.bias", 0.0)
+            if gemma:
+                act = 0.5 * g * (1 + np.tanh(np.sqrt(2 / np.pi) * (g + 0.044715 * g**3)))
+            else:
+                act = g / (1 + np.exp(-g))
+            d = (act * u) @ W[p + "ffn_down.weight"].T + W.get(p + "ffn_down.bias", 0.0)
         if gemma or olmo2:
             d = _rms(d, W[p + "post_ffw_norm.weight"], cfg.eps)
         x = x + d * gs["residual"]

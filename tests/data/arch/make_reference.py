@@ -2,11 +2,15 @@
 
 Needs llama-cpp-python 0.3.36, numpy and gguf:  /path/to/llama-venv/bin/python tests/data/arch/make_reference.py
 
-For each case of arch_cases.CASES it writes the tiny GGUF (tiny_gguf.py, deterministic), runs llama.cpp
+For each case of arch_cases.CASES it writes the tiny GGUF (tiny_gguf.py, deterministic; the cases of
+LLAMA_QUANTIZED in F32, then quantized by llama.cpp to <name>.gguf next to this script, kept), runs llama.cpp
 over IDS teacher-forced (all logits) and greedily for GREEDY steps, renders MESSAGES with the file's chat
 template through llama.cpp's llama_chat_apply_template, and stores in reference.json: the file's sha256,
 the logits, llama.cpp's maximum distance to the float64 reference forward, greedy ids with their
-top-1/top-2 margins, and the rendering.
+top-1/top-2 margins, and the rendering; MoE cases also the smallest router logit gap between the last
+chosen and the first unchosen expert over the prompt (tiny_moe.router_min_gap) and llama.cpp's distance
+between its batched logits and the same prompt decoded one token per batch, and quantized ones
+their tensor types.
 """
 from __future__ import annotations
 
@@ -20,9 +24,11 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "csrc" / "model"))
-from arch_cases import CASES, IDS, MESSAGES, sha256  # noqa: E402
-from llama_cpp_run import teacher_forced_and_greedy  # noqa: E402
+from arch_cases import CASES, IDS, LLAMA_QUANTIZED, MESSAGES, sha256  # noqa: E402
+from llama_cpp_run import one_token_at_a_time, quantize, teacher_forced_and_greedy  # noqa: E402
+from lowbit_common import file_weights  # noqa: E402
 from tiny_gguf import reference_logits, write_tiny_gguf  # noqa: E402
+from tiny_moe import router_min_gap  # noqa: E402
 
 GREEDY = 16
 
@@ -49,13 +55,27 @@ def main() -> None:
         for name, (cfg, seed) in CASES.items():
             path = Path(tmp) / f"{name}.gguf"
             weights = write_tiny_gguf(path, cfg, seed=seed)
-            ref = reference_logits(cfg, weights, IDS)
+            types = None
+            if name in LLAMA_QUANTIZED:
+                src, path = path, HERE / f"{name}.gguf"
+                quantize(src, path, LLAMA_QUANTIZED[name])
+                weights, types = file_weights(path)
+            ffn_inputs: list = []
+            ref = reference_logits(cfg, weights, IDS, ffn_inputs)
             logits, greedy, margins = teacher_forced_and_greedy(path, IDS, GREEDY)
             out[name] = {"sha256": sha256(path), "ids": IDS, "logits": np.round(logits, 5).tolist(),
                          "llama_ref_max_abs": float(np.abs(logits - ref).max()), "logit_std": float(ref.std()),
                          "greedy_ids": greedy, "margins": margins,
                          "chat": render(cfg) if cfg.chat_template else None}
-            print(name, out[name]["llama_ref_max_abs"], out[name]["logit_std"], repr(out[name]["chat"]))
+            if cfg.n_expert:
+                out[name]["router_min_gap"] = router_min_gap(cfg, weights, ffn_inputs)
+                single = one_token_at_a_time(path, IDS)
+                out[name]["llama_batch_vs_one_token_max_abs"] = float(np.abs(logits - single).max())
+            if types is not None:
+                out[name]["tensor_types"] = types
+            print(name, out[name]["llama_ref_max_abs"], out[name]["logit_std"], out[name].get("router_min_gap"),
+                  out[name].get("llama_batch_vs_one_token_max_abs"),
+                  types, repr(out[name]["chat"]))
     (HERE / "reference.json").write_text(json.dumps(out) + "\n", encoding="utf-8")
 
 

@@ -13,7 +13,6 @@ and the greedy ids with their top-1/top-2 logit margins.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import sys
 import tempfile
@@ -23,7 +22,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "csrc" / "model"))
-from llama_cpp_run import teacher_forced_and_greedy  # noqa: E402
+from llama_cpp_run import quantize, teacher_forced_and_greedy  # noqa: E402
 from tiny_gguf import reference_logits, relative_error, write_tiny_gguf  # noqa: E402
 from lowbit_common import CONFIG, IDS, SEED, TYPES, file_weights  # noqa: E402
 
@@ -31,19 +30,13 @@ GREEDY = 16
 
 
 def main() -> None:
-    import llama_cpp
-
     out: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "f32.gguf"
         write_tiny_gguf(src, CONFIG, seed=SEED)
         for name, ftype_name in TYPES.items():
             dst = HERE / f"{name}.gguf"
-            params = llama_cpp.llama_model_quantize_default_params()
-            params.ftype = getattr(llama_cpp, ftype_name)
-            params.nthread = 2
-            rc = llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params))
-            assert rc == 0, (name, rc)
+            quantize(src, dst, ftype_name)
             weights, types = file_weights(dst)
             ref = reference_logits(CONFIG, weights, IDS)
             logits, greedy, margins = teacher_forced_and_greedy(dst, IDS, GREEDY)

@@ -1,0 +1,118 @@
+// The mixture-of-experts FFN (qwen3moe, llama/Mixtral): route each token to its best experts, run
+// every chosen expert once over all the tokens that chose it, and sum each token's expert outputs.
+//
+// Why grouped: an expert's weights are the cost of a step (Qwen3-30B-A3B reads 8 of 128 experts of
+// ~4.5 MB each per layer at Q4_K); tokens gathered per expert read each chosen expert once per
+// step however many batch rows chose it (a batch of 8 decoding sequences that all pick expert 3
+// reads expert 3 once).
+//
+// Determinism: a matmul row's result does not depend on which other rows share the call (quant.h),
+// so gathering changes no bit; each token sums its own expert outputs in its own selection order
+// (best first, llama.cpp's order of adds). A token's result is therefore the same alone or batched
+// with tokens that chose other experts, on any thread count.
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+
+#include "model/model.h"
+
+namespace ls {
+
+Weight ExpertWeights::expert(int e) const {
+  Weight w = all;
+  w.n_out = rows;
+  const size_t bytes = all.layout == WeightLayout::Interleaved16
+                           ? interleaved_bytes(all.type, all.n_in, int64_t(e) * rows)
+                           : ggml_row_bytes(all.type, all.n_in) * size_t(e) * size_t(rows);
+  w.data = all.data + bytes;
+  return w;
+}
+
+void moe_route(const float* logits, int n_expert, int k, int32_t* ids, float* weights) {
+  // Softmax as ggml's CPU op: exp(x − max) in float, the sum in double, then × (1 / sum).
+  float max = -INFINITY;
+  for (int e = 0; e < n_expert; ++e) max = std::max(max, logits[e]);
+  float probs[kMaxExperts];
+  double sum = 0.0;
+  for (int e = 0; e < n_expert; ++e) {
+    probs[e] = std::exp(logits[e] - max);
+    sum += double(probs[e]);
+  }
+  const float inv = float(1.0 / sum);
+  for (int e = 0; e < n_expert; ++e) probs[e] *= inv;
+  // Top k, best first (ggml_argsort_top_k: a descending sort of the probabilities).
+  int32_t order[kMaxExperts];
+  std::iota(order, order + n_expert, 0);
+  std::partial_sort(order, order + k, order + n_expert,
+                    [&](int32_t a, int32_t b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); });
+  // norm_w: divide by the float sum of the chosen probabilities (ggml_sum_rows, in order), clamped.
+  float chosen = 0.0f;
+  for (int j = 0; j < k; ++j) chosen += probs[order[j]];
+  chosen = std::max(chosen, 6.103515625e-5f);
+  for (int j = 0; j < k; ++j) {
+    ids[j] = order[j];
+    weights[j] = probs[order[j]] / chosen;
+  }
+}
+
+void ModelRuntime::moe_ffn(const LayerWeights& L, const float* x, int n, float* y) {
+  const ModelConfig& c = cfg_;
+  const int64_t E = c.n_embd, F = c.n_ff_exp;
+  const int K = c.n_expert_used, n_pairs = n * K;
+
+  // 1. Router: logits of every expert, then each token's choice (independent per token).
+  project(L.ffn_gate_inp, x, n, moe_logits_.data());
+  for (int i = 0; i < n; ++i)
+    moe_route(moe_logits_.data() + int64_t(i) * c.n_expert, c.n_expert, K, moe_ids_.data() + int64_t(i) * K,
+              moe_weights_.data() + int64_t(i) * K);
+
+  // 2. Group the (token, slot) pairs by expert (counting sort: stable, so token order within a group).
+  std::fill(moe_first_.begin(), moe_first_.end(), 0);
+  for (int p = 0; p < n_pairs; ++p) moe_first_[moe_ids_[p] + 1] += 1;
+  for (int e = 0; e < c.n_expert; ++e) moe_first_[e + 1] += moe_first_[e];
+  std::copy(moe_first_.begin(), moe_first_.end() - 1, moe_next_.begin());
+  for (int p = 0; p < n_pairs; ++p) moe_pairs_[moe_next_[moe_ids_[p]]++] = p;
+  for (int r = 0; r < n_pairs; ++r) moe_row_[moe_pairs_[r]] = r;
+
+  // 3. Each chosen expert once, over its gathered rows: gate/up → silu ⊙ → down into moe_y_.
+  for (int e = 0; e < c.n_expert; ++e) {
+    const int r0 = moe_first_[e], m = moe_first_[e + 1] - r0;
+    if (m == 0) continue;
+    for (int r = 0; r < m; ++r)
+      std::memcpy(moe_x_.data() + int64_t(r) * E, x + int64_t(moe_pairs_[r0 + r] / K) * E, sizeof(float) * size_t(E));
+    const Weight gate = L.gate_exps.expert(e), up = L.up_exps.expert(e), down = L.down_exps.expert(e);
+    project3(gate, ffn_a_.data(), up, ffn_b_.data(), nullptr, nullptr, moe_x_.data(), m);
+    pool_->parallel_for(int64_t(m) * F, 1024, [&](int64_t b, int64_t end) {
+      silu_mul(ffn_a_.data() + b, ffn_b_.data() + b, end - b);
+    });
+    project(down, ffn_a_.data(), m, moe_y_.data() + int64_t(r0) * E);
+  }
+
+  // 4. Each token: Σ_j weight_j · expert_j(x), adds in selection order (llama.cpp: ggml_mul, then
+  //    ggml_add of the views one after another).
+  pool_->parallel_for(n, 4, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float* out = y + i * E;
+      for (int j = 0; j < K; ++j) {
+        const int64_t p = i * K + j;
+        const float w = moe_weights_[p];
+        const float* ye = moe_y_.data() + int64_t(moe_row_[p]) * E;
+        if (j == 0)
+          for (int64_t d = 0; d < E; ++d) out[d] = ye[d] * w;
+        else
+          for (int64_t d = 0; d < E; ++d) out[d] += ye[d] * w;
+      }
+    }
+  });
+}
+
+void ModelRuntime::last_experts(int row, int32_t* out) const {
+  if (cfg_.n_expert == 0 || row < 0 || row >= last_batch_) throw std::invalid_argument("last_experts: no such MoE row");
+  std::copy(moe_ids_.begin() + int64_t(row) * cfg_.n_expert_used, moe_ids_.begin() + int64_t(row + 1) * cfg_.n_expert_used, out);
+}
+
+}  // namespace ls
