@@ -87,6 +87,10 @@ def test_tojson_keeps_unicode():
     "{{ 'x' * 10 ** 9 }}",
     "{{ [1] * 999999999 }}",
     "{{ 7 ** 99999999 }}",
+    # a macro calling itself twice per level (2^60 calls) and a recursive loop fanning out:
+    # both draw from the render's loop budget
+    "{% macro d(n) %}{% if n %}{{ d(n-1) }}{{ d(n-1) }}{% endif %}{% endmacro %}{{ d(60) }}",
+    "{% for x in range(10) recursive %}{{ loop(range(10)) }}{% endfor %}",
 ])
 def test_hostile_templates_end_as_400_quickly(source):
     import time
