@@ -100,8 +100,8 @@ def weight(value, limit: int = MAX_VALUE_WEIGHT) -> int:
         mutable = isinstance(v, Namespace)  # `{% set ns.x = ... %}` changes it: never remembered
         if mutable:
             v = v._Namespace__attrs  # noqa: SLF001 — str(namespace) prints this dict
-        if not isinstance(v, (list, tuple, set, frozenset, Mapping, MappingView)):
-            return 1
+        if not isinstance(v, (list, tuple, set, frozenset, dict, MappingView)):
+            return 1  # scalars, and jinja's own objects (a Context is a Mapping: not ours to walk)
         if len(v) > MAX_CONTAINER_ITEMS:
             raise SecurityError(f"a template container over {MAX_CONTAINER_ITEMS} items")
         key = id(v)
@@ -110,7 +110,7 @@ def weight(value, limit: int = MAX_VALUE_WEIGHT) -> int:
         if key in memo and memo[key][0] is v:
             return memo[key][1]
         sizes[key] = limit + 1  # a cycle reached again is over the limit
-        items = [x for kv in v.items() for x in kv] if isinstance(v, Mapping) else v
+        items = [x for kv in v.items() for x in kv] if isinstance(v, dict) else v
         total = len(items)
         for item in items:
             total += walk(item, depth + 1)

@@ -85,6 +85,9 @@ def test_hostile_output_sizes_are_a_400_in_bounded_time_and_memory(source):
     ('{{ {"k": [1]}|tojson(indent=2) }}', '{\n  "k": [\n    1\n  ]\n}'),
     ("{% macro m(x) %}<{{ x }}>{% endmacro %}{% for c in 'abc' %}{{ m(c) ~ '.' }}{% endfor %}", "<a>.<b>.<c>."),
     ("{{ 2 ** 100 * 3 }}", str(2 ** 100 * 3)),
+    # filters that take jinja's context (a Mapping that is not a value of the template's)
+    ("{{ messages|map(attribute='role')|join(',') }}|{{ messages|selectattr('role', 'eq', 'user')|list|length }}",
+     "user|1"),
 ])
 def test_templates_within_the_bounds_render_as_before(source, expected):
     assert ChatTemplate(source).render(MESSAGES) == expected
