@@ -79,6 +79,18 @@ def charge_output(n_chars: int) -> None:
 # --- the weight of a value ------------------------------------------------------------------------
 
 WEIGHT_MEMO_ENTRIES = 8
+_CONTAINERS = (list, tuple, set, frozenset, dict, MappingView)
+
+
+def _scalar_weight(v) -> int | None:
+    """The weight of a string, an integer or any other non-container; None for a container."""
+    if isinstance(v, (str, bytes, bytearray)):
+        return len(v)
+    if isinstance(v, int):
+        return 1 + int(v.bit_length() * DIGITS_PER_BIT)
+    if isinstance(v, _CONTAINERS) or isinstance(v, Namespace):
+        return None
+    return 1  # jinja's own objects too (a Context is a Mapping: not ours to walk)
 
 
 def weight(value, limit: int = MAX_VALUE_WEIGHT) -> int:
@@ -87,21 +99,21 @@ def weight(value, limit: int = MAX_VALUE_WEIGHT) -> int:
     integer weighs its decimal digits. Stops counting past `limit`; a container of more than
     MAX_CONTAINER_ITEMS items is refused before it is walked, so one walk is ~1 s at most, and
     the last containers weighed are remembered for the render."""
+    scalar = _scalar_weight(value)
+    if scalar is not None:  # most checks: a string or a number, no walk
+        return scalar
     memo = _current().weights
     sizes: dict[int, int] = {}
 
     def walk(v, depth: int) -> int:
-        if isinstance(v, (str, bytes, bytearray)):
-            return len(v)
-        if isinstance(v, int):
-            return 1 + int(v.bit_length() * DIGITS_PER_BIT)
+        scalar = _scalar_weight(v)
+        if scalar is not None:
+            return scalar
         if depth > 200:  # deeper than any JSON a template sees; str() would recurse anyway
             raise SecurityError("a template value nested more than 200 levels deep")
         mutable = isinstance(v, Namespace)  # `{% set ns.x = ... %}` changes it: never remembered
         if mutable:
             v = v._Namespace__attrs  # noqa: SLF001 — str(namespace) prints this dict
-        if not isinstance(v, (list, tuple, set, frozenset, dict, MappingView)):
-            return 1  # scalars, and jinja's own objects (a Context is a Mapping: not ours to walk)
         if len(v) > MAX_CONTAINER_ITEMS:
             raise SecurityError(f"a template container over {MAX_CONTAINER_ITEMS} items")
         key = id(v)
@@ -113,7 +125,7 @@ def weight(value, limit: int = MAX_VALUE_WEIGHT) -> int:
         items = [x for kv in v.items() for x in kv] if isinstance(v, dict) else v
         total = len(items)
         for item in items:
-            total += walk(item, depth + 1)
+            total += len(item) if type(item) is str else walk(item, depth + 1)
             if total > limit:
                 break
         sizes[key] = total
