@@ -4,8 +4,9 @@ A template comes from a model file (untrusted) and can ask Python for huge strin
 `"{:>1000000000}".format(x)`, `"%1000000000d" % x`, `x|center(10**9)`, `s.replace("", s)`,
 `sep.join(items)`, or grow a value by doubling it in a loop or a recursive macro. Each such step
 is checked *before* it runs against an estimate of its result, and every value a call, filter
-or operator returns is checked after, so no value exceeds MAX_VALUE_WEIGHT; what a render emits
-(its output and every macro or block body) is charged to a per-render MAX_OUTPUT_CHARS. A
+or operator returns is checked after, so no value exceeds MAX_VALUE_WEIGHT; those values are
+charged to a per-render MAX_BUILT_CHARS (time spent building), and what a render emits (its
+output and every macro or block body) to MAX_OUTPUT_CHARS. A
 template past a bound raises SecurityError, which ChatTemplate turns into a 400.
 
 The limits sit far above a real render: the request body is 8 MiB by default, so the messages
@@ -23,6 +24,9 @@ from jinja2.utils import Namespace
 MAX_LOOP_ITEMS = 200_000
 MAX_VALUE_WEIGHT = 16_000_000  # characters (plus container items) of one value
 MAX_OUTPUT_CHARS = 32_000_000  # characters one render emits, macro and block bodies included
+# Characters of all the values one render's calls, filters and operators return: bounds the time
+# a template spends building values it never emits (a loop padding a string to 16 M each pass).
+MAX_BUILT_CHARS = 512_000_000
 MAX_CONTAINER_ITEMS = 1_000_000  # items of one list, tuple or dict (checked before walking it)
 MAX_INT_BITS = 1 << 16  # `*` and `**` on integers: 65 536 bits is ~20 000 digits
 DIGITS_PER_BIT = 0.302  # log10(2): an integer's decimal length from its bit length
@@ -31,11 +35,12 @@ DIGITS_PER_BIT = 0.302  # log10(2): an integer's decimal length from its bit len
 class RenderBudget:
     """What is left of one render's loop items and output characters."""
 
-    __slots__ = ("loop_items", "output_chars", "weights")
+    __slots__ = ("loop_items", "output_chars", "built_chars", "weights")
 
     def __init__(self) -> None:
         self.loop_items = MAX_LOOP_ITEMS
         self.output_chars = MAX_OUTPUT_CHARS
+        self.built_chars = MAX_BUILT_CHARS
         # The last containers weighed (id → (container, weight)): a template passes the same
         # list (messages, tools) to many filters and calls. Few entries: each keeps its
         # container alive until the render ends.
@@ -145,6 +150,16 @@ def check_size(estimate: int, what: str) -> None:
 
 def check_value(value, what: str = "value") -> None:
     check_size(weight(value), what)
+
+
+def check_built(value, what: str) -> None:
+    """A value a call, filter or operator returned: within the bound, and charged to the render."""
+    n = weight(value)
+    check_size(n, what)
+    budget = _current()
+    budget.built_chars -= n
+    if budget.built_chars < 0:
+        raise SecurityError(f"the template built more than {MAX_BUILT_CHARS} characters of values in one render")
 
 
 def check_values(values, what: str) -> int:

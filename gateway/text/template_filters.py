@@ -73,7 +73,7 @@ def bounded(name: str, fn):
         if check is not None:
             check(*args, **kwargs)
         result = fn(*args, **kwargs)
-        tb.check_value(result, f"|{name}")
+        tb.check_built(result, f"|{name}")
         return result
     return wrapper
 
@@ -109,6 +109,9 @@ def literal(_context, value):
 
 def concat(*values) -> str:
     """`a ~ b ~ c`, its length checked before the join."""
-    texts = [v if isinstance(v, str) else str(v) for v in values if tb.check_value(v, "~") is None]
+    tb.check_values(values, "~")
+    texts = [v if isinstance(v, str) else str(v) for v in values]
     tb.check_size(sum(map(len, texts)), "~")
-    return "".join(texts)
+    result = "".join(texts)
+    tb.check_built(result, "~")
+    return result

@@ -122,7 +122,9 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
                 tb.check_size(tb.weight(left) + tb.weight(right), "+")
         elif isinstance(left, (str, bytes)):  # "%": printf-style formatting, not modulo
             tb.check_percent_format(left, right)
-        return super().call_binop(context, operator, left, right)
+        result = super().call_binop(context, operator, left, right)
+        tb.check_built(result, operator)
+        return result
 
     def wrap_str_format(self, value):
         wrapper = super().wrap_str_format(value)
@@ -149,5 +151,5 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             tb.check_values([*args, *kwargs.values()], f"{__obj.__name__}() argument")
             tb.check_str_method(__obj.__name__, __obj.__self__, args, kwargs)
         result = super().call(__context, __obj, *args, **kwargs)
-        tb.check_value(result, "call")
+        tb.check_built(result, "call")
         return result

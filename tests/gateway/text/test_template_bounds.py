@@ -55,6 +55,7 @@ HOSTILE = {
     "nested repeat summed": '{% set a = [[1] * 1000] * 1000 %}{{ a|sum(start=[])|length }}',
     "dict.fromkeys": '{{ {}.fromkeys(range(100000), "x" * 1000) }}',
     "lipsum": "{{ lipsum(10**9) }}",
+    "building without emitting": '{% for i in range(100000) %}{% set _ = "x".center(16000000) %}{% endfor %}',
 }
 
 
