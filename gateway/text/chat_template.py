@@ -60,7 +60,10 @@ class ChatTemplate:
         env.filters["tojson"] = env.bounded_filter("tojson", tojson)
         env.globals["raise_exception"] = _raise_exception
         env.globals["strftime_now"] = _strftime_now
-        self._template = env.from_string(source)  # TemplateSyntaxError here = a broken model file
+        try:
+            self._template = env.from_string(source)  # TemplateSyntaxError here = a broken model file
+        except RecursionError:  # jinja's recursive-descent parser on `[[[[…` (found by fuzzing)
+            raise jinja2.TemplateSyntaxError("the template nests too deeply to parse", 1) from None
         self.source = source
         self._bos = bos_token
         self._eos = eos_token

@@ -109,3 +109,12 @@ def test_loop_budget_is_per_render_and_real_loops_fit():
     messages = [{"role": "user", "content": "z" * 100_000}]
     for _ in range(5):  # one render's budget never carries over to the next
         assert t.render(messages) == "z" * 100_000 + "3"
+
+
+def test_a_template_nested_too_deeply_to_parse_is_a_syntax_error():
+    # Found by benchmarks/fuzz.py chat_template (tests/data/fuzz/chat_template/crash-bf7cc121…):
+    # jinja's parser recursed into RecursionError, which loading a model file did not expect.
+    import jinja2
+
+    with pytest.raises(jinja2.TemplateSyntaxError):
+        ChatTemplate("{{ " + "[" * 2000 + " }}")
