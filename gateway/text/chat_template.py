@@ -76,9 +76,12 @@ class ChatTemplate:
             return self._template.render(**context)
         except TemplateRaised as exc:
             raise invalid(f"the chat template rejected the messages: {str(exc)[:200]}", param="messages") from None
-        except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, RecursionError) as exc:
+        except (jinja2.TemplateError, TypeError, ValueError, LookupError, ArithmeticError, NameError,
+                RuntimeError) as exc:
             # Malformed input reaching template code (e.g. a missing key) is the caller's 400; so is
-            # a template beyond the sandbox's bounds (SecurityError) or recursing without end.
+            # a template beyond the sandbox's bounds (SecurityError) or recursing without end
+            # (RecursionError), dividing by zero or overflowing (`range(10**30)`, `1e300 ** 2`),
+            # an unknown codec, or a float literal jinja compiles to the undefined name `inf`.
             raise invalid(f"the messages cannot be rendered by this model's chat template ({type(exc).__name__})",
                           param="messages") from None
         finally:

@@ -118,3 +118,11 @@ def test_a_template_nested_too_deeply_to_parse_is_a_syntax_error():
 
     with pytest.raises(jinja2.TemplateSyntaxError):
         ChatTemplate("{{ " + "[" * 2000 + " }}")
+
+
+@pytest.mark.parametrize("source", ["{{ 5 // 0 }}", "{{ range(10**30) }}", "{{ 1e300 ** 2 }}", "{{ 1e400 }}",
+                                    "{{ 'x'.encode('no-such-codec') }}", "{{ (1e300 * 1e300)|int }}"])
+def test_template_arithmetic_and_lookup_errors_are_a_400(source):
+    with pytest.raises(APIError) as info:
+        ChatTemplate(source).render([{"role": "user", "content": "x"}])
+    assert info.value.status == 400
