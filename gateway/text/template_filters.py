@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 
 from jinja2 import filters as jf
+from jinja2.runtime import markup_join
+from markupsafe import Markup
 from jinja2.exceptions import SecurityError
 
 from gateway.text import template_bounds as tb
@@ -101,17 +103,19 @@ def tojson(value, indent=None, ensure_ascii=False, separators=None, sort_keys=Fa
 
 
 @jf.pass_context
-def literal(_context, value):
-    """Template text as a runtime value, so env.finalize charges it to the output budget each
-    time it is emitted (a loop repeats it); pass_context keeps jinja from folding it at compile."""
-    return value
+def literal(context, value, is_template_text=True):
+    """Template text or a constant as a runtime value, so env.finalize charges it to the output
+    budget each time it is emitted (a loop repeats it); pass_context keeps jinja from folding it
+    at compile. Template text is never escaped, in `{% autoescape %}` blocks too; constants are."""
+    return Markup(value) if is_template_text and context.eval_ctx.autoescape else value
 
 
-def concat(*values) -> str:
-    """`a ~ b ~ c`, its length checked before the join."""
+@jf.pass_eval_context
+def concat(eval_ctx, *values):
+    """`a ~ b ~ c`, its length checked before the join (escaping as jinja's `~` does)."""
     tb.check_values(values, "~")
     texts = [v if isinstance(v, str) else str(v) for v in values]
     tb.check_size(sum(map(len, texts)), "~")
-    result = "".join(texts)
+    result = markup_join(values) if eval_ctx.autoescape else "".join(texts)
     tb.check_built(result, "~")
     return result

@@ -60,8 +60,8 @@ def _bound_template(template: nodes.Template) -> nodes.Template:
         loop.iter = nodes.Call(nodes.Name(_ITER_NAME, "load", lineno=loop.lineno), [loop.iter], [], None, None,
                                lineno=loop.lineno)
     for output in template.find_all(nodes.Output):
-        output.nodes = [_filter(n, _LITERAL, [], n.lineno) if isinstance(n, (nodes.TemplateData, nodes.Const))
-                        else n for n in output.nodes]
+        output.nodes = [_filter(n, _LITERAL, [nodes.Const(isinstance(n, nodes.TemplateData))], n.lineno)
+                        if isinstance(n, (nodes.TemplateData, nodes.Const)) else n for n in output.nodes]
     for parent in list(template.find_all(nodes.Node)):
         for field in parent.fields:
             child = getattr(parent, field, None)

@@ -108,3 +108,17 @@ def test_weight_counts_shared_values_each_time_and_stops_at_the_limit():
     start = time.monotonic()
     assert tb.weight(huge, limit=10_000) > 10_000
     assert time.monotonic() - start < 0.5
+
+
+@pytest.mark.parametrize("autoescape", [False, True])
+def test_bounded_rendering_escapes_like_jinja(autoescape):
+    # template text and constants become runtime values (charged when emitted), `~` a checked
+    # join: escaping stays jinja's — text never, constants and values in autoescape blocks
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from gateway.text.template_sandbox import BoundedSandbox
+
+    source = ('{% autoescape true %}<b>{{ "<i>" }}{{ "<" ~ x }}</b>{% endautoescape %}<p>{{ "<" ~ x }}{{ 5 }}'
+              "{% for c in 'ab' %}<{{ c }}>{% endfor %}")
+    plain = ImmutableSandboxedEnvironment(autoescape=autoescape).from_string(source).render(x="&")
+    assert BoundedSandbox(autoescape=autoescape).from_string(source).render(x="&") == plain
