@@ -1,4 +1,4 @@
-"""Runs one fuzz target: `python benchmarks/fuzz.py TARGET MINUTES` (or --seconds S; --list).
+"""Runs one fuzz target: `python benchmarks/fuzz.py TARGET MINUTES` (or --seconds S; --runs N; --list).
 
 atheris (libFuzzer inside a Python extension, from PyPI) drives the target's one_input with
 mutated inputs, starting from seeds built from the repository's real files and tests, the inputs
@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +55,7 @@ def main() -> int:
     ap.add_argument("minutes", nargs="?", type=float, default=1.0)
     ap.add_argument("--seconds", type=float, help="run time in seconds (overrides MINUTES)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/laneserve-fuzz"), help="corpus and crash directory")
+    ap.add_argument("--runs", type=int, help="stop after this many executions (libFuzzer -runs), or at the time")
     ap.add_argument("--timeout-s", type=int, default=10, help="one input running longer is a hang")
     ap.add_argument("--rss-limit-mb", type=int, default=4096)
     ap.add_argument("--list", action="store_true")
@@ -76,12 +78,16 @@ def main() -> int:
            # Native code gives libFuzzer no coverage (gcc cannot build -fsanitize=fuzzer), so seeds
            # that add no Python edge would be dropped: keep them, mutations start from real inputs.
            "-keep_seed=1"]
+    if args.runs:
+        cmd.append(f"-runs={args.runs}")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    started = time.monotonic()
     proc = subprocess.run(cmd, cwd=str(work), env=env, capture_output=True, text=True, errors="replace")
     log = proc.stdout + proc.stderr
     (work / "last.log").write_text(log)
     crashes = sorted(p.name for p in work.iterdir() if p.name.startswith(("crash-", "timeout-", "oom-", "leak-")))
-    figures = {"target": args.target, "seconds": seconds, "seeds": n_seeds, **parse_figures(log),
+    figures = {"target": args.target, "seconds": seconds, "wall_s": round(time.monotonic() - started),
+               "load_avg_1min": round(os.getloadavg()[0], 2), "seeds": n_seeds, **parse_figures(log),
                "exit_code": proc.returncode, "findings": crashes}
     print(json.dumps(figures))
     if proc.returncode != 0:

@@ -107,6 +107,13 @@ def _template_seeds():
     yield b"{{ ''.__class__.__mro__ }}{{ cycler.__init__.__globals__ }}{{ range(10) | list | tojson }}"
     yield b"{% macro r(n) %}{{ r(n) }}{% endmacro %}{{ r(1) }}"
     yield b"{% for i in range(99) %}{% for j in range(99) %}{{ i * j }}{% endfor %}{% endfor %}{{ 'ab' * 3 }}"
+    # sizes (gateway/text/template_bounds.py): format widths, padding, joins, doubling, macros
+    yield b'{{ "{:>9}|{:.3f}".format(messages[0].content, 1.5) }}{{ "%-9s|%*d" % ("a", 4, 2) }}{{ "%5d"|format(3) }}'
+    yield b"{{ 'x'|center(9) }}{{ 'a\nb'|indent(4) }}{{ 'a b c'|wordwrap(2) }}{{ messages|map(attribute='role')|join('::') }}"
+    yield b"{% set ns = namespace(s='x', n=3) %}{% for i in range(9) %}{% set ns.s = ns.s ~ ns.s + ns.s %}" \
+          b"{% set ns.n = ns.n * ns.n %}{% endfor %}{{ ns.s|length }}{{ messages|tojson(indent=2) }}"
+    yield b"{% macro d(n) %}{% if n %}{{ d(n - 1) }}{{ d(n - 1) }}{% endif %}{% endmacro %}{{ d(9) }}" \
+          b"{{ 'abc'.replace('', '-').ljust(9).zfill(12) }}{{ [1, 2]|batch(3, 0)|list }}{{ [1, 2]|slice(3)|list }}"
 
 
 # --- grammar bridge ---------------------------------------------------------------------------------

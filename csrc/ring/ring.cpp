@@ -53,16 +53,19 @@ uint64_t format_segment(int fd, size_t segment_bytes) {
   h->tail.store(0, std::memory_order_relaxed);
   h->head.store(0, std::memory_order_relaxed);
   h->version = kVersion;
-  // Magic last, released: an attacher that sees it sees a complete header.
-  std::atomic_thread_fence(std::memory_order_release);
-  h->magic = kMagic;
+  // Magic last, released: an attacher whose acquire load (RingView) sees it sees a complete
+  // header. A release store on the word itself rather than a fence before a plain store: the
+  // reader needs an atomic load to pair with, and TSan models atomic operations, not fences.
+  // (The header keeps a plain uint32_t: the gcc/clang builtin is std::atomic_ref before C++20.)
+  __atomic_store_n(&h->magic, kMagic, __ATOMIC_RELEASE);
   return capacity;
 }
 
 RingView::RingView(int fd, size_t segment_bytes) : mapping_(std::make_shared<Mapping>(fd, segment_bytes)) {
   hdr_ = reinterpret_cast<SegmentHeader*>(mapping_->data());
   data_ = mapping_->data() + kSegmentHeaderBytes;
-  if (hdr_->magic != kMagic) throw RingError("not a laneserve ring segment (bad magic)");
+  // Pairs with the release store in format_segment().
+  if (__atomic_load_n(&hdr_->magic, __ATOMIC_ACQUIRE) != kMagic) throw RingError("not a laneserve ring segment (bad magic)");
   if (hdr_->version != kVersion)
     throw RingError("ring version mismatch: segment has " + std::to_string(hdr_->version) + ", code expects " +
                     std::to_string(kVersion));
@@ -132,11 +135,14 @@ bool Producer::try_write(uint32_t type, const Piece* pieces, size_t num_pieces) 
 }
 
 bool Producer::take_bell() {
-  // Pairs with the fence in Consumer::arm(): either we see reader_waiting == 1, or the consumer's
-  // re-check of tail sees our record. Never both missed.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  auto& w = view_.header()->reader_waiting;
-  return w.load(std::memory_order_relaxed) != 0 && w.exchange(0, std::memory_order_acq_rel) != 0;
+  // Pairs with the exchange in Consumer::arm(): either we see reader_waiting == 1, or the
+  // consumer's re-check of tail sees our record — never both missed. Both sides read-modify-write
+  // the one word, so the two exchanges are ordered in its modification order. If ours comes
+  // first, the consumer's exchange reads our write (or a later one of ours): our release
+  // synchronizes with its acquire, so our tail store (try_write, before this call) happens-before
+  // its tail load, which then sees the record. If the consumer's comes first, we read its 1.
+  // (This replaces a seq_cst fence on each side, same guarantee, which TSan does not model.)
+  return view_.header()->reader_waiting.exchange(0, std::memory_order_acq_rel) != 0;
 }
 
 Consumer::Consumer(RingView view) : view_(std::move(view)) {
@@ -147,8 +153,8 @@ Consumer::Consumer(RingView view) : view_(std::move(view)) {
 Consumer::~Consumer() { release_claim(view_.header()->reader_pid); }
 
 bool Consumer::arm() {
-  view_.header()->reader_waiting.store(1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // An exchange, not a store: see Producer::take_bell() for why both sides read-modify-write.
+  view_.header()->reader_waiting.exchange(1, std::memory_order_acq_rel);
   return view_.header()->tail.load(std::memory_order_acquire) != head_;
 }
 

@@ -10,12 +10,13 @@ falls back to ChatML, which is wrong for Gemma — a model with neither gets no 
 from __future__ import annotations
 
 import datetime
-import json
 
 import jinja2
 
 from gateway.http.errors import invalid
-from gateway.text.template_sandbox import BoundedSandbox, end_render, start_render
+from gateway.text.template_bounds import end_render, start_render
+from gateway.text.template_filters import tojson
+from gateway.text.template_sandbox import BoundedSandbox
 
 # BOS comes from the tokenizer (add_bos is true for Gemma 3), so the template does not emit it.
 GEMMA3_TEMPLATE = (
@@ -47,10 +48,6 @@ def _raise_exception(message: str) -> None:
     raise TemplateRaised(message)
 
 
-def _tojson(value, indent=None, ensure_ascii=False, separators=None, sort_keys=False):
-    return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, separators=separators, sort_keys=sort_keys)
-
-
 def _strftime_now(fmt: str) -> str:
     return datetime.datetime.now().strftime(fmt)
 
@@ -60,10 +57,13 @@ class ChatTemplate:
 
     def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "") -> None:
         env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.Undefined)
-        env.filters["tojson"] = _tojson
+        env.filters["tojson"] = env.bounded_filter("tojson", tojson)
         env.globals["raise_exception"] = _raise_exception
         env.globals["strftime_now"] = _strftime_now
-        self._template = env.from_string(source)  # TemplateSyntaxError here = a broken model file
+        try:
+            self._template = env.from_string(source)  # TemplateSyntaxError here = a broken model file
+        except RecursionError:  # jinja's recursive-descent parser on `[[[[…` (found by fuzzing)
+            raise jinja2.TemplateSyntaxError("the template nests too deeply to parse", 1) from None
         self.source = source
         self._bos = bos_token
         self._eos = eos_token
@@ -76,9 +76,12 @@ class ChatTemplate:
             return self._template.render(**context)
         except TemplateRaised as exc:
             raise invalid(f"the chat template rejected the messages: {str(exc)[:200]}", param="messages") from None
-        except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError, RecursionError) as exc:
+        except (jinja2.TemplateError, TypeError, ValueError, LookupError, ArithmeticError, NameError,
+                RuntimeError) as exc:
             # Malformed input reaching template code (e.g. a missing key) is the caller's 400; so is
-            # a template beyond the sandbox's bounds (SecurityError) or recursing without end.
+            # a template beyond the sandbox's bounds (SecurityError) or recursing without end
+            # (RecursionError), dividing by zero or overflowing (`range(10**30)`, `1e300 ** 2`),
+            # an unknown codec, or a float literal jinja compiles to the undefined name `inf`.
             raise invalid(f"the messages cannot be rendered by this model's chat template ({type(exc).__name__})",
                           param="messages") from None
         finally:

@@ -87,6 +87,10 @@ def test_tojson_keeps_unicode():
     "{{ 'x' * 10 ** 9 }}",
     "{{ [1] * 999999999 }}",
     "{{ 7 ** 99999999 }}",
+    # a macro calling itself twice per level (2^60 calls) and a recursive loop fanning out:
+    # both draw from the render's loop budget
+    "{% macro d(n) %}{% if n %}{{ d(n-1) }}{{ d(n-1) }}{% endif %}{% endmacro %}{{ d(60) }}",
+    "{% for x in range(10) recursive %}{{ loop(range(10)) }}{% endfor %}",
 ])
 def test_hostile_templates_end_as_400_quickly(source):
     import time
@@ -105,3 +109,20 @@ def test_loop_budget_is_per_render_and_real_loops_fit():
     messages = [{"role": "user", "content": "z" * 100_000}]
     for _ in range(5):  # one render's budget never carries over to the next
         assert t.render(messages) == "z" * 100_000 + "3"
+
+
+def test_a_template_nested_too_deeply_to_parse_is_a_syntax_error():
+    # Found by benchmarks/fuzz.py chat_template (tests/data/fuzz/chat_template/crash-bf7cc121…):
+    # jinja's parser recursed into RecursionError, which loading a model file did not expect.
+    import jinja2
+
+    with pytest.raises(jinja2.TemplateSyntaxError):
+        ChatTemplate("{{ " + "[" * 2000 + " }}")
+
+
+@pytest.mark.parametrize("source", ["{{ 5 // 0 }}", "{{ range(10**30) }}", "{{ 1e300 ** 2 }}", "{{ 1e400 }}",
+                                    "{{ 'x'.encode('no-such-codec') }}", "{{ (1e300 * 1e300)|int }}"])
+def test_template_arithmetic_and_lookup_errors_are_a_400(source):
+    with pytest.raises(APIError) as info:
+        ChatTemplate(source).render([{"role": "user", "content": "x"}])
+    assert info.value.status == 400
