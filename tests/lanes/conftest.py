@@ -6,6 +6,7 @@ import os
 import pytest
 
 from gateway.cli.bench.synthetic import synthetic_token
+from lanes.api import Chunk
 from lanes.config import PoolConfig
 from lanes.names import list_names
 from lanes.pool import LanePool
@@ -20,6 +21,15 @@ def escaped(text: str) -> bytes:
 def synthetic_events(n: int, prefix: bytes = b"", suffix: bytes = b"") -> bytes:
     """The framed events of the first n tokens of one synthetic sequence, concatenated."""
     return b"".join(prefix + escaped(synthetic_token(i)) + suffix for i in range(n))
+
+
+async def text_of(stream) -> bytes:
+    """A one-choice lane stream's text, its chunks concatenated."""
+    out = b""
+    async for item in stream:
+        if isinstance(item, Chunk):
+            out += item.data
+    return out
 
 
 @pytest.fixture

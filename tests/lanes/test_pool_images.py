@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from lanes import _runtime, gemma3_path
-from lanes.api import Chunk, GenerationParams, LaneError, LaneModelSpec, PromptImage
+from lanes.api import GenerationParams, LaneError, LaneModelSpec, PromptImage
+
+from .conftest import text_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "csrc" / "vision"))
 import mmproj_gguf  # noqa: E402
@@ -43,14 +45,6 @@ def in_process(ids, images):
     out = b""
     while eng.has_work():
         out += b"".join(t for _r, _c, t, *_ in eng.step())
-    return out
-
-
-async def text_of(stream) -> bytes:
-    out = b""
-    async for item in stream:
-        if isinstance(item, Chunk):
-            out += item.data
     return out
 
 

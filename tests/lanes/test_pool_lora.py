@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from lanes import _runtime, smollm2_path
-from lanes.api import AdapterError, Chunk, GenerationParams, LaneModelSpec
+from lanes.api import AdapterError, GenerationParams, LaneModelSpec
 
-from .conftest import wait_for
+from .conftest import text_of, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "csrc" / "model"))
 from lora_gguf import ATTENTION, AdapterSpec, Q, cached_adapter, write_adapter  # noqa: E402
@@ -32,14 +32,6 @@ def files():
 @pytest.fixture
 def prompt_ids():
     return _runtime.Tokenizer(str(smollm2_path())).encode("Once upon a time, in a small village,", True, False)
-
-
-async def text_of(stream) -> bytes:
-    out = b""
-    async for item in stream:
-        if isinstance(item, Chunk):
-            out += item.data
-    return out
 
 
 def start(make_pool, lora=()):

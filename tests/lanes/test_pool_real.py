@@ -7,7 +7,7 @@ import time
 import pytest
 
 from lanes import _runtime, smollm2_path
-from lanes.api import ChoiceDone, Chunk, GenerationParams, LaneError, LaneModelSpec
+from lanes.api import Chunk, GenerationParams, LaneError, LaneModelSpec
 
 from .conftest import wait_for
 
