@@ -64,6 +64,15 @@ class Generation:
             )
 
 
+def _pooled(hidden: np.ndarray) -> np.ndarray:
+    """The embedding of final hidden rows [n, n_embd], with the lane's arithmetic (BatchEngine's
+    embed_chunks) so the vector equals the server's bit for bit: float64 sums in position order,
+    the squared norm summed in element order (cumsum: strictly sequential), then scaled."""
+    total = np.cumsum(hidden.astype(np.float64), axis=0)[-1]
+    norm2 = float(np.cumsum(total * total)[-1])
+    return (total * (1.0 / np.sqrt(norm2) if norm2 > 0.0 else 0.0)).astype(np.float32)
+
+
 class Model:
     """A GGUF model loaded in this process.
 
@@ -117,6 +126,25 @@ class Model:
         Reuses the KV cache, so an open generation on this model ends (its next step raises)."""
         self._current = None
         return self._engine.logits(list(ids))
+
+    def embed(self, texts: str | Sequence[str | Sequence[int]]) -> np.ndarray:
+        """float32 [len(texts), n_embd]: one embedding per text (or token id list), as the server's
+        /v1/embeddings computes it — the mean of the final hidden states (after the output norm)
+        over the input's tokens, L2-normalised; a text is tokenized with the model's add_bos and no
+        special-token parsing. ValueError for an empty input or one longer than the context.
+        Reuses the KV cache, so an open generation on this model ends."""
+        self._current = None
+        if isinstance(texts, str):
+            texts = [texts]
+        out = np.empty((len(texts), self._engine.n_embd), np.float32)
+        for i, x in enumerate(texts):
+            ids = self.tokenize(x, True, False) if isinstance(x, str) else [int(t) for t in x]
+            if not ids:
+                raise ValueError(f"input {i} is empty after tokenization")
+            if len(ids) > self.n_ctx:
+                raise ValueError(f"input {i} has {len(ids)} tokens; this model's context is {self.n_ctx} tokens")
+            out[i] = _pooled(self._engine.hidden_states(ids))
+        return out
 
     def generate(
         self,

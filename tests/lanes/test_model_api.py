@@ -1,12 +1,13 @@
-"""The in-process Model takes what the server's --model takes and renders the model's chat template
-as the server does."""
+"""The in-process Model takes what the server's --model takes, renders the model's chat template
+as the server does and embeds texts as the lanes do."""
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import lanes
-from lanes import Model
+from lanes import Model, _runtime
 from lanes.registry import ModelNotInstalled
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "csrc" / "model"))
@@ -79,3 +80,37 @@ def test_path_still_works_and_a_model_without_template_cannot_chat(tmp_path):
     assert model.path == str(path)
     with pytest.raises(ValueError, match="has no chat template"):
         model.chat([{"role": "user", "content": "Hi"}], max_tokens=1)
+
+
+def lane_embedding(path, ids):
+    """The vector a lane computes for ids (BatchEngine.add_embedding: what /v1/embeddings returns)."""
+    engine = _runtime.BatchEngine(str(path), threads=1, ctx_size=256, num_slots=2, max_batch_tokens=16)
+    engine.add_embedding(1, 0, ids)
+    for _ in range(1000):
+        for _rid, _c, _text, finished, _reason, _stats, vector in engine.step(with_embeddings=True):
+            if finished:
+                return vector
+    raise AssertionError("the embedding never finished")
+
+
+@needs_smollm2
+def test_embed_equals_the_lanes_vectors_bit_for_bit(smollm2):
+    texts = ["The cat is sleeping on the sofa.", "A cat naps on the couch.", "Stock markets fell sharply."]
+    vectors = smollm2.embed(texts)
+    assert vectors.shape == (3, smollm2._engine.n_embd) and vectors.dtype == np.float32
+    for text, vec in zip(texts, vectors):
+        ids = smollm2.tokenize(text, True, False)  # as the server's /v1/embeddings tokenizes an input
+        assert np.array_equal(vec, lane_embedding(smollm2.path, ids))  # chunked over 16-token steps there
+    assert np.array_equal(smollm2.embed(texts[0])[0], vectors[0])
+    ids = smollm2.tokenize(texts[1], True, False)
+    assert np.array_equal(smollm2.embed([ids])[0], vectors[1])
+    cos = vectors @ vectors.T
+    assert cos[0, 1] > cos[0, 2]  # the paraphrase is nearer than the unrelated text
+
+
+@needs_smollm2
+def test_embed_refuses_empty_and_too_long_inputs(smollm2):
+    with pytest.raises(ValueError, match="input 1 is empty"):
+        smollm2.embed(["fine", []])
+    with pytest.raises(ValueError, match="context is 256 tokens"):
+        smollm2.embed([[1000] * 257])
