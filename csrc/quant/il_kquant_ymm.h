@@ -1,4 +1,4 @@
-// 256-bit kernels over row-interleaved Q4_K / Q5_K / Q6_K records (quant_internal.h KIlFormat): a
+// 256-bit kernels over row-interleaved Q4_K / Q5_K / Q6_K / IQ4_XS records (quant_internal.h KIlFormat): a
 // 16-row group is two halves of 8 rows (bytes 32h..32h+31 of every 64-byte record line), one
 // ymm lane per row; tiles of 8 weight rows × up to 4 activation rows. Same integer sums and float
 // operations as the scalar reference (interleave.cpp kil_rows_scalar) and il_kquant_zmm.h.
@@ -33,7 +33,31 @@ struct YKIl {
       __m256i sumi[R];
       for (int k = 0; k < R; ++k) sumi[k] = _mm256_setzero_si256();
       const __m256 dw = _mm256_cvtph_ps(half16(rec, 0, h));
-      if (T != GgmlType::Q6_K) {  // Q4_K, Q5_K
+      if (T == GgmlType::IQ4_XS) {
+        // Signed table values as |w| × sign(q, w), one madd per step (pair sums 2·127·127 < 2^15), on
+        // every path: the same instructions with or without VNNI.
+        const __m256i tab = iq4_table(), ones = _mm256_set1_epi16(1);
+        for (int j = 0; j < 8; ++j) {
+          const __m256i scj = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + F.sc_off + 16 * j + 8 * h)));
+          __m256i u[8];  // u[t]: elements 32j+4t..+3 (t < 4: low nibbles, else high nibbles of line t−4)
+          for (int t = 0; t < 4; ++t) {
+            const __m256i x = line(rec, F.qs_off + (4 * j + t) * 64, h);
+            u[t] = _mm256_shuffle_epi8(tab, _mm256_and_si256(x, m4));
+            u[4 + t] = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(x, 4), m4));
+          }
+          for (int k = 0; k < R; ++k) {
+            const int8_t* q = a.q(r + k) + 256 * s + 32 * j;
+            __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+            for (int t = 0; t < 8; t += 2) {
+              s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(iq4_pairs(u[t], b4(q + 4 * t)), ones));
+              s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(iq4_pairs(u[t + 1], b4(q + 4 * t + 4)), ones));
+            }
+            sumi[k] = _mm256_add_epi32(sumi[k], _mm256_mullo_epi32(_mm256_add_epi32(s0, s1), scj));
+          }
+        }
+        for (int k = 0; k < R; ++k)
+          acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[k]), _mm256_mul_ps(dw, _mm256_set1_ps(a.sc(r + k)[s])), acc[k]);
+      } else if (T != GgmlType::Q6_K) {  // Q4_K, Q5_K
         for (int j = 0; j < 8; ++j) {
           const __m256i scj = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + F.sc_off + 16 * j + 8 * h)));
           __m256i u[8];
@@ -119,4 +143,5 @@ inline void fill_kil_ymm(KernelTable& t) {
   t.il_rows[slot(GgmlType::Q4_K)] = &run_il_groups<YKIl<GgmlType::Q4_K>>;
   t.il_rows[slot(GgmlType::Q5_K)] = &run_il_groups<YKIl<GgmlType::Q5_K>>;
   t.il_rows[slot(GgmlType::Q6_K)] = &run_il_groups<YKIl<GgmlType::Q6_K>>;
+  t.il_rows[slot(GgmlType::IQ4_XS)] = &run_il_groups<YKIl<GgmlType::IQ4_XS>>;
 }

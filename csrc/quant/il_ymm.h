@@ -11,7 +11,8 @@ struct YIl {
   static constexpr IlFormat F = il_format(T);
   static constexpr ActOrder kOrder = T == GgmlType::Q8_0 ? ActOrder::Natural : ActOrder::PairPerm;
   // Without VNNI, Q8_0 uses |w| × sign(a, w) (no bias); otherwise unsigned codes + act bias.
-  static constexpr bool kSignTrick = F.q8 && !LS_VNNI;
+  // IQ4_NL always runs |w| × sign(a, w) (its activations carry no bias), VNNI or not.
+  static constexpr bool kSignTrick = (F.q8 && !LS_VNNI) || F.iq4;
   static constexpr bool kBias = !F.min && !kSignTrick;
   static constexpr int kMaxR = 4, kHalves = 2, kBlockElems = 32;
   static size_t group_bytes(size_t w_stride, int64_t) { return w_stride * kInterleaveRows; }
@@ -20,7 +21,8 @@ struct YIl {
     return _mm256_set1_epi32(int(load_u32(reinterpret_cast<const uint8_t*>(q + act_step_index(kOrder, b, j)))));
   }
 
-  // Codes of half h of a record: u[j] for the 8 steps (Q8_0: w + 128, or |w| with kSignTrick).
+  // Codes of half h of a record: u[j] for the 8 steps (Q8_0: w + 128, or |w| with kSignTrick;
+  // IQ4_NL: the signed table value).
   static void unpack(const uint8_t* rec, int h, __m256i* u) {
     const uint8_t* qs = rec + F.qs_off + 32 * h;
     if (F.q8) {
@@ -35,6 +37,10 @@ struct YIl {
       const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 64 * j));
       u[j] = _mm256_and_si256(x, m4);
       u[4 + j] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+    }
+    if (F.iq4) {
+      const __m256i tab = iq4_table();
+      for (int j = 0; j < 8; ++j) u[j] = _mm256_shuffle_epi8(tab, u[j]);
     }
     if (F.q5) {
       for (int j = 0; j < 8; ++j) u[j] = _mm256_or_si256(u[j], bits_to_0x10(load_u32(rec + F.h_off + 8 * j + 4 * h)));
@@ -65,7 +71,13 @@ struct YIl {
         const int8_t* q = aq[k];
         __m256i s0 = kBias ? _mm256_set1_epi32(act_bias_of(a, r + k, kOrder, b)) : _mm256_setzero_si256();
         __m256i s1 = _mm256_setzero_si256();
-        if (kSignTrick) {
+        if (F.iq4) {  // |value| × sign-transferred activations: pair sums < 2^15
+          for (int j = 0; j < 8; ++j) {
+            const __m256i p = _mm256_madd_epi16(iq4_pairs(u[j], act4(q, b, j)), _mm256_set1_epi16(1));
+            if (j & 1) s1 = _mm256_add_epi32(s1, p);
+            else s0 = _mm256_add_epi32(s0, p);
+          }
+        } else if (kSignTrick) {
           const uint8_t* qs = rec + F.qs_off + 32 * h;
           for (int j = 0; j < 8; ++j) {
             const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 64 * j));
@@ -97,4 +109,5 @@ inline void fill_il_ymm(KernelTable& t) {
   t.il_rows[slot(GgmlType::Q4_1)] = &run_il_groups<YIl<GgmlType::Q4_1>>;
   t.il_rows[slot(GgmlType::Q5_0)] = &run_il_groups<YIl<GgmlType::Q5_0>>;
   t.il_rows[slot(GgmlType::Q5_1)] = &run_il_groups<YIl<GgmlType::Q5_1>>;
+  t.il_rows[slot(GgmlType::IQ4_NL)] = &run_il_groups<YIl<GgmlType::IQ4_NL>>;
 }

@@ -11,20 +11,26 @@ namespace ls {
 
 namespace {
 
-bool is_kquant(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K; }
+using quant::il_superblock;
 
 bool interleavable_type(GgmlType t) {
   return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1 ||
-         t == GgmlType::Q8_0 || is_kquant(t);
+         t == GgmlType::Q8_0 || t == GgmlType::IQ4_NL || il_superblock(t);
 }
 
 // K-quant super-block `sb` of 16 rows (rows[i] = row i's first byte) → one record.
 void interleave_k_record(GgmlType t, const uint8_t* const* rows, int64_t sb, uint8_t* rec) {
   const quant::KIlFormat f = quant::kil_format(t);
-  const int bb = t == GgmlType::Q4_K ? 144 : t == GgmlType::Q5_K ? 176 : 210;
+  const int bb = t == GgmlType::Q4_K ? 144 : t == GgmlType::Q5_K ? 176 : t == GgmlType::IQ4_XS ? 136 : 210;
   for (int i = 0; i < kInterleaveRows; ++i) {
     const uint8_t* blk = rows[i] + size_t(sb) * size_t(bb);
-    if (t != GgmlType::Q6_K) {  // Q4_K, Q5_K: d, dmin, 12 scale bytes, [Q5_K: 32 qh bytes], qs
+    if (t == GgmlType::IQ4_XS) {  // d, scales_h, scales_l, then 16 code bytes per 32-element sub-block
+      std::memcpy(rec + 2 * i, blk, 2);
+      for (int j = 0; j < 8; ++j) {
+        rec[f.sc_off + 16 * j + i] = uint8_t(int8_t(quant::iq4xs_scale(blk, j)));
+        for (int st = 0; st < 4; ++st) std::memcpy(rec + f.qs_off + (4 * j + st) * 64 + 4 * i, blk + 8 + 16 * j + 4 * st, 4);
+      }
+    } else if (t != GgmlType::Q6_K) {  // Q4_K, Q5_K: d, dmin, 12 scale bytes, [Q5_K: 32 qh bytes], qs
       const int qs = t == GgmlType::Q5_K ? 48 : 16;
       std::memcpy(rec + 2 * i, blk, 2);
       std::memcpy(rec + 32 + 2 * i, blk + 2, 2);
@@ -59,7 +65,8 @@ struct BlockFields {
 };
 BlockFields block_fields(GgmlType t) {
   switch (t) {
-    case GgmlType::Q4_0: return {18, -1, -1, 2};
+    case GgmlType::Q4_0:
+    case GgmlType::IQ4_NL: return {18, -1, -1, 2};
     case GgmlType::Q4_1: return {20, 2, -1, 4};
     case GgmlType::Q5_0: return {22, -1, 2, 6};
     case GgmlType::Q5_1: return {24, 2, 4, 8};
@@ -70,18 +77,18 @@ BlockFields block_fields(GgmlType t) {
 }  // namespace
 
 bool interleave_supported(GgmlType t, int64_t n_in, int64_t n_out) {
-  const int64_t be = is_kquant(t) ? 256 : 32;
+  const int64_t be = il_superblock(t) ? 256 : 32;
   return interleavable_type(t) && n_in > 0 && n_in % be == 0 && n_out > 0 && n_out % kInterleaveRows == 0;
 }
 
 size_t interleaved_bytes(GgmlType t, int64_t n_in, int64_t n_out) {
-  const int64_t be = is_kquant(t) ? 256 : 32;
+  const int64_t be = il_superblock(t) ? 256 : 32;
   return size_t(n_out / kInterleaveRows) * size_t(n_in / be) * size_t(quant::il_record_bytes(t));
 }
 
 void interleave_weights(GgmlType t, const void* src, int64_t n_in, int64_t n_out, void* dst) {
   if (!interleave_supported(t, n_in, n_out)) throw std::invalid_argument("interleave_weights: unsupported shape or type");
-  if (is_kquant(t)) {
+  if (il_superblock(t)) {
     const size_t row_bytes = ggml_row_bytes(t, n_in), rec_bytes = size_t(quant::il_record_bytes(t));
     const int64_t nsb = n_in / 256;
     for (int64_t g = 0; g < n_out / kInterleaveRows; ++g) {
@@ -126,12 +133,13 @@ namespace quant {
 namespace {
 
 // Code of element e (0..31) of row i in a record, as the signed weight value minus nothing:
-// Q8_0 the int8; Q4/Q5 the unsigned code (bias 8/16 handled by the caller).
+// Q8_0 the int8; IQ4_NL its table value; Q4/Q5 the unsigned code (bias 8/16 handled by the caller).
 inline int il_code(const IlFormat& f, const uint8_t* rec, int i, int e) {
   if (f.q8) return int(int8_t(rec[f.qs_off + 64 * (e >> 2) + 4 * i + (e & 3)]));
   const int j = (e & 15) >> 2;
   const uint8_t byte = rec[f.qs_off + 64 * j + 4 * i + (e & 3)];
   int u = e < 16 ? (byte & 15) : (byte >> 4);
+  if (f.iq4) return kIq4Values[u];
   if (f.q5) {
     uint64_t m;
     std::memcpy(&m, rec + f.h_off + 8 * (e >> 2), 8);
@@ -172,9 +180,14 @@ void il_rows_scalar(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, c
 }
 
 // Code of element e (0..255) of row i in a K-quant record (Q4_K nibble, Q5_K 5 bits, Q6_K 6-bit
-// unsigned).
+// unsigned, IQ4_XS its table value).
 inline int kil_code(GgmlType t, const uint8_t* rec, int i, int e) {
   const KIlFormat f = kil_format(t);
+  if (t == GgmlType::IQ4_XS) {
+    const int w = e % 32;
+    const uint8_t byte = rec[f.qs_off + (4 * (e / 32) + (w % 16) / 4) * 64 + 4 * i + (e & 3)];
+    return kIq4Values[w < 16 ? byte & 15 : byte >> 4];
+  }
   if (t != GgmlType::Q6_K) {
     const int g = e / 64, half = (e % 64) / 32, st = (e % 32) / 4;
     const uint8_t byte = rec[f.qs_off + (8 * g + st) * 64 + 4 * i + (e & 3)];
@@ -187,9 +200,10 @@ inline int kil_code(GgmlType t, const uint8_t* rec, int i, int e) {
   const uint8_t hb = rec[f.qh_off + (8 * h + (E & 7)) * 64 + 4 * i + (e & 3)];
   return (E < 16 ? lb & 15 : lb >> 4) | ((hb >> (2 * (E >> 3))) & 3) << 4;
 }
-// Scale of sub-block j (Q4_K/Q5_K: 32 elements, 8 per super-block; Q6_K: 16 elements, 16) of row i.
+// Scale of sub-block j (Q4_K/Q5_K/IQ4_XS: 32 elements, 8 per super-block; Q6_K: 16 elements, 16) of row i.
 inline int kil_scale(GgmlType t, const uint8_t* rec, int i, int j) {
   const KIlFormat f = kil_format(t);
+  if (t == GgmlType::IQ4_XS) return int(int8_t(rec[f.sc_off + 16 * j + i]));
   if (t != GgmlType::Q6_K) return rec[f.sc_off + 16 * j + i];
   return int(int8_t(rec[f.sc_off + 32 * (j / 2) + 2 * i + (j & 1)]));
 }
@@ -198,8 +212,8 @@ inline int kil_min(const uint8_t* rec, int i, int j) { return rec[kil_format(Ggm
 template <GgmlType T>
 void kil_rows_scalar(const uint8_t* w, size_t, int64_t o0, int64_t o1, const ActView& a, float* y, int64_t y_stride) {
   constexpr KIlFormat f = kil_format(T);
-  constexpr bool kMin = T != GgmlType::Q6_K;  // Q4_K, Q5_K
-  constexpr int sub = kMin ? 32 : 16;
+  constexpr bool kMin = T == GgmlType::Q4_K || T == GgmlType::Q5_K;
+  constexpr int sub = T == GgmlType::Q6_K ? 16 : 32;
   const int64_t nsb = a.n_in / 256;
   for (int64_t g = o0 / kInterleaveRows; g < o1 / kInterleaveRows; ++g) {
     const uint8_t* gp = w + size_t(g * nsb) * size_t(f.rec_bytes);
@@ -217,7 +231,7 @@ void kil_rows_scalar(const uint8_t* w, size_t, int64_t o0, int64_t o1, const Act
             for (int e = sub * j; e < sub * (j + 1); ++e) dot += kil_code(T, rec, i, e) * int32_t(q[e]);
             sumi += kil_scale(T, rec, i, j) * dot;
             if (kMin) summ += kil_min(rec, i, j) * (bs[2 * j] + bs[2 * j + 1]);
-            else sumi -= 32 * kil_scale(T, rec, i, j) * bs[j];
+            else if (T == GgmlType::Q6_K) sumi -= 32 * kil_scale(T, rec, i, j) * bs[j];
           }
           acc[i] = std::fma(float(sumi), fp16_to_f32(load_u16(rec + 2 * i)) * da, acc[i]);
           if (kMin) acc_min[i] = std::fma(float(summ), fp16_to_f32(load_u16(rec + 32 + 2 * i)) * da, acc_min[i]);
@@ -234,6 +248,8 @@ void fill_il_scalar(KernelTable& t) {
   t.il_rows[slot(GgmlType::Q4_K)] = &kil_rows_scalar<GgmlType::Q4_K>;
   t.il_rows[slot(GgmlType::Q5_K)] = &kil_rows_scalar<GgmlType::Q5_K>;
   t.il_rows[slot(GgmlType::Q6_K)] = &kil_rows_scalar<GgmlType::Q6_K>;
+  t.il_rows[slot(GgmlType::IQ4_XS)] = &kil_rows_scalar<GgmlType::IQ4_XS>;
+  t.il_rows[slot(GgmlType::IQ4_NL)] = &il_rows_scalar<GgmlType::IQ4_NL>;
   t.il_rows[slot(GgmlType::Q4_0)] = &il_rows_scalar<GgmlType::Q4_0>;
   t.il_rows[slot(GgmlType::Q4_1)] = &il_rows_scalar<GgmlType::Q4_1>;
   t.il_rows[slot(GgmlType::Q5_0)] = &il_rows_scalar<GgmlType::Q5_0>;
@@ -251,7 +267,7 @@ void dequantize_weight_row(GgmlType t, WeightLayout layout, const void* w, int64
   }
   const int64_t g = row / kInterleaveRows;
   const int i = int(row % kInterleaveRows);
-  if (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K) {
+  if (quant::il_superblock(t)) {
     const int64_t nsb = n_in / 256;
     const int rec_bytes = quant::il_record_bytes(t);
     for (int64_t s = 0; s < nsb; ++s) {
@@ -259,7 +275,12 @@ void dequantize_weight_row(GgmlType t, WeightLayout layout, const void* w, int64
       const float d = quant::fp16_to_f32(quant::load_u16(rec + 2 * i));
       float* y = dst + 256 * s;
       // Same expressions as dequantize_row: bit-identical.
-      if (t != GgmlType::Q6_K) {
+      if (t == GgmlType::IQ4_XS) {
+        for (int j = 0; j < 8; ++j) {
+          const float dl = d * float(quant::kil_scale(t, rec, i, j));
+          for (int e = 32 * j; e < 32 * j + 32; ++e) y[e] = dl * float(quant::kil_code(t, rec, i, e));
+        }
+      } else if (t != GgmlType::Q6_K) {
         const float dmin = quant::fp16_to_f32(quant::load_u16(rec + 32 + 2 * i));
         for (int j = 0; j < 8; ++j) {
           const float ds = d * float(quant::kil_scale(t, rec, i, j)), dm = dmin * float(quant::kil_min(rec, i, j));

@@ -132,13 +132,15 @@ using QuantFn = void (*)(GgmlType wt, const float* x, int64_t n_in, int64_t r0, 
 //   [qs_off)   codes, 64 bytes per j: bytes 4i..4i+3 = row i's 4 code bytes of step j.
 //              Q4/Q5 (4 steps): row bytes qs[4j..4j+3]; low nibbles are elements 4j..4j+3,
 //              high nibbles elements 16+4j..16+4j+3 (step 4+j). Q8_0 (8 steps): int8 q[4j..4j+3].
+//              IQ4_NL: Q4_0's record; a nibble indexes kIq4Values instead of meaning nibble − 8.
 // So "step j" (j = 0..7) always pairs with activation elements 4j..4j+3 of the block.
 struct IlFormat {
   int rec_bytes = 0, m_off = 0, h_off = 0, qs_off = 0;
-  bool min = false, q5 = false, q8 = false;
+  bool min = false, q5 = false, q8 = false, iq4 = false;
 };
 constexpr IlFormat il_format(GgmlType t) {
   IlFormat f;
+  f.iq4 = t == GgmlType::IQ4_NL;
   f.min = t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
   f.q5 = t == GgmlType::Q5_0 || t == GgmlType::Q5_1;
   f.q8 = t == GgmlType::Q8_0;
@@ -157,20 +159,25 @@ constexpr IlFormat il_format(GgmlType t) {
 //         [half][step 0..15][row] 4 bytes = ql[64h+4t..]; [2336,3360) qh [half][step 0..7][row].
 //         Element step E (0..31) of half h: low 4 bits from ql step E (E < 16, low nibble) or
 //         E-16 (high nibble), high 2 bits = (qh step E&7 >> 2·(E>>3)) & 3.
+//   IQ4_XS: [0,32) fp16 d; [32,160) signed scales (6-bit value − 32) as int8 [sub j][row]; [160,2208)
+//         codes [sub j][step t 0..3][row] 4 bytes = the row's qs[16j+4t..+3] (low nibbles: elements
+//         32j+4t.., high: 32j+16+4t..), each nibble an index into kIq4Values.
 struct KIlFormat {
   int rec_bytes, sc_off, m_off, qs_off, qh_off;
 };
 constexpr KIlFormat kil_format(GgmlType t) {
   // Q5_K = Q4_K's record + its high bits: 8 lines of 16 rows × 4 qh bytes (line t: qh[4t..4t+3]).
-  return t == GgmlType::Q4_K   ? KIlFormat{2368, 64, 192, 320, 0}
-         : t == GgmlType::Q5_K ? KIlFormat{2880, 64, 192, 320, 2368}
-                               : KIlFormat{3360, 32, 0, 288, 2336};
+  return t == GgmlType::Q4_K     ? KIlFormat{2368, 64, 192, 320, 0}
+         : t == GgmlType::Q5_K   ? KIlFormat{2880, 64, 192, 320, 2368}
+         : t == GgmlType::IQ4_XS ? KIlFormat{2208, 32, 0, 160, 0}
+                                 : KIlFormat{3360, 32, 0, 288, 2336};
+}
+// Types whose interleaved record covers a 256-element super-block (the others: a 32-block).
+constexpr bool il_superblock(GgmlType t) {
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K || t == GgmlType::IQ4_XS;
 }
 // Bytes of one 16-row group record (simple types: per 32-block; K-quants: per super-block).
-inline int il_record_bytes(GgmlType t) {
-  return (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K) ? kil_format(t).rec_bytes
-                                                                            : il_format(t).rec_bytes;
-}
+inline int il_record_bytes(GgmlType t) { return il_superblock(t) ? kil_format(t).rec_bytes : il_format(t).rec_bytes; }
 
 // Activation bytes 4j..4j+3 of block b (any act order keeps 4-element groups contiguous).
 inline int64_t act_step_index(ActOrder o, int64_t b, int j) { return act_index(o, b, 4 * j); }

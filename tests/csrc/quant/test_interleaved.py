@@ -1,5 +1,5 @@
-"""Row-interleaved weights (the layout the model repacks Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K matrices
-into at load): lossless repacking, matmul against the NumPy emulation on every usable ISA path for every
+"""Row-interleaved weights (the layout the model repacks Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS
+matrices into at load): lossless repacking, matmul against the NumPy emulation on every usable ISA path for every
 batch size 1..64, bit-identity across paths, threads, batch sizes and tile positions."""
 import importlib.util
 import pathlib
@@ -18,7 +18,10 @@ Q = rt.quant
 ISAS = Q.usable_isas()
 RTOL = 5e-5  # as in test_quant_kernels.py: fp32 rounding relative to Σ|w·x|
 N_OUT = 48  # 3 groups of 16 rows
-TYPES = [QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q4_K, QT.Q5_K, QT.Q6_K]  # the interleavable types
+TYPES = [QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q4_K, QT.Q5_K, QT.Q6_K,
+         QT.IQ4_NL, QT.IQ4_XS]  # the interleavable types
+# Bytes a 16-row record adds to the rows' own (scales stored one byte each).
+RECORD_EXTRA_BYTES = {QT.Q4_K: 64, QT.Q5_K: 64, QT.IQ4_XS: 32}
 
 
 def n_in_for(qtype):
@@ -48,7 +51,7 @@ def test_supported_types_and_shapes():
 def test_repacked_rows_dequantize_bit_exact(qtype):
     raw, _, il = weights(qtype)
     N_IN = n_in_for(qtype)
-    assert len(il) == len(raw) + (64 * 3 * 3 if qtype in (QT.Q4_K, QT.Q5_K) else 0)  # scales unpacked
+    assert len(il) == len(raw) + 3 * 3 * RECORD_EXTRA_BYTES.get(qtype, 0)  # 3 groups x 3 super-blocks
     for row in range(N_OUT):
         a = Q.dequantize_weight_row(int(qtype), raw, N_IN, N_OUT, row)
         b = Q.dequantize_weight_row(int(qtype), il, N_IN, N_OUT, row, interleaved=True)
@@ -107,7 +110,24 @@ def test_thread_counts_bit_identical(isa, qtype):
         np.testing.assert_array_equal(Q.matmul(int(qtype), il, n_in, n_out, x, threads=t, interleaved=True), y1)
 
 
-@pytest.mark.parametrize("qtype", [QT.Q4_K, QT.Q5_K, QT.Q6_K], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [QT.IQ4_NL, QT.IQ4_XS], ids=lambda t: t.name)
+def test_low_bit_types_equal_the_row_layout_bit_for_bit(qtype):
+    """Their row kernels already reduce a block (IQ4_XS: a super-block) to one exact int32 and add it with
+    one fma in block order; the interleaved kernels do the same, so the two layouts give the same bits."""
+    raw, _, il = weights(qtype, seed=4)
+    N_IN = n_in_for(qtype)
+    x = np.random.default_rng(17).standard_normal((11, N_IN)).astype(np.float32)
+    before = Q.active_isa()
+    try:
+        for name in ISAS:
+            assert Q.set_isa(name)
+            np.testing.assert_array_equal(Q.matmul(int(qtype), il, N_IN, N_OUT, x, interleaved=True),
+                                          Q.matmul(int(qtype), raw, N_IN, N_OUT, x), err_msg=name)
+    finally:
+        Q.set_isa(before)
+
+
+@pytest.mark.parametrize("qtype", [QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.IQ4_XS], ids=lambda t: t.name)
 def test_q8_k_quantizer_edge_cases_identical_on_every_path(qtype):
     """The SIMD Q8_K quantizer must match the scalar one exactly: the first element of largest |x|
     sets the scale (opposite-sign ties), all-zero super-blocks, values that round to ±127.5."""

@@ -159,9 +159,10 @@ def test_low_bit_paths_bit_identical_to_scalar(qtype):
         np.testing.assert_array_equal(y.view(np.uint32), outs["scalar"].view(np.uint32), err_msg=name)
 
 
-def test_low_bit_types_use_the_row_layout():
+def test_which_low_bit_types_are_interleaved():
+    # IQ4_NL / IQ4_XS repack into the interleaved layout (test_interleaved.py); Q2_K / Q3_K stay in rows.
     for qt in LOW_BIT:
-        assert not Q.interleave_supported(int(qt), 256, 32)
+        assert Q.interleave_supported(int(qt), 256, 32) == (qt in (QT.IQ4_NL, QT.IQ4_XS))
 
 
 def test_rejects_bad_arguments():
