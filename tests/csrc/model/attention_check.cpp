@@ -3,6 +3,7 @@
 //
 //   attention_check kernels [EXP_STRIDE]        exp vs std::exp; every kernel family vs float64
 //   attention_check identity                    bit-identity across threads, batch splits, modes, ISA
+//   attention_check paged                       page tables (random layouts, 16–128 positions) = contiguous
 //   attention_check bench LAYOUT DEPTH THREADS  µs per layer call at one decode position (30 layers)
 // Prints one line per check ("ok NAME" / "FAIL NAME: why"); exit status 1 if any failed.
 #include <algorithm>
@@ -233,6 +234,60 @@ std::vector<float> plain_softmax(const Setup& s, const std::vector<BatchToken>& 
   return out;
 }
 
+// The same tokens read through page tables (pages of `page_positions` in a random order, some
+// left unused) give the contiguous cache's bits: chunk by chunk, page by page.
+void check_paged() {
+  for (const Layout& L : kLayouts) {
+    Setup s(L, 1300, 3, 16, 33);
+    const int depth[3] = {37, 700, 1300};
+    for (const AttentionKernels* kern : families())
+      for (int P : {16, 64, 128}) {
+        const std::string tag = std::string("/") + L.name + "/" + kern->name + "/p" + std::to_string(P);
+        const int pps = (s.ctx + P - 1) / P, n_page = 3 * pps + 5;
+        std::vector<int32_t> order(n_page), table(size_t(3) * pps);
+        for (int i = 0; i < n_page; ++i) order[i] = i;
+        std::shuffle(order.begin(), order.end(), std::mt19937(P));
+        for (size_t i = 0; i < table.size(); ++i) table[i] = order[i];
+        std::vector<uint16_t> pk(size_t(n_page) * P * s.kv_dim, 0x7e00), pv(pk.size(), 0x7e00);  // unused: NaN
+        for (int sq = 0; sq < 3; ++sq)
+          for (int p = 0; p < s.ctx; ++p) {
+            const size_t src = (size_t(sq) * s.ctx + p) * s.kv_dim;
+            const size_t dst = (size_t(table[size_t(sq) * pps + p / P]) * P + p % P) * s.kv_dim;
+            std::memcpy(&pk[dst], &s.k[src], sizeof(uint16_t) * s.kv_dim);
+            std::memcpy(&pv[dst], &s.v[src], sizeof(uint16_t) * s.kv_dim);
+          }
+        std::vector<BatchToken> toks;
+        for (int sq = 0; sq < 3; ++sq)
+          for (int back = 0; back < 3; ++back) toks.push_back({0, depth[sq] - 1 - back, sq});
+        for (int threads : {1, 3})
+          for (int bs : {1, 9}) {
+            bool ok = true;
+            for (size_t b = 0; b < toks.size(); b += bs) {
+              const std::vector<BatchToken> part(toks.begin() + b, toks.begin() + std::min(toks.size(), b + bs));
+              std::vector<int> rows;
+              for (size_t i = 0; i < part.size(); ++i) rows.push_back(int(b + i));
+              const std::vector<float> want = run(s, part, *kern, threads, &rows);
+              ThreadPool pool(threads);
+              AttentionScratch scratch(pool.num_threads(), s.L.n_head, s.L.hd, s.ctx);
+              std::vector<float> got(want.size(), NAN), q(part.size() * size_t(s.q_dim));
+              for (size_t i = 0; i < part.size(); ++i)
+                std::memcpy(&q[i * s.q_dim], &s.q[size_t(rows[i]) * s.q_dim], sizeof(float) * s.q_dim);
+              AttentionJob j = s.job(part, got.data(), *kern);
+              j.q = q.data();
+              j.k = pk.data();
+              j.v = pv.data();
+              j.page_table = table.data();
+              j.pages_per_seq = pps;
+              j.page_positions = P;
+              run_attention(pool, j, int(part.size()), scratch);
+              ok = ok && same(got, want);
+            }
+            report(ok, "paged_equals_contiguous_threads" + std::to_string(threads) + "_batch" + std::to_string(bs) + tag);
+          }
+      }
+  }
+}
+
 void check_identity() {
   for (const Layout& L : kLayouts) {
     // Five sequences at depths spanning one to five chunks (600+ positions: several chunks).
@@ -366,6 +421,7 @@ int main(int argc, char** argv) {
     check_kernels();
   }
   else if (mode == "identity") check_identity();
+  else if (mode == "paged") check_paged();
   else if (mode == "bench" && argc == 5) return bench(argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
   else { std::fprintf(stderr, "bad arguments\n"); return 2; }
   return g_failures ? 1 : 0;
