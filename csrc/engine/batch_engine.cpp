@@ -110,7 +110,8 @@ struct BatchEngine::Impl {
   std::vector<Slot> slots;
   PagePool pages;                    // holders of the model's K/V pages
   PrefixTree tree;                   // cached pages by key ids (finished, displaced and running prefixes)
-  uint64_t hits = 0, hit_tokens = 0; // admitted prompts that mapped cached pages, and their positions
+  int32_t max_cached_pages = 0;      // pages only the tree may hold (BatchEngineOptions::prompt_cache_bytes)
+  uint64_t hits = 0, hit_tokens = 0; // admitted prompts that reused at least a page's worth, and those positions
   std::deque<Waiting> waiting;
   uint64_t counter = 0;
   int32_t last_batch_tokens = 0;
@@ -146,6 +147,7 @@ struct BatchEngine::Impl {
                                   " MiB)");
     pages = PagePool(model.n_pages(), o.page_shuffle_seed);
     tree = PrefixTree(&pages);
+    max_cached_pages = int32_t(std::min<int64_t>(o.prompt_cache_bytes / model.kv_bytes_per_page(), model.n_pages()));
     slots.resize(o.num_slots);
     for (int i = 0; i < o.num_slots; ++i) {
       std::fill(model.page_table(i), model.page_table(i) + model.pages_per_seq(), -1);
@@ -194,14 +196,37 @@ struct BatchEngine::Impl {
   void release(int i) {
     Slot& s = slots[size_t(i)];
     int32_t* table = model.page_table(i);
-    tree.insert(s.kv_tokens.data(), std::min<int32_t>(int32_t(s.kv_tokens.size()) / kPage, s.n_mapped), table,
-                s.kv_lora);
+    tree.insert(s.kv_tokens.data(), std::min<int32_t>(int32_t(s.kv_tokens.size()), s.n_mapped * kPage), table,
+                s.kv_lora, /*tail=*/true);
     for (int32_t j = 0; j < s.n_mapped; ++j) {
       pages.unref(table[j]);
       table[j] = -1;
     }
     s.n_mapped = s.reserve = 0;
     s.busy = false;
+    // Pages only the tree holds stay within the prompt cache budget (least recently used go).
+    while (tree.evictable() > max_cached_pages && tree.evict_one()) {
+    }
+  }
+
+  // A running sequence's page past w's n_full cached pages (a sibling's or a shared prompt's
+  // page still being filled, not cached yet) may share more of w's next key ids than any cached
+  // page: then *page / *len name it and the count (< P), for start() to copy.
+  void partial_from_running(const Waiting& w, int32_t n_full, int32_t* page, int32_t* len) {
+    const int32_t base = n_full * kPage;
+    for (int i = 0; i < int(slots.size()); ++i) {
+      const Slot& s = slots[size_t(i)];
+      if (!s.busy || s.n_mapped <= n_full || int32_t(s.kv_tokens.size()) <= base || !s.kv_lora.same_as(w.lora.set) ||
+          !std::equal(w.key.begin(), w.key.begin() + base, s.kv_tokens.begin()))
+        continue;
+      const int32_t lim = std::min({kPage - 1, int32_t(s.kv_tokens.size()) - base, int32_t(w.key.size()) - base});
+      int32_t k = 0;
+      while (k < lim && s.kv_tokens[size_t(base + k)] == w.key[size_t(base + k)]) ++k;
+      if (k > *len) {
+        *len = k;
+        *page = model.page_table(i)[n_full];
+      }
+    }
   }
 
   // Pages a choice may fill: its prompt and generated tokens' positions, up to the context.
@@ -289,7 +314,10 @@ struct BatchEngine::Impl {
     const bool from_start = w.embed || w.req.prompt_logprobs;
     const int32_t n_key = int32_t(prompt.size());
     int32_t n_full = 0, part_page = -1, part_len = 0;
-    if (!from_start) n_full = tree.match(prompt.data(), n_key, w.lora.set, table, &part_page, &part_len);
+    if (!from_start) {
+      n_full = tree.match(prompt.data(), n_key, w.lora.set, table, &part_page, &part_len);
+      partial_from_running(w, n_full, &part_page, &part_len);
+    }
     // The last prompt token is always computed (its logits give the first sampled token).
     const int32_t cached = std::max(0, std::min(n_full * kPage + part_len, n_key - 1));
     const int32_t n_shared = cached / kPage, cow_len = cached % kPage;
@@ -315,7 +343,7 @@ struct BatchEngine::Impl {
       table[d.n_mapped++] = page;
       --d.reserve;
     }
-    if (cached > 0) {
+    if (cached >= kPage) {  // not the chat template's opening every prompt shares
       ++hits;
       hit_tokens += uint64_t(cached);
     }
@@ -458,7 +486,8 @@ struct BatchEngine::Impl {
         // A finished prompt's whole pages are cached at once: its siblings (n > 1) and prompts
         // sharing its system prompt map them while it is still generating.
         if (s.prefilled == s.prompt_size())
-          tree.insert(s.kv_tokens.data(), s.prefilled / kPage, model.page_table(int(&s - slots.data())), s.kv_lora);
+          tree.insert(s.kv_tokens.data(), s.prefilled, model.page_table(int(&s - slots.data())), s.kv_lora,
+                      /*tail=*/false);
       } else if (s.decoding() && s.seq->last_token() >= 0) {
         s.kv_tokens.push_back(s.seq->last_token());
         s.pos += 1;
@@ -525,8 +554,8 @@ PromptCacheStats BatchEngine::prompt_cache_stats() const {
   const int64_t page_bytes = s.model.kv_bytes_per_page();
   PromptCacheStats st;
   st.entries = s.tree.num_cached();
-  st.bytes_used = int64_t(st.entries) * page_bytes;
-  st.max_bytes = int64_t(s.pages.num_pages()) * page_bytes;
+  st.bytes_used = int64_t(s.tree.evictable()) * page_bytes;
+  st.max_bytes = int64_t(s.max_cached_pages) * page_bytes;
   st.hits = s.hits;
   st.hit_tokens = s.hit_tokens;
   st.stores = s.tree.stores();

@@ -81,10 +81,11 @@ struct BatchEngineOptions {
   int max_batch_tokens = 256; // per-step token budget (≥ num_slots)
   std::string repack_cache_dir;  // shared repacked weights (model/repack_store.h); empty = private
   // The K/V page pool (engine/page_pool.h) is kv_cache_bytes + prompt_cache_bytes: running
-  // sequences and cached prefixes (engine/prefix_tree.h) share it; cached pages no sequence maps
-  // go (least recently used first) when a sequence needs room.
+  // sequences and cached prefixes (engine/prefix_tree.h) share it. Cached pages no running
+  // sequence maps are kept up to prompt_cache_bytes (0: none outlives its sequences; running
+  // sequences still share pages) and go, least recently used first, when a sequence needs room.
   int64_t kv_cache_bytes = 0;      // ≤ 0: num_slots whole contexts (the reserve of one region per slot)
-  int64_t prompt_cache_bytes = 0;  // more pages, room for finished conversations' prefixes
+  int64_t prompt_cache_bytes = 0;  // pages for finished conversations' prefixes
   uint64_t page_shuffle_seed = 0;  // ≠ 0: pages handed out in a seeded random order (tests)
 };
 

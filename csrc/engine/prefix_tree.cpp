@@ -18,6 +18,7 @@ int32_t PrefixTree::new_node() {
   }
   Node& n = nodes_[size_t(i)];
   n.parent = n.page = -1;
+  n.n_key = 0;
   n.children.clear();
   n.live = true;
   return i;
@@ -34,7 +35,7 @@ int32_t PrefixTree::root(const LoraSet& lora, bool create) {
 
 int32_t PrefixTree::child(int32_t node, const int32_t* key) const {
   for (int32_t c : nodes_[size_t(node)].children)
-    if (std::memcmp(nodes_[size_t(c)].key, key, sizeof(int32_t) * P) == 0) return c;
+    if (nodes_[size_t(c)].n_key == P && std::memcmp(nodes_[size_t(c)].key, key, sizeof(int32_t) * P) == 0) return c;
   return -1;
 }
 
@@ -57,7 +58,8 @@ int32_t PrefixTree::match(const int32_t* key, int32_t n, const LoraSet& lora, in
   const int32_t rest_n = std::min(P, n - n_full * P);
   for (int32_t c : nodes_[size_t(node)].children) {
     int32_t k = 0;
-    while (k < rest_n && nodes_[size_t(c)].key[k] == rest[k]) ++k;
+    const int32_t k_max = std::min(rest_n, nodes_[size_t(c)].n_key);
+    while (k < k_max && nodes_[size_t(c)].key[k] == rest[k]) ++k;
     if (k > *partial_len && k < P) {
       *partial_len = k;
       *partial_page = nodes_[size_t(c)].page;
@@ -66,12 +68,25 @@ int32_t PrefixTree::match(const int32_t* key, int32_t n, const LoraSet& lora, in
   return n_full;
 }
 
-int32_t PrefixTree::insert(const int32_t* key, int32_t n_pages, int32_t* pages, const LoraSet& lora) {
-  if (n_pages <= 0) return 0;
+int32_t PrefixTree::insert(const int32_t* key, int32_t n, int32_t* pages, const LoraSet& lora, bool tail) {
+  const int32_t n_full = n / P, n_tail = tail ? n % P : 0;
+  if (n_full + n_tail == 0) return 0;
   int32_t node = root(lora, true);
   const uint64_t now = ++clock_;
   int32_t added = 0;
-  for (int32_t j = 0; j < n_pages; ++j) {
+  auto add_child = [&](const int32_t* k, int32_t n_key, int32_t page) {
+    const int32_t c = new_node();  // may grow nodes_: no Node& is held across it
+    Node& nd = nodes_[size_t(c)];
+    nd.parent = node;
+    nd.page = page;
+    nd.n_key = n_key;
+    std::memcpy(nd.key, k, sizeof(int32_t) * size_t(n_key));
+    pool_->ref(page);
+    nodes_[size_t(node)].children.push_back(c);
+    ++added;
+    return c;
+  };
+  for (int32_t j = 0; j < n_full; ++j) {
     const int32_t* kj = key + int64_t(j) * P;
     int32_t c = child(node, kj);
     if (c >= 0) {
@@ -82,17 +97,19 @@ int32_t PrefixTree::insert(const int32_t* key, int32_t n_pages, int32_t* pages, 
         pages[j] = cached;
       }
     } else {
-      c = new_node();
-      Node& nd = nodes_[size_t(c)];
-      nd.parent = node;
-      nd.page = pages[j];
-      std::memcpy(nd.key, kj, sizeof(int32_t) * P);
-      pool_->ref(nd.page);
-      nodes_[size_t(node)].children.push_back(c);
-      ++added;
+      c = add_child(kj, P, pages[j]);
     }
     nodes_[size_t(c)].last_used = now;
     node = c;
+  }
+  if (n_tail > 0) {
+    const int32_t* kt = key + int64_t(n_full) * P;
+    bool covered = false;  // a child starting with these ids already serves every match this one would
+    for (int32_t c : nodes_[size_t(node)].children) {
+      const Node& nd = nodes_[size_t(c)];
+      if (nd.n_key >= n_tail && std::memcmp(nd.key, kt, sizeof(int32_t) * size_t(n_tail)) == 0) covered = true;
+    }
+    if (!covered) nodes_[size_t(add_child(kt, n_tail, pages[n_full]))].last_used = now;
   }
   num_cached_ += added;
   stores_ += uint64_t(added);

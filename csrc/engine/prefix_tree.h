@@ -4,6 +4,9 @@
 // serials and scales: K/V computed under other adapters differ).
 //
 // A node is one page: its K/V are those of its key ids after exactly the key ids of its ancestors,
+// and a finished sequence's last, partly filled page is a leaf of fewer key ids (matched only
+// partially: a sequence copies such a page's first positions, never maps it). Node pages are
+// never written again: the engine caches a running sequence's pages only below its position.
 // under its root's adapters — the same bits a fresh prefill computes (kernels are batch-invariant
 // and the page layout never changes a result), so any sequence whose prompt starts with a node's
 // path may map the node's page instead of computing it. The tree holds one reference on each
@@ -28,12 +31,12 @@
 namespace ls {
 
 // The prefix cache's figures (STATS wire and /metrics keep the names of the copy-based prompt
-// cache they replace): pages the tree holds, hits of admitted prompts, pages cached and evicted.
+// cache they replace): the cache proper is the pages only the tree holds, within a budget.
 struct PromptCacheStats {
-  int64_t bytes_used = 0;    // pages the tree holds (cached prefixes, shared with running sequences or not)
-  int64_t max_bytes = 0;     // the lane's whole page pool
-  int32_t entries = 0;       // pages the tree holds
-  uint64_t hits = 0;         // prompts that attached to cached pages
+  int64_t bytes_used = 0;    // pages only the tree holds (no running sequence maps them)
+  int64_t max_bytes = 0;     // their budget (BatchEngineOptions::prompt_cache_bytes, whole pages)
+  int32_t entries = 0;       // pages the tree holds, shared with running sequences or not
+  uint64_t hits = 0;         // prompts that mapped at least a page's worth of cached positions
   uint64_t hit_tokens = 0;   // prompt positions those hits did not prefill
   uint64_t stores = 0;       // pages cached
   uint64_t evictions = 0;    // cached pages dropped to free their memory
@@ -51,11 +54,12 @@ class PrefixTree {
   // if none) — worth copying its first k positions. Touches the matched path; takes no references.
   int32_t match(const int32_t* key, int32_t n, const LoraSet& lora, int32_t* pages, int32_t* partial_page,
                 int32_t* partial_len);
-  // Caches a sequence's n_pages whole pages: pages[j] holds key[j·P, (j+1)·P). Where the tree
-  // already holds an equal page, pages[j] is switched to it (the caller's holds move from its
-  // page to the cached one: same bits, and the invariant above holds). New nodes take a
-  // reference. Returns the pages newly cached.
-  int32_t insert(const int32_t* key, int32_t n_pages, int32_t* pages, const LoraSet& lora);
+  // Caches the pages of a sequence's first n key ids: pages[j] holds key[j·P, min(n, (j+1)·P)).
+  // Whole pages always; the partly filled last one only with `tail` (the sequence has ended and
+  // writes it no more). Where the tree already holds an equal whole page, pages[j] is switched to
+  // it (the caller's hold moves from its page to the cached one: same bits, and the invariant
+  // above holds). New nodes take a reference. Returns the pages newly cached.
+  int32_t insert(const int32_t* key, int32_t n, int32_t* pages, const LoraSet& lora, bool tail);
   // Frees the least recently used cached page no sequence maps (a leaf); false when none.
   bool evict_one();
   int32_t evictable() const;  // pages only the tree holds
@@ -66,6 +70,7 @@ class PrefixTree {
  private:
   struct Node {
     int32_t parent = -1, page = -1;  // root: page -1
+    int32_t n_key = 0;               // kKvPagePositions, or fewer for a finished sequence's last page
     int32_t key[kKvPagePositions];
     std::vector<int32_t> children;
     uint64_t last_used = 0;
