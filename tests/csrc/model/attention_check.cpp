@@ -4,7 +4,8 @@
 //   attention_check kernels [EXP_STRIDE]        exp vs std::exp; every kernel family vs float64
 //   attention_check identity                    bit-identity across threads, batch splits, modes, ISA
 //   attention_check paged                       page tables (random layouts, 16–128 positions) = contiguous
-//   attention_check bench LAYOUT DEPTH THREADS  µs per layer call at one decode position (30 layers)
+//   attention_check bench LAYOUT DEPTH THREADS [PAGE]  µs per layer call at one decode position (30
+//                                               layers); PAGE > 0: through shuffled pages of PAGE positions
 // Prints one line per check ("ok NAME" / "FAIL NAME: why"); exit status 1 if any failed.
 #include <algorithm>
 #include <chrono>
@@ -379,7 +380,8 @@ void check_identity() {
 
 // One decode token per call, cycling over kBenchLayers caches (sequence slots standing in for
 // layers) so that K/V stream from memory as in a real model, not from a cache-resident layer.
-int bench(const std::string& name, int depth, int threads) {
+// page_positions > 0: the K/V are read through page tables of pages that size, in shuffled order.
+int bench(const std::string& name, int depth, int threads, int page_positions) {
   constexpr int kBenchLayers = 30;
   const Layout& L = layout(name);
   Setup s(L, depth, kBenchLayers, 1, 3);
@@ -390,6 +392,29 @@ int bench(const std::string& name, int depth, int threads) {
   std::vector<float> out(s.q_dim);
   std::vector<AttentionJob> jobs;
   for (int l = 0; l < kBenchLayers; ++l) jobs.push_back(s.job(t[l], out.data(), attention_kernels()));
+  const int P = page_positions, pps = P > 0 ? (depth + P - 1) / P : 0;
+  std::vector<int32_t> table(size_t(kBenchLayers) * pps);
+  std::vector<uint16_t> pk, pv;
+  if (P > 0) {
+    for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i);
+    std::shuffle(table.begin(), table.end(), std::mt19937(5));
+    pk.assign(table.size() * P * s.kv_dim, 0);
+    pv.assign(pk.size(), 0);
+    for (int l = 0; l < kBenchLayers; ++l)
+      for (int p = 0; p < depth; ++p) {
+        const size_t src = (size_t(l) * depth + p) * s.kv_dim;
+        const size_t dst = (size_t(table[size_t(l) * pps + p / P]) * P + p % P) * s.kv_dim;
+        std::memcpy(&pk[dst], &s.k[src], sizeof(uint16_t) * s.kv_dim);
+        std::memcpy(&pv[dst], &s.v[src], sizeof(uint16_t) * s.kv_dim);
+      }
+    for (AttentionJob& j : jobs) {
+      j.k = pk.data();
+      j.v = pv.data();
+      j.page_table = table.data();
+      j.pages_per_seq = pps;
+      j.page_positions = P;
+    }
+  }
   for (int i = 0; i < 2 * kBenchLayers; ++i) run_attention(pool, jobs[i % kBenchLayers], 1, scratch);
   // Best of 7 rounds; with one thread, CPU time of this thread (the machine may be shared).
   auto now_us = [threads] {
@@ -406,8 +431,8 @@ int bench(const std::string& name, int depth, int threads) {
   }
   const int n_pos = L.window > 0 ? std::min(depth, L.window) : depth;
   const double macs = 2.0 * L.n_head * L.hd * n_pos;
-  std::printf("attention %s depth %d threads %d kernels %s: %.1f us per layer call, %.2f GMAC/s\n", L.name, depth,
-              threads, attention_kernels().name, best, macs / best / 1e3);
+  std::printf("attention %s depth %d threads %d kernels %s pages %d: %.1f us per layer call, %.2f GMAC/s\n", L.name,
+              depth, threads, attention_kernels().name, P, best, macs / best / 1e3);
   return 0;
 }
 
@@ -422,7 +447,8 @@ int main(int argc, char** argv) {
   }
   else if (mode == "identity") check_identity();
   else if (mode == "paged") check_paged();
-  else if (mode == "bench" && argc == 5) return bench(argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
+  else if (mode == "bench" && (argc == 5 || argc == 6))
+    return bench(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), argc == 6 ? std::atoi(argv[5]) : 0);
   else { std::fprintf(stderr, "bad arguments\n"); return 2; }
   return g_failures ? 1 : 0;
 }
