@@ -39,10 +39,13 @@ def alone(path, req, ctx=1024):
     return run_all(eng, [req])[req[0]]
 
 
-def prompts(tok, n, long_words):
+def prompts(tok, n, long_tokens):
     """n prompts; the first is long enough for two attention chunks (and beyond Gemma's 512 window)."""
     topics = ["the sea", "a lighthouse keeper", "bread", "winter roads"]
-    out = [tok.tokenize("Story: " + " ".join(f"w{i}" for i in range(long_words)) + "\nNow continue:", True, True)]
+    words = 40
+    while len(long := tok.tokenize("Story: " + " ".join(f"w{i}" for i in range(words)) + "\nGo on:", True, True)) < long_tokens:
+        words += 20
+    out = [long]
     out += [tok.tokenize(f"Tell me about {topics[i % 4]} in detail, please ({i}).", True, True) for i in range(n - 1)]
     return out
 
@@ -55,8 +58,8 @@ def model(request):
 
 def test_shuffled_pages_give_a_fresh_engines_tokens(model):
     path, tok = model
-    ids = prompts(tok, 3, 330)
-    assert len(ids[0]) > 600
+    ids = prompts(tok, 3, 600)
+    assert 600 <= len(ids[0]) < 700
     reqs = [(i, p, 40, dict(SEEDED, seed=100 + i)) for i, p in enumerate(ids)]
     shuffled = _runtime.BatchEngine(path, threads=2, ctx_size=1024, num_slots=3, max_batch_tokens=96,
                                     page_shuffle_seed=12345)
@@ -76,11 +79,13 @@ def test_sequences_sharing_pages_decode_as_each_alone(model):
     b = system + tok.tokenize("\nQuestion: why is the sky blue?\nAnswer:", False, True)
     eng = _runtime.BatchEngine(path, threads=2, ctx_size=1024, num_slots=4, max_batch_tokens=128)
     eng.add(1, 0, a, 48, ignore_eos=True, **SEEDED, seed=7)
-    while eng.num_active == 0 or eng.next_prefill_tokens() > 0:  # until A decodes
-        eng.step()
+    first_text = []
+    while not first_text:  # until A has sampled its first token: its prompt pages are cached
+        first_text = [t for r, _c, t, *_ in eng.step() if r == 1]
     eng.add(2, 0, b, 48, ignore_eos=True, **SEEDED, seed=8)
     eng.add(3, 0, a, 48, ignore_eos=True, **SEEDED, seed=9)  # all of A's prompt pages but the last token's
     got = drain(eng)
+    got[1] = (first_text[0] + got[1][0], *got[1][1:])
     common = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
     assert got[2][2]["cached_tokens"] == common > 2 * PAGE
     assert got[3][2]["cached_tokens"] == len(a) - 1
@@ -115,7 +120,8 @@ def tok_smollm2(path_smollm2):
 def test_a_prefix_hit_maps_pages_by_reference(path_smollm2, tok_smollm2):
     tok = tok_smollm2
     first = tok.tokenize("Notes: " + " ".join(f"n{i}" for i in range(300)) + "\nReply:", True, True)
-    eng = _runtime.BatchEngine(path_smollm2, threads=2, ctx_size=2048, num_slots=2, max_batch_tokens=32)
+    eng = _runtime.BatchEngine(path_smollm2, threads=2, ctx_size=2048, num_slots=2, max_batch_tokens=32,
+                               prompt_cache_mib=64)
     answer = run_all(eng, [(1, first, 10, dict(temperature=0.0))])[1][0]
     second = first + tok.tokenize(answer.decode("utf-8", "replace") + "\nMore:", False, True)
     free_before = eng.prompt_cache_stats()["pages_free"]
