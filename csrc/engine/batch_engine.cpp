@@ -111,6 +111,8 @@ struct BatchEngine::Impl {
   PagePool pages;                    // holders of the model's K/V pages
   PrefixTree tree;                   // cached pages by key ids (finished, displaced and running prefixes)
   int32_t max_cached_pages = 0;      // pages only the tree may hold (BatchEngineOptions::prompt_cache_bytes)
+  std::vector<uint64_t> recent_ends; // [num_slots] tree clock at the last num_slots sequence ends (0: none yet)
+  size_t next_end = 0;
   uint64_t hits = 0, hit_tokens = 0; // admitted prompts that reused at least a page's worth, and those positions
   std::deque<Waiting> waiting;
   uint64_t counter = 0;
@@ -147,6 +149,7 @@ struct BatchEngine::Impl {
                                   " MiB)");
     pages = PagePool(model.n_pages(), o.page_shuffle_seed);
     tree = PrefixTree(&pages);
+    recent_ends.assign(size_t(o.num_slots), 0);
     max_cached_pages = int32_t(std::min<int64_t>(o.prompt_cache_bytes / model.kv_bytes_per_page(), model.n_pages()));
     slots.resize(o.num_slots);
     for (int i = 0; i < o.num_slots; ++i) {
@@ -204,10 +207,17 @@ struct BatchEngine::Impl {
     }
     s.n_mapped = s.reserve = 0;
     s.busy = false;
-    // Pages only the tree holds stay within the prompt cache budget (least recently used go).
-    while (tree.evictable() > max_cached_pages && tree.evict_one()) {
+    // The pages of the last num_slots ended sequences stay (what free slots held before pages:
+    // kept without a budget); older pages only the tree holds stay within the prompt cache
+    // budget, least recently used first out.
+    recent_ends[next_end++ % recent_ends.size()] = tree.clock();
+    const uint64_t kept_from = cache_clock();
+    while (tree.evictable(kept_from) > max_cached_pages && tree.evict_one(kept_from)) {
     }
   }
+
+  // Tree pages last used before this clock value count against the prompt cache budget.
+  uint64_t cache_clock() const { return *std::min_element(recent_ends.begin(), recent_ends.end()); }
 
   // A running sequence's page past w's n_full cached pages (a sibling's or a shared prompt's
   // page still being filled, not cached yet) may share more of w's next key ids than any cached
@@ -554,7 +564,7 @@ PromptCacheStats BatchEngine::prompt_cache_stats() const {
   const int64_t page_bytes = s.model.kv_bytes_per_page();
   PromptCacheStats st;
   st.entries = s.tree.num_cached();
-  st.bytes_used = int64_t(s.tree.evictable()) * page_bytes;
+  st.bytes_used = int64_t(s.tree.evictable(s.cache_clock())) * page_bytes;
   st.max_bytes = int64_t(s.max_cached_pages) * page_bytes;
   st.hits = s.hits;
   st.hit_tokens = s.hit_tokens;

@@ -82,8 +82,9 @@ struct BatchEngineOptions {
   std::string repack_cache_dir;  // shared repacked weights (model/repack_store.h); empty = private
   // The K/V page pool (engine/page_pool.h) is kv_cache_bytes + prompt_cache_bytes: running
   // sequences and cached prefixes (engine/prefix_tree.h) share it. Cached pages no running
-  // sequence maps are kept up to prompt_cache_bytes (0: none outlives its sequences; running
-  // sequences still share pages) and go, least recently used first, when a sequence needs room.
+  // sequence maps are kept for the last num_slots ended sequences (as free slots kept their K/V)
+  // and, older ones, up to prompt_cache_bytes; all of them go, least recently used first, when a
+  // sequence needs room.
   int64_t kv_cache_bytes = 0;      // ≤ 0: num_slots whole contexts (the reserve of one region per slot)
   int64_t prompt_cache_bytes = 0;  // pages for finished conversations' prefixes
   uint64_t page_shuffle_seed = 0;  // ≠ 0: pages handed out in a seeded random order (tests)

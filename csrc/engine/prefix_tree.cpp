@@ -116,17 +116,18 @@ int32_t PrefixTree::insert(const int32_t* key, int32_t n, int32_t* pages, const 
   return added;
 }
 
-int32_t PrefixTree::evictable() const {
+int32_t PrefixTree::evictable(uint64_t before) const {
   int32_t n = 0;
-  for (const Node& nd : nodes_) n += nd.live && nd.page >= 0 && pool_->refs(nd.page) == 1;
+  for (const Node& nd : nodes_) n += nd.live && nd.page >= 0 && nd.last_used < before && pool_->refs(nd.page) == 1;
   return n;
 }
 
-bool PrefixTree::evict_one() {
+bool PrefixTree::evict_one(uint64_t before) {
   int32_t best = -1;
   for (int32_t i = 0; i < int32_t(nodes_.size()); ++i) {
     const Node& nd = nodes_[size_t(i)];
-    if (!nd.live || nd.page < 0 || !nd.children.empty() || pool_->refs(nd.page) != 1) continue;
+    if (!nd.live || nd.page < 0 || !nd.children.empty() || nd.last_used >= before || pool_->refs(nd.page) != 1)
+      continue;
     if (best < 0 || nd.last_used < nodes_[size_t(best)].last_used) best = i;
   }
   if (best < 0) return false;

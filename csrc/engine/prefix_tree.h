@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "engine/page_pool.h"
@@ -33,7 +34,7 @@ namespace ls {
 // The prefix cache's figures (STATS wire and /metrics keep the names of the copy-based prompt
 // cache they replace): the cache proper is the pages only the tree holds, within a budget.
 struct PromptCacheStats {
-  int64_t bytes_used = 0;    // pages only the tree holds (no running sequence maps them)
+  int64_t bytes_used = 0;    // pages only the tree holds, beyond the last num_slots ended sequences'
   int64_t max_bytes = 0;     // their budget (BatchEngineOptions::prompt_cache_bytes, whole pages)
   int32_t entries = 0;       // pages the tree holds, shared with running sequences or not
   uint64_t hits = 0;         // prompts that mapped at least a page's worth of cached positions
@@ -60,9 +61,11 @@ class PrefixTree {
   // it (the caller's hold moves from its page to the cached one: same bits, and the invariant
   // above holds). New nodes take a reference. Returns the pages newly cached.
   int32_t insert(const int32_t* key, int32_t n, int32_t* pages, const LoraSet& lora, bool tail);
-  // Frees the least recently used cached page no sequence maps (a leaf); false when none.
-  bool evict_one();
-  int32_t evictable() const;  // pages only the tree holds
+  // Frees the least recently used cached page no sequence maps (a leaf) and last used before
+  // `before` (a clock() value); false when none.
+  bool evict_one(uint64_t before = UINT64_MAX);
+  int32_t evictable(uint64_t before = UINT64_MAX) const;  // pages only the tree holds, last used before `before`
+  uint64_t clock() const { return clock_; }  // the latest match or insert
   int32_t num_cached() const { return num_cached_; }
   uint64_t evictions() const { return evictions_; }
   uint64_t stores() const { return stores_; }
