@@ -75,8 +75,9 @@ _HELP = {
                     "share it, a request that cannot get pages waits (must hold one whole context; 0 = a "
                     "whole context per sequence slot)",
     "cache_ram_mib": "MiB per lane of K/V pages kept for finished conversations' prefixes, on top of "
-                     "--kv-cache-mib: a next turn maps the pages it shares instead of prefilling them "
-                     "(committed only as they fill, least recently used first out; 0 = off)",
+                     "--kv-cache-mib and of the last --parallel ended sequences' pages: a next turn maps the "
+                     "pages it shares instead of prefilling them (committed only as they fill, least recently "
+                     "used first out; 0 = off)",
     "log_level": "debug, info, warning or error",
     "log_format": "auto: human-readable coloured lines when stderr is a terminal, JSON lines otherwise; "
                   "json; console",
