@@ -110,7 +110,8 @@ struct BatchEngine::Impl {
   std::vector<Slot> slots;
   PagePool pages;                    // holders of the model's K/V pages
   PrefixTree tree;                   // cached pages by key ids (finished, displaced and running prefixes)
-  int32_t max_cached_pages = 0;      // pages only the tree may hold (BatchEngineOptions::prompt_cache_bytes)
+  int64_t cache_budget_bytes = 0;    // BatchEngineOptions::prompt_cache_bytes
+  int32_t max_cached_pages = 0;      // its whole pages: what only the tree may hold
   std::vector<uint64_t> recent_ends; // [num_slots] tree clock at the last num_slots sequence ends (0: none yet)
   size_t next_end = 0;
   uint64_t hits = 0, hit_tokens = 0; // admitted prompts that reused at least a page's worth, and those positions
@@ -150,6 +151,7 @@ struct BatchEngine::Impl {
     pages = PagePool(model.n_pages(), o.page_shuffle_seed);
     tree = PrefixTree(&pages);
     recent_ends.assign(size_t(o.num_slots), 0);
+    cache_budget_bytes = std::max<int64_t>(o.prompt_cache_bytes, 0);
     max_cached_pages = int32_t(std::min<int64_t>(o.prompt_cache_bytes / model.kv_bytes_per_page(), model.n_pages()));
     slots.resize(o.num_slots);
     for (int i = 0; i < o.num_slots; ++i) {
@@ -565,7 +567,7 @@ PromptCacheStats BatchEngine::prompt_cache_stats() const {
   PromptCacheStats st;
   st.entries = s.tree.num_cached();
   st.bytes_used = int64_t(s.tree.evictable(s.cache_clock())) * page_bytes;
-  st.max_bytes = int64_t(s.max_cached_pages) * page_bytes;
+  st.max_bytes = s.cache_budget_bytes;
   st.hits = s.hits;
   st.hit_tokens = s.hit_tokens;
   st.stores = s.tree.stores();
