@@ -35,7 +35,7 @@ namespace ls {
 // cache they replace): the cache proper is the pages only the tree holds, within a budget.
 struct PromptCacheStats {
   int64_t bytes_used = 0;    // pages only the tree holds, beyond the last num_slots ended sequences'
-  int64_t max_bytes = 0;     // their budget (BatchEngineOptions::prompt_cache_bytes, whole pages)
+  int64_t max_bytes = 0;     // their budget (BatchEngineOptions::prompt_cache_bytes; whole pages of it are used)
   int32_t entries = 0;       // pages the tree holds, shared with running sequences or not
   uint64_t hits = 0;         // prompts that mapped at least a page's worth of cached positions
   uint64_t hit_tokens = 0;   // prompt positions those hits did not prefill

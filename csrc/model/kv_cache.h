@@ -14,8 +14,9 @@
 namespace ls {
 
 // Positions per page. Divides kAttnChunkPositions (512), so a causal token's softmax chunks start
-// on page boundaries. 64 measured against 16 and 128 (benchmarks/README.md): decode speed is flat
-// from 64 up, and smaller pages only matter for prefix sharing at sub-page granularity.
+// on page boundaries. 64: the smallest size whose attention cost per layer stayed within the noise
+// of a contiguous cache (benchmarks/README.md: 16 and 32 cost up to 1.5×, each page being its own
+// kernel call); smaller pages would share prefixes more finely (a partly shared page is copied).
 constexpr int kKvPagePositions = 64;
 
 class KvCache {
