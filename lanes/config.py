@@ -26,7 +26,10 @@ class LaneModelSpec:
     # fails only that adapter (LanePool.adapter_errors). More are loaded at run time with
     # LanePool.load_adapter.
     lora: tuple[tuple[str, str], ...] = ()
-    prompt_cache_mib: int = 0  # K/V of displaced sequences kept in RAM (csrc/engine/prompt_cache.h); 0 = off
+    # K/V page pool (csrc/engine/page_pool.h): kv_cache_mib for running sequences (0: a whole context
+    # per slot) + prompt_cache_mib for cached prefixes no sequence maps (csrc/engine/prefix_tree.h; 0 = off).
+    kv_cache_mib: int = 0
+    prompt_cache_mib: int = 0
     # Width of the image embeddings requests may carry (a vision projector's output, = the text model's
     # n_embd); sizes the request ring for prompts made of image rows (lanes.channels). 0 = text only.
     image_n_embd: int = 0

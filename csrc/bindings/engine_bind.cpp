@@ -71,14 +71,27 @@ void bind_batch_engine(py::module_& m) {
                           "Continuous batching over one model (what a lane runs): many sequences, one forward "
                           "pass per step.")
       .def(py::init([](const std::string& path, int threads, int ctx_size, int num_slots, int max_batch_tokens,
-                       const std::string& repack_cache_dir, int64_t prompt_cache_mib) {
+                       const std::string& repack_cache_dir, int64_t prompt_cache_mib, int64_t kv_cache_mib,
+                       uint64_t page_shuffle_seed) {
              if (prompt_cache_mib < 0) throw std::invalid_argument("prompt_cache_mib must be >= 0");
+             if (kv_cache_mib < 0) throw std::invalid_argument("kv_cache_mib must be >= 0");
+             BatchEngineOptions o;
+             o.threads = threads;
+             o.ctx_size = ctx_size;
+             o.num_slots = num_slots;
+             o.max_batch_tokens = max_batch_tokens;
+             o.repack_cache_dir = repack_cache_dir;
+             o.kv_cache_bytes = kv_cache_mib << 20;
+             o.prompt_cache_bytes = prompt_cache_mib << 20;
+             o.page_shuffle_seed = page_shuffle_seed;
              py::gil_scoped_release nogil;
-             return new BatchEngine(path, BatchEngineOptions{threads, ctx_size, num_slots, max_batch_tokens, repack_cache_dir,
-                                                             prompt_cache_mib << 20});
+             return new BatchEngine(path, o);
            }),
            py::arg("path"), py::arg("threads") = 0, py::arg("ctx_size") = 0, py::arg("num_slots") = 8,
-           py::arg("max_batch_tokens") = 256, py::arg("repack_cache_dir") = "", py::arg("prompt_cache_mib") = 0)
+           py::arg("max_batch_tokens") = 256, py::arg("repack_cache_dir") = "", py::arg("prompt_cache_mib") = 0,
+           py::arg("kv_cache_mib") = 0, py::arg("page_shuffle_seed") = 0,
+           "K/V page pool: kv_cache_mib (0: num_slots whole contexts) + prompt_cache_mib (room for cached "
+           "prefixes); page_shuffle_seed != 0 hands pages out in a seeded random order (tests).")
       .def_property_readonly("repack_status", &BatchEngine::repack_status)
       .def("prompt_cache_stats",
            [](const BatchEngine& e) {
@@ -91,9 +104,12 @@ void bind_batch_engine(py::module_& m) {
              d["hit_tokens"] = s.hit_tokens;
              d["stores"] = s.stores;
              d["evictions"] = s.evictions;
+             d["pages_total"] = s.pages_total;
+             d["pages_free"] = s.pages_free;
              return d;
            },
-           "The prompt cache's figures: bytes_used, max_bytes, entries, hits, hit_tokens, stores, evictions.")
+           "The prefix cache's figures (engine/prefix_tree.h): bytes_used and entries (pages the tree holds), "
+           "max_bytes (the page pool), hits, hit_tokens, stores and evictions (pages), pages_total, pages_free.")
       .def_property_readonly("n_ctx", &BatchEngine::n_ctx)
       .def_property_readonly("num_slots", &BatchEngine::num_slots)
       .def_property_readonly("max_batch_tokens", &BatchEngine::max_batch_tokens)

@@ -38,19 +38,26 @@ void bind_lane(py::module_& m) {
       .def("load_and_run",
            [](lane::LaneLoop& l, const std::string& path, int threads, int ctx_size, int num_slots, int max_batch_tokens,
               const std::string& repack_cache_dir, const std::vector<std::tuple<uint32_t, std::string, std::string>>& adapters,
-              int64_t prompt_cache_mib) {
+              int64_t prompt_cache_mib, int64_t kv_cache_mib) {
              std::vector<lane::StartupAdapter> startup;
              for (const auto& [id, name, adapter_path] : adapters) startup.push_back({id, name, adapter_path});
              if (prompt_cache_mib < 0) throw std::invalid_argument("prompt_cache_mib must be >= 0");
+             if (kv_cache_mib < 0) throw std::invalid_argument("kv_cache_mib must be >= 0");
+             lane::BackendOptions o;
+             o.threads = threads;
+             o.ctx_size = ctx_size;
+             o.num_slots = num_slots;
+             o.max_batch_tokens = max_batch_tokens;
+             o.repack_cache_dir = repack_cache_dir;
+             o.kv_cache_bytes = kv_cache_mib << 20;
+             o.prompt_cache_bytes = prompt_cache_mib << 20;
              py::gil_scoped_release nogil;
-             return l.load_and_run(path, lane::BackendOptions{threads, ctx_size, num_slots, max_batch_tokens, repack_cache_dir,
-                                                              prompt_cache_mib << 20},
-                                   startup);
+             return l.load_and_run(path, o, startup);
            },
            py::arg("path"), py::arg("threads"), py::arg("ctx_size") = 0, py::arg("num_slots") = 8,
            py::arg("max_batch_tokens") = 256, py::arg("repack_cache_dir") = "",
            py::arg("adapters") = std::vector<std::tuple<uint32_t, std::string, std::string>>{},
-           py::arg("prompt_cache_mib") = 0,
+           py::arg("prompt_cache_mib") = 0, py::arg("kv_cache_mib") = 0,
            "Load the model and the LoRA adapters [(id, name, path)] (one ADAPTER record each), send HELLO (or "
            "ERROR load_failed), run until stop/SHUTDOWN/parent death. "
            "Returns 'shutdown', 'stopped', 'parent_died' or 'load_failed'.")

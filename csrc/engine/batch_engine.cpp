@@ -7,7 +7,8 @@
 #include <unordered_map>
 
 #include "common/lazy_array.h"
-#include "engine/prompt_cache.h"
+#include "engine/page_pool.h"
+#include "engine/prefix_tree.h"
 #include "engine/sequence.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -26,10 +27,15 @@ struct LoraHold {
   }
 };
 
-// One sequence slot: its K/V region in the model's cache is sequence index = slot index.
+constexpr int32_t kPage = kKvPagePositions;
+
+// One sequence slot: a running sequence and its page table (the model's sequence index = slot
+// index). A free slot maps no page.
 struct Slot {
   std::unique_ptr<Sequence> seq;
   std::vector<int32_t> kv_tokens;  // key ids (prompt_key) whose K/V are valid at positions [0, size); capacity ctx_size
+  int32_t n_mapped = 0;            // page table entries [0, n_mapped) map pages it holds
+  int32_t reserve = 0;             // pages it may still take (admission counted them as available)
   std::vector<int32_t> key;        // the running prompt's key ids (prompt_key)
   bool busy = false;
   uint64_t request_id = 0;
@@ -38,7 +44,6 @@ struct Slot {
   int32_t pos = 0;          // next K/V position once prefilled
   int32_t chunk = 0;        // prompt tokens fed in the current step
   uint64_t admit_order = 0; // FIFO order of prefills
-  uint64_t last_used = 0;   // LRU among free slots with equal prefixes
   bool embed = false;       // prefill-only embedding sequence
   bool finished_embed = false;  // its embedding went out this step: free after advance()
   int32_t row0 = 0;         // batch row of its first token in the current step
@@ -86,9 +91,6 @@ std::vector<int32_t> prompt_key(const GenerationRequest& req) {
   return key;
 }
 
-// Shorter sequences are not worth an entry of the prompt cache (a prefill of a few tokens is cheap).
-constexpr size_t kMinCachedPositions = 32;
-
 // Positions a sequence can have scored in one step: its prompt rows, position 0's null entry and
 // the sampled token.
 constexpr int32_t kMaxLogprobPositions = kMaxPromptLogitRows + 2;
@@ -106,7 +108,13 @@ struct BatchEngine::Impl {
   int32_t max_batch_tokens;
   SamplerScratch sampler_scratch;  // every slot's sampler works in it (step() samples one slot at a time)
   std::vector<Slot> slots;
-  PromptCache prompt_cache;          // K/V of sequences whose slot was taken over
+  PagePool pages;                    // holders of the model's K/V pages
+  PrefixTree tree;                   // cached pages by key ids (finished, displaced and running prefixes)
+  int64_t cache_budget_bytes = 0;    // BatchEngineOptions::prompt_cache_bytes
+  int32_t max_cached_pages = 0;      // its whole pages: what only the tree may hold
+  std::vector<uint64_t> recent_ends; // [num_slots] tree clock at the last num_slots sequence ends (0: none yet)
+  size_t next_end = 0;
+  uint64_t hits = 0, hit_tokens = 0; // admitted prompts that reused at least a page's worth, and those positions
   std::deque<Waiting> waiting;
   uint64_t counter = 0;
   int32_t last_batch_tokens = 0;
@@ -129,15 +137,26 @@ struct BatchEngine::Impl {
 
   Impl(const std::string& path, const BatchEngineOptions& o)
       : file(path),
-        model(file, o.ctx_size, o.max_batch_tokens, o.threads, o.num_slots, o.repack_cache_dir),
+        model(file, o.ctx_size, o.max_batch_tokens, o.threads, o.num_slots, o.repack_cache_dir, o.kv_cache_bytes,
+              o.prompt_cache_bytes),
         tokenizer(Tokenizer::from_gguf(file, /*keep_text_index=*/false)),  // lanes get token ids
         max_batch_tokens(model.max_batch()),
         sampler_scratch(model.config().n_vocab) {
     const int32_t n_vocab = model.config().n_vocab;
     if (tokenizer->n_vocab() > n_vocab) file.fail("tokenizer has more tokens than the output head");
-    prompt_cache = PromptCache(o.prompt_cache_bytes, model.kv_bytes_per_pos());
+    if (model.n_pages() < model.pages_per_seq())
+      throw std::invalid_argument("the K/V cache must hold one whole context (" +
+                                  std::to_string((model.kv_bytes_per_pos() * model.ctx_size() + (1 << 20) - 1) >> 20) +
+                                  " MiB)");
+    pages = PagePool(model.n_pages(), o.page_shuffle_seed);
+    tree = PrefixTree(&pages);
+    recent_ends.assign(size_t(o.num_slots), 0);
+    cache_budget_bytes = std::max<int64_t>(o.prompt_cache_bytes, 0);
+    max_cached_pages = int32_t(std::min<int64_t>(o.prompt_cache_bytes / model.kv_bytes_per_page(), model.n_pages()));
     slots.resize(o.num_slots);
-    for (Slot& s : slots) {
+    for (int i = 0; i < o.num_slots; ++i) {
+      std::fill(model.page_table(i), model.page_table(i) + model.pages_per_seq(), -1);
+      Slot& s = slots[size_t(i)];
       s.seq = std::make_unique<Sequence>(n_vocab, &sampler_scratch);
       s.kv_tokens.reserve(model.ctx_size());
       s.embd_sum.resize(model.config().n_embd);
@@ -156,10 +175,77 @@ struct BatchEngine::Impl {
     hidden = LazyArray<float>(size_t(max_batch_tokens) * model.config().n_embd);
   }
 
-  // Prompt positions of slot s a waiting choice can reuse: its common prefix, if its K/V were
-  // computed under the same adapters (embeddings: none).
-  int32_t reusable(const Slot& s, const Waiting& w) const {
-    return s.kv_lora.same_as(w.lora.set) ? reusable_prefix(s.kv_tokens, w.key) : 0;
+  // A free page, evicting the least recently used cached page no sequence maps if none is free;
+  // -1 when the pool is exhausted (admission's reserve rules that out for running sequences).
+  int32_t alloc_page() {
+    int32_t p = pages.alloc();
+    while (p < 0 && tree.evict_one()) p = pages.alloc();
+    return p;
+  }
+
+  // Maps pages for slot i's positions up to last_pos. False when the pool is exhausted.
+  bool map_pages(int i, int32_t last_pos) {
+    Slot& s = slots[size_t(i)];
+    int32_t* table = model.page_table(i);
+    while (s.n_mapped * kPage <= last_pos) {
+      const int32_t p = alloc_page();
+      if (p < 0) return false;
+      table[s.n_mapped++] = p;
+      if (s.reserve > 0) --s.reserve;
+    }
+    return true;
+  }
+
+  // Slot i's sequence ended: its whole pages go to the prefix tree (its next turn, or anyone
+  // with the same prefix, maps them instead of prefilling), then it lets go of every page.
+  void release(int i) {
+    Slot& s = slots[size_t(i)];
+    int32_t* table = model.page_table(i);
+    tree.insert(s.kv_tokens.data(), std::min<int32_t>(int32_t(s.kv_tokens.size()), s.n_mapped * kPage), table,
+                s.kv_lora, /*tail=*/true);
+    for (int32_t j = 0; j < s.n_mapped; ++j) {
+      pages.unref(table[j]);
+      table[j] = -1;
+    }
+    s.n_mapped = s.reserve = 0;
+    s.busy = false;
+    // The pages of the last num_slots ended sequences stay (what free slots held before pages:
+    // kept without a budget); older pages only the tree holds stay within the prompt cache
+    // budget, least recently used first out.
+    recent_ends[next_end++ % recent_ends.size()] = tree.clock();
+    const uint64_t kept_from = cache_clock();
+    while (tree.evictable(kept_from) > max_cached_pages && tree.evict_one(kept_from)) {
+    }
+  }
+
+  // Tree pages last used before this clock value count against the prompt cache budget.
+  uint64_t cache_clock() const { return *std::min_element(recent_ends.begin(), recent_ends.end()); }
+
+  // A running sequence's page past w's n_full cached pages (a sibling's or a shared prompt's
+  // page still being filled, not cached yet) may share more of w's next key ids than any cached
+  // page: then *page / *len name it and the count (< P), for start() to copy.
+  void partial_from_running(const Waiting& w, int32_t n_full, int32_t* page, int32_t* len) {
+    const int32_t base = n_full * kPage;
+    for (int i = 0; i < int(slots.size()); ++i) {
+      const Slot& s = slots[size_t(i)];
+      if (!s.busy || s.n_mapped <= n_full || int32_t(s.kv_tokens.size()) <= base || !s.kv_lora.same_as(w.lora.set) ||
+          !std::equal(w.key.begin(), w.key.begin() + base, s.kv_tokens.begin()))
+        continue;
+      const int32_t lim = std::min({kPage - 1, int32_t(s.kv_tokens.size()) - base, int32_t(w.key.size()) - base});
+      int32_t k = 0;
+      while (k < lim && s.kv_tokens[size_t(base + k)] == w.key[size_t(base + k)]) ++k;
+      if (k > *len) {
+        *len = k;
+        *page = model.page_table(i)[n_full];
+      }
+    }
+  }
+
+  // Pages a choice may fill: its prompt and generated tokens' positions, up to the context.
+  int32_t pages_for(const Waiting& w) const {
+    int64_t extent = int64_t(w.req.prompt_ids.size()) + (w.embed ? 0 : int64_t(w.req.max_tokens));
+    extent = std::min<int64_t>(extent, model.ctx_size());
+    return int32_t((extent + kPage - 1) / kPage);
   }
 
   // A request's adapters, checked and referenced (throws std::invalid_argument before queuing).
@@ -189,11 +275,13 @@ struct BatchEngine::Impl {
   }
 
   // Phase 1: FIFO admission. A choice whose sibling is still prefilling waits for it, so it can
-  // copy the sibling's prompt K/V instead of computing it again (n > 1 choices).
-  // A request whose grammar compiler is still being built waits without holding up the others.
+  // map the sibling's prompt pages instead of computing them again (n > 1 choices).
+  // A request whose grammar compiler is still being built waits without holding up the others;
+  // one the page pool cannot take yet holds up those behind it (FIFO: a long prompt is not
+  // starved by short ones).
   void admit() {
     for (auto it = waiting.begin(); it != waiting.end();) {
-      const int dst = pick_free_slot(*it);
+      const int dst = pick_free_slot();
       if (dst < 0) return;
       if (it->grammar_deferred) {
         if (!grammar.ready()) {
@@ -214,65 +302,62 @@ struct BatchEngine::Impl {
         ++it;
         continue;
       }
-      start(dst, *it);
+      if (!start(dst, *it)) return;
       it = waiting.erase(it);
     }
   }
 
-  // The free slot whose cached tokens share the longest prefix with the prompt (ties: least
-  // recently used), or -1.
-  int pick_free_slot(const Waiting& w) const {
-    int best = -1;
-    int32_t best_len = -1;
-    for (int i = 0; i < int(slots.size()); ++i) {
-      const Slot& s = slots[i];
-      if (s.busy) continue;
-      const int32_t len = reusable(s, w);
-      if (len > best_len || (len == best_len && s.last_used < slots[best].last_used)) {
-        best = i;
-        best_len = len;
-      }
-    }
-    return best;
+  int pick_free_slot() const {
+    for (int i = 0; i < int(slots.size()); ++i)
+      if (!slots[size_t(i)].busy) return i;
+    return -1;
   }
 
-  void start(int dst, Waiting& w) {
-    Slot& d = slots[dst];
+  // Maps w's longest cached prefix into slot dst by reference (the page its first computed
+  // position falls in is copied: only the slot writes it) and starts it — when the pool can also
+  // give it every further page it may fill beside what running sequences may still take. Else
+  // false, nothing changed.
+  bool start(int dst, Waiting& w) {
+    Slot& d = slots[size_t(dst)];
     const auto& prompt = w.key;
+    int32_t* table = model.page_table(dst);
     // An embedding needs every token's hidden state, prompt logprobs every prompt row's logits:
     // they start at position 0.
     const bool from_start = w.embed || w.req.prompt_logprobs;
-    int32_t cached = from_start ? 0 : reusable(d, w);
-    // A longer prefix in another slot (busy or not: positions below its fill never change) is
-    // copied over: shared system prompts and sibling choices skip that part of the prefill.
-    int src = -1;
-    for (int i = 0; i < int(slots.size()) && !from_start; ++i) {
-      if (i == dst) continue;
-      const int32_t len = reusable(slots[i], w);
-      if (len > cached) {
-        cached = len;
-        src = i;
-      }
+    const int32_t n_key = int32_t(prompt.size());
+    int32_t n_full = 0, part_page = -1, part_len = 0;
+    if (!from_start) {
+      n_full = tree.match(prompt.data(), n_key, w.lora.set, table, &part_page, &part_len);
+      partial_from_running(w, n_full, &part_page, &part_len);
     }
-    // What dst holds beyond the new prompt's share goes to the prompt cache first (storing may
-    // evict entries, so no entry is looked up before it).
-    keep_displaced(dst, prompt);
-    // Longer still in the prompt cache: a conversation that lost its slot to another one.
-    int32_t entry_len = 0;
-    int entry = from_start ? -1 : prompt_cache.find(prompt, w.lora.set, &entry_len);
-    if (entry >= 0 && entry_len > cached) {
-      cached = entry_len;
-      src = -1;
-    } else {
-      entry = -1;
+    // The last prompt token is always computed (its logits give the first sampled token).
+    const int32_t cached = std::max(0, std::min(n_full * kPage + part_len, n_key - 1));
+    const int32_t n_shared = cached / kPage, cow_len = cached % kPage;
+    const int32_t cow_src = cow_len == 0 ? -1 : n_shared < n_full ? table[n_shared] : part_page;
+    for (int32_t j = 0; j < n_shared; ++j) pages.ref(table[j]);
+    if (cow_src >= 0) pages.ref(cow_src);  // not evicted before it is copied
+    const int32_t need = pages_for(w) - n_shared;
+    int64_t reserved = need;
+    for (const Slot& s : slots) reserved += s.busy ? s.reserve : 0;
+    if (int64_t(pages.num_free()) + tree.evictable() < reserved) {
+      for (int32_t j = 0; j < n_shared; ++j) pages.unref(table[j]);
+      if (cow_src >= 0) pages.unref(cow_src);
+      std::fill(table, table + n_full, -1);
+      return false;
     }
-    if (entry >= 0) {
-      // The entry's rows are laid out per layer with its own length as the stride, so all of them
-      // are loaded: loading only `cached` would read later layers at the wrong offsets. Positions
-      // past `cached` are not in kv_tokens; the prefill overwrites them before anything reads them.
-      model.load_kv(dst, prompt_cache.entry_positions(entry), prompt_cache.take(entry, cached));
-    } else if (src >= 0) {
-      model.copy_kv(src, dst, cached);
+    if (n_full > n_shared) std::fill(table + n_shared, table + n_full, -1);
+    d.n_mapped = n_shared;
+    d.reserve = need;
+    if (cow_src >= 0) {
+      const int32_t page = alloc_page();  // available: counted in `reserved` above
+      model.copy_kv_page(cow_src, page, cow_len);
+      pages.unref(cow_src);
+      table[d.n_mapped++] = page;
+      --d.reserve;
+    }
+    if (cached >= kPage) {  // not the chat template's opening every prompt shares
+      ++hits;
+      hit_tokens += uint64_t(cached);
     }
     d.kv_tokens.assign(prompt.begin(), prompt.begin() + cached);
     d.key.swap(w.key);
@@ -291,25 +376,7 @@ struct BatchEngine::Impl {
     d.lp_n = d.lp_prompt_n = 0;
     d.begin_ns = steady_now_ns();
     if (w.embed) std::fill(d.embd_sum.begin(), d.embd_sum.end(), 0.0);
-  }
-
-  // Before slot dst takes a new prompt: its K/V beyond what that prompt shares would be lost, so
-  // they go to the prompt cache — unless another slot still holds them (the cache skips what an
-  // entry holds already).
-  void keep_displaced(int dst, const std::vector<int32_t>& prompt) {
-    Slot& d = slots[dst];
-    const std::vector<int32_t>& old = d.kv_tokens;
-    if (!prompt_cache.enabled() || old.size() < kMinCachedPositions) return;
-    size_t shared = 0;
-    while (shared < old.size() && shared < prompt.size() && old[shared] == prompt[shared]) ++shared;
-    if (shared == old.size()) return;  // the new prompt continues it: nothing is lost
-    for (int i = 0; i < int(slots.size()); ++i) {
-      const Slot& s = slots[i];
-      if (i != dst && s.kv_lora.same_as(d.kv_lora) && s.kv_tokens.size() >= old.size() &&
-          std::equal(old.begin(), old.end(), s.kv_tokens.begin()))
-        return;
-    }
-    prompt_cache.put(old, d.kv_lora, [&](uint16_t* out) { model.save_kv(dst, int(old.size()), out); });
+    return true;
   }
 
   // Prompt tokens of slot s to feed this step, at most m: a chunk never ends inside a non-causal
@@ -341,6 +408,15 @@ struct BatchEngine::Impl {
     }
   }
 
+  // Slot i could not get a page. Admission reserves every page a sequence may fill, so this
+  // means that reserve was wrong; the sequence ends with an error rather than the lane.
+  void fail(int i) {
+    Slot& s = slots[size_t(i)];
+    events.push_back(SeqEvent{s.request_id, s.choice, {}, true, FinishReason::Error, s.seq->stats()});
+    s.seq->end();
+    release(i);
+  }
+
   // Phase 2: the batch. Returns its size.
   int build_batch() {
     int n = 0;
@@ -357,6 +433,10 @@ struct BatchEngine::Impl {
         continue;
       }
       if (s.decoding()) {
+        if (!map_pages(i, s.pos)) {
+          fail(i);
+          continue;
+        }
         batch_lora[n] = &s.lora.set;
         batch_embd[n] = nullptr;
         batch[n] = BatchToken{s.seq->last_token(), s.pos, i};
@@ -379,6 +459,10 @@ struct BatchEngine::Impl {
         m = std::min(m, prompt_rows_left);
         if (m == 0) continue;
         prompt_rows_left -= m;
+      }
+      if (!map_pages(i, s.prefilled + m - 1)) {
+        fail(i);
+        continue;
       }
       const int32_t* ids = s.seq->request().prompt_ids.data();
       for (int32_t j = 0; j < m; ++j) {
@@ -411,6 +495,11 @@ struct BatchEngine::Impl {
         s.kv_tokens.insert(s.kv_tokens.end(), ids + s.prefilled, ids + s.prefilled + s.chunk);
         s.prefilled += s.chunk;
         s.pos = s.prefilled;
+        // A finished prompt's whole pages are cached at once: its siblings (n > 1) and prompts
+        // sharing its system prompt map them while it is still generating.
+        if (s.prefilled == s.prompt_size())
+          tree.insert(s.kv_tokens.data(), s.prefilled, model.page_table(int(&s - slots.data())), s.kv_lora,
+                      /*tail=*/false);
       } else if (s.decoding() && s.seq->last_token() >= 0) {
         s.kv_tokens.push_back(s.seq->last_token());
         s.pos += 1;
@@ -472,7 +561,21 @@ int32_t BatchEngine::num_slots() const { return int32_t(impl_->slots.size()); }
 int32_t BatchEngine::max_batch_tokens() const { return impl_->max_batch_tokens; }
 size_t BatchEngine::kv_cache_bytes() const { return impl_->model.kv_cache_bytes(); }
 const std::string& BatchEngine::repack_status() const { return impl_->model.repack_status(); }
-PromptCacheStats BatchEngine::prompt_cache_stats() const { return impl_->prompt_cache.stats(); }
+PromptCacheStats BatchEngine::prompt_cache_stats() const {
+  const Impl& s = *impl_;
+  const int64_t page_bytes = s.model.kv_bytes_per_page();
+  PromptCacheStats st;
+  st.entries = s.tree.num_cached();
+  st.bytes_used = int64_t(s.tree.evictable(s.cache_clock())) * page_bytes;
+  st.max_bytes = s.cache_budget_bytes;
+  st.hits = s.hits;
+  st.hit_tokens = s.hit_tokens;
+  st.stores = s.tree.stores();
+  st.evictions = s.tree.evictions();
+  st.pages_total = s.pages.num_pages();
+  st.pages_free = s.pages.num_free();
+  return st;
+}
 int32_t BatchEngine::last_batch_tokens() const { return impl_->last_batch_tokens; }
 size_t BatchEngine::num_waiting() const { return impl_->waiting.size(); }
 
@@ -572,11 +675,11 @@ int BatchEngine::cancel(uint64_t request_id) {
       ++it;
     }
   }
-  for (Slot& slot : s.slots) {
+  for (int i = 0; i < int(s.slots.size()); ++i) {
+    Slot& slot = s.slots[size_t(i)];
     if (slot.busy && slot.request_id == request_id) {
       slot.seq->end();
-      slot.busy = false;  // its K/V up to kv_tokens stay valid for prefix reuse
-      slot.last_used = ++s.counter;
+      s.release(i);  // its K/V up to kv_tokens stay cached for prefix reuse
       ++dropped;
     }
   }
@@ -603,11 +706,10 @@ const std::vector<SeqEvent>& BatchEngine::step() {
   const int64_t now = steady_now_ns();
   s.embed_chunks(now);  // embedding sequences: pool their rows (and finish at the last chunk)
   s.advance();
-  for (Slot& slot : s.slots) {
-    if (!slot.finished_embed) continue;
-    slot.finished_embed = false;
-    slot.busy = false;  // its K/V stay valid for prefix reuse
-    slot.last_used = ++s.counter;
+  for (int i = 0; i < int(s.slots.size()); ++i) {
+    if (!s.slots[size_t(i)].finished_embed) continue;
+    s.slots[size_t(i)].finished_embed = false;
+    s.release(i);  // its K/V stay cached for prefix reuse
   }
   // 4. Sample each sequence that produced logits (rows of a sequence's prompt that only score
   //    the next prompt token are scored, not sampled).
@@ -633,8 +735,7 @@ const std::vector<SeqEvent>& BatchEngine::step() {
         st.prefill_ns = now - slot.begin_ns;
         slot.seq->end();
         s.events.push_back(s.logprob_event(slot, {}, true, FinishReason::Length, st, {}));
-        slot.busy = false;
-        slot.last_used = ++s.counter;
+        s.release(s.out_slots[k]);
         continue;
       }
     }
@@ -649,10 +750,7 @@ const std::vector<SeqEvent>& BatchEngine::step() {
         score_logprobs(s.raw_row.data(), n_vocab, r.token, slot.num_top, slot.lp_next());
       s.events.push_back(s.logprob_event(slot, r.text, r.finished, r.reason, slot.seq->stats(), r.reasoning));
     }
-    if (r.finished) {
-      slot.busy = false;
-      slot.last_used = ++s.counter;
-    }
+    if (r.finished) s.release(s.out_slots[k]);
   }
   for (Slot& slot : s.slots)  // prompt chunks that sampled nothing: their scores alone
     if (slot.lp_n > 0) s.events.push_back(s.logprob_event(slot, {}, false, FinishReason::None, slot.seq->stats(), {}));

@@ -1,10 +1,14 @@
 // BatchEngine: continuous batching over one loaded model — many sequences, one forward pass per
 // step. What a lane runs.
 //
-// Sequence slots: `num_slots` sequences hold a slot (their own K/V region of ctx_size positions)
-// at once; more choices wait in a FIFO inside the engine. Each step (numbered phases in step()):
-//   1 admit waiting choices into free slots, reusing the longest cached prefix of any slot or of
-//     the prompt cache (engine/prompt_cache.h: the K/V of sequences whose slot was taken over);
+// Sequences and pages: at most `num_slots` sequences run at once, their K/V in pages of one pool
+// (engine/page_pool.h) mapped by each one's page table, so a lane holds many short sequences or
+// a few long ones in the same memory; more choices wait in a FIFO inside the engine. Each step
+// (numbered phases in step()):
+//   1 admit waiting choices into free slots while the pool can give each every page it may fill
+//     (prompt + max_tokens, up to the context) beside what running ones may still take; a choice
+//     first maps the longest cached prefix of its key ids by reference (engine/prefix_tree.h:
+//     prompts of running sequences, and finished or cancelled sequences' pages until evicted);
 //   2 build one batch: one token per decoding sequence, then prompt chunks of prefilling ones in
 //     admission order, up to max_batch_tokens (chunked prefill: a long prompt delays the running
 //     streams by at most one chunk per step);
@@ -25,7 +29,7 @@
 // adapters its request names (GenerationRequest::adapters), so one step mixes sequences of
 // different adapters and of the base model — the base matmuls run once for all rows, the
 // low-rank terms per adapter group. A sequence holds a reference to its adapters from add() to
-// its end, so unloading never waits and never disturbs it. A slot's cached K/V is reused only
+// its end, so unloading never waits and never disturbs it. Cached pages are reused only
 // by a request with the same adapters at the same scales.
 // Determinism: a row's result does not depend on its batchmates or the thread count (kernels
 // and attention are row-independent), and sampling state is per sequence, so a seeded request
@@ -43,7 +47,7 @@
 
 #include "engine/engine.h"
 #include "engine/logprobs.h"
-#include "engine/prompt_cache.h"
+#include "engine/prefix_tree.h"
 
 namespace ls {
 
@@ -76,7 +80,14 @@ struct BatchEngineOptions {
   int num_slots = 8;          // sequences served at once
   int max_batch_tokens = 256; // per-step token budget (≥ num_slots)
   std::string repack_cache_dir;  // shared repacked weights (model/repack_store.h); empty = private
-  int64_t prompt_cache_bytes = 0;  // K/V of displaced sequences kept in RAM (engine/prompt_cache.h); 0 = off
+  // The K/V page pool (engine/page_pool.h) is kv_cache_bytes + prompt_cache_bytes: running
+  // sequences and cached prefixes (engine/prefix_tree.h) share it. Cached pages no running
+  // sequence maps are kept for the last num_slots ended sequences (as free slots kept their K/V)
+  // and, older ones, up to prompt_cache_bytes; all of them go, least recently used first, when a
+  // sequence needs room.
+  int64_t kv_cache_bytes = 0;      // ≤ 0: num_slots whole contexts (the reserve of one region per slot)
+  int64_t prompt_cache_bytes = 0;  // pages for finished conversations' prefixes
+  uint64_t page_shuffle_seed = 0;  // ≠ 0: pages handed out in a seeded random order (tests)
 };
 
 class BatchEngine {

@@ -46,8 +46,10 @@ struct AttentionKernels {
   void (*exp_sum)(float* w, int g, int64_t w_stride, int n, const float* m, float* l);
   // w[p] = fp16_round(w[p] · f) for p < n (softmax normalisation, rounded as ggml does).
   void (*normalize)(float* w, int n, float f);
-  // out[h·o_stride + j] = Σ_p w[h·w_stride + p] · fp32(v[p·stride + j]) for j < hd, h < g: one
-  // fma chain per output element in increasing p, starting from 0.
+  // out[h·o_stride + j] += Σ_p w[h·w_stride + p] · fp32(v[p·stride + j]) for j < hd, h < g: one
+  // fma chain per output element in increasing p, continuing from out's value (the caller zeroes
+  // out before a chunk's first page, so a chunk read page by page is the same chain as one read
+  // from contiguous rows).
   void (*weighted_sum)(const float* w, int g, int64_t w_stride, const uint16_t* v, int64_t stride, int n_pos, int hd,
                        float* out, int64_t o_stride);
   // dst[j] = fp16(src[j]) (round to nearest even) for j < n.
@@ -69,8 +71,13 @@ struct AttentionJob {
   const float* q;              // [n][n_head·hd] queries after RoPE (gemma: already scaled)
   float* out;                  // [n][n_head·hd] attention output
   const BatchToken* tokens;    // [n] position and sequence of each row
-  const uint16_t *k, *v;       // this layer's cache: [n_seq][ctx_size][kv_dim] fp16 each
-  int64_t seq_stride;          // elements between sequences in k/v (ctx_size·kv_dim)
+  const uint16_t *k, *v;       // this layer's cache, fp16 each: pages (below) or [n_seq][ctx_size][kv_dim]
+  // Paged cache (model/kv_cache.h): k/v hold [n_page][page_positions][kv_dim]; sequence s's
+  // position p is in page page_table[s·pages_per_seq + p / page_positions]. null: contiguous,
+  // sequence s at k + s·seq_stride.
+  const int32_t* page_table = nullptr;
+  int pages_per_seq = 0, page_positions = 0;
+  int64_t seq_stride = 0;      // contiguous layout: elements between sequences in k/v
   int64_t q_dim, kv_dim;       // n_head·hd, n_head_kv·hd
   int hd, n_head, group;       // group = n_head / n_head_kv (GQA: query head h reads kv head h/group)
   int window;                  // > 0: a token at pos attends to [pos−window+1, pos]; 0: to [0, pos]

@@ -157,14 +157,15 @@ void normalize_avx2(float* w, int n, float f) {
 }
 
 // G heads × D vectors of 8 dims per pass over the positions (G·D accumulators, each one fma
-// chain over p from 0). Returns the first dim not covered (a multiple of 8·D).
+// chain over p continuing from out). Returns the first dim not covered (a multiple of 8·D).
 template <int G, int D>
 int weighted_block(const float* w, int64_t w_stride, const uint16_t* v, int64_t stride, int n_pos, int hd, float* out,
                    int64_t o_stride) {
   int j = 0;
   for (; j + 8 * D <= hd; j += 8 * D) {
     __m256 acc[G * D];
-    for (int a = 0; a < G * D; ++a) acc[a] = _mm256_setzero_ps();
+    for (int h = 0; h < G; ++h)
+      for (int d = 0; d < D; ++d) acc[h * D + d] = _mm256_loadu_ps(out + h * o_stride + j + 8 * d);
     const uint16_t* vr = v + j;
     for (int p = 0; p < n_pos; ++p, vr += stride) {
       // The first pass fetches whole rows 8 positions ahead (later passes then read L2).
@@ -191,7 +192,7 @@ void weighted_group(const float* w, int64_t w_stride, const uint16_t* v, int64_t
   j += weighted_block<G, 1>(w, w_stride, v + j, stride, n_pos, hd - j, out + j, o_stride);
   for (; j < hd; ++j)
     for (int h = 0; h < G; ++h) {
-      float a = 0.f;
+      float a = out[h * o_stride + j];
       for (int p = 0; p < n_pos; ++p) a = std::fma(w[h * w_stride + p], fp16_to_f32(v[p * stride + j]), a);
       out[h * o_stride + j] = a;
     }

@@ -145,7 +145,8 @@ int weighted_block(const float* w, int64_t w_stride, const uint16_t* v, int64_t 
   int j = 0;
   for (; j + 16 * D <= hd; j += 16 * D) {
     __m512 acc[G * D];
-    for (int a = 0; a < G * D; ++a) acc[a] = _mm512_setzero_ps();
+    for (int h = 0; h < G; ++h)
+      for (int d = 0; d < D; ++d) acc[h * D + d] = _mm512_loadu_ps(out + h * o_stride + j + 16 * d);
     const uint16_t* vr = v + j;
     for (int p = 0; p < n_pos; ++p, vr += stride) {
       // The first pass fetches whole rows 8 positions ahead (later passes then read L2).
@@ -172,7 +173,7 @@ void weighted_group(const float* w, int64_t w_stride, const uint16_t* v, int64_t
   j += weighted_block<G, 1>(w, w_stride, v + j, stride, n_pos, hd - j, out + j, o_stride);
   for (; j + 8 <= hd; j += 8) {  // one 8-dim vector left
     __m256 acc[G];
-    for (int h = 0; h < G; ++h) acc[h] = _mm256_setzero_ps();
+    for (int h = 0; h < G; ++h) acc[h] = _mm256_loadu_ps(out + h * o_stride + j);
     for (int p = 0; p < n_pos; ++p) {
       const __m256 vv = load8_f16(v + p * stride + j);
       for (int h = 0; h < G; ++h) acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(w[h * w_stride + p]), vv, acc[h]);
@@ -181,7 +182,7 @@ void weighted_group(const float* w, int64_t w_stride, const uint16_t* v, int64_t
   }
   for (; j < hd; ++j)
     for (int h = 0; h < G; ++h) {
-      float a = 0.f;
+      float a = out[h * o_stride + j];
       for (int p = 0; p < n_pos; ++p) a = std::fma(w[h * w_stride + p], fp16_to_f32(v[p * stride + j]), a);
       out[h * o_stride + j] = a;
     }

@@ -13,7 +13,7 @@
 
 namespace ls {
 ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads, int n_seq,
-                           const std::string& repack_cache_dir)
+                           const std::string& repack_cache_dir, int64_t kv_bytes, int64_t extra_kv_bytes)
     : ctx_size_(ctx_size), max_batch_(max_batch), n_seq_(n_seq) {
   load_config(file);
   if (threads < 0 || threads > 256) file.fail("threads must be between 0 (all cores) and 256");
@@ -59,7 +59,16 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
     moe_next_.assign(cfg_.n_expert, 0);
   }
   tmp_ = LazyArray<float>(B * std::max<int64_t>(E, q_dim));
-  kv_ = KvCache(cfg_.n_layer, n_seq_, ctx_size_, kv_dim);
+  // Pages: by default every sequence can hold a whole context at once (the reserve of a
+  // contiguous [n_seq][ctx_size] cache); page tables start as that identity partition.
+  pages_per_seq_ = (ctx_size_ + kKvPagePositions - 1) / kKvPagePositions;
+  const int64_t page_bytes = int64_t(cfg_.n_layer) * 2 * kv_dim * kKvPagePositions * int64_t(sizeof(uint16_t));
+  int64_t n_pages = kv_bytes > 0 ? kv_bytes / page_bytes : int64_t(n_seq_) * pages_per_seq_;
+  n_pages += std::max<int64_t>(extra_kv_bytes, 0) / page_bytes;
+  if (n_pages > INT32_MAX) file.fail("K/V cache too large");
+  kv_ = KvCache(cfg_.n_layer, int(n_pages), kv_dim);
+  page_table_.assign(size_t(n_seq_) * pages_per_seq_, -1);
+  for (size_t i = 0; i < page_table_.size() && int64_t(i) < n_pages; ++i) page_table_[i] = int32_t(i);
   attn_kern_ = &attention_kernels();
   attn_scratch_ = AttentionScratch(pool_->num_threads(), cfg_.n_head, cfg_.head_dim, ctx_size_);
   fwd_tokens_.assign(B, BatchToken{0, 0, 0});
@@ -172,9 +181,11 @@ void ModelRuntime::attention(int il, const BatchToken* tokens, int n) {
   job.q = q_.data();
   job.out = attn_.data();
   job.tokens = tokens;
-  job.k = kv_.k(il, 0);
-  job.v = kv_.v(il, 0);
-  job.seq_stride = kv_.seq_stride_elems();
+  job.k = kv_.k(il);
+  job.v = kv_.v(il);
+  job.page_table = page_table_.data();
+  job.pages_per_seq = pages_per_seq_;
+  job.page_positions = kKvPagePositions;
   job.q_dim = int64_t(c.n_head) * c.head_dim;
   job.kv_dim = int64_t(c.n_head_kv) * c.head_dim;
   job.hd = c.head_dim;
@@ -200,17 +211,18 @@ void ModelRuntime::forward(const int32_t* tokens, int n, int pos0, float* logits
 void ModelRuntime::copy_kv(int src_seq, int dst_seq, int n_pos) {
   if (src_seq < 0 || src_seq >= n_seq_ || dst_seq < 0 || dst_seq >= n_seq_ || n_pos < 0 || n_pos > ctx_size_)
     throw std::invalid_argument("copy_kv: sequence or position out of range");
-  kv_.copy(src_seq, dst_seq, n_pos);
+  if (src_seq == dst_seq) return;
+  for (int j = 0; j * kKvPagePositions < n_pos; ++j) {
+    const int32_t src = page_table(src_seq)[j], dst = page_table(dst_seq)[j];
+    if (src < 0 || dst < 0) throw std::invalid_argument("copy_kv: a position has no page");
+    kv_.copy_page(src, dst, std::min(kKvPagePositions, n_pos - j * kKvPagePositions));
+  }
 }
 
-void ModelRuntime::save_kv(int seq, int n_pos, uint16_t* out) {
-  if (seq < 0 || seq >= n_seq_ || n_pos < 0 || n_pos > ctx_size_) throw std::invalid_argument("save_kv: out of range");
-  kv_.save(seq, n_pos, out);
-}
-
-void ModelRuntime::load_kv(int seq, int n_pos, const uint16_t* in) {
-  if (seq < 0 || seq >= n_seq_ || n_pos < 0 || n_pos > ctx_size_) throw std::invalid_argument("load_kv: out of range");
-  kv_.load(seq, n_pos, in);
+void ModelRuntime::copy_kv_page(int32_t src, int32_t dst, int n_pos) {
+  if (src < 0 || src >= kv_.n_page() || dst < 0 || dst >= kv_.n_page() || n_pos < 0 || n_pos > kKvPagePositions)
+    throw std::invalid_argument("copy_kv_page: page or positions out of range");
+  kv_.copy_page(src, dst, n_pos);
 }
 
 // Rejects input that would read or write outside the buffers (cheap next to one layer).
@@ -222,6 +234,11 @@ void ModelRuntime::check_batch(const BatchToken* tokens, int n, const int32_t* o
         t.attend_to < 0 || t.attend_to >= ctx_size_)
       throw std::invalid_argument("forward_batch: token " + std::to_string(i) + " (id " + std::to_string(t.token) +
                                   ", pos " + std::to_string(t.pos) + ", seq " + std::to_string(t.seq) + ") out of range");
+    const int32_t* table = page_table_.data() + int64_t(t.seq) * pages_per_seq_;
+    for (int32_t p : {t.pos, std::max(t.pos, t.attend_to)})
+      if (table[p / kKvPagePositions] < 0 || table[p / kKvPagePositions] >= kv_.n_page())
+        throw std::invalid_argument("forward_batch: position " + std::to_string(p) + " of seq " +
+                                    std::to_string(t.seq) + " has no K/V page");
   }
   if (n_out < 0 || n_out > n) throw std::invalid_argument("forward_batch: n_out out of range");
   for (int i = 0; i < n_out; ++i)
@@ -297,8 +314,9 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
         for (int h = 0; h < c.n_head_kv; ++h) rope_apply(k + h * hd, cs, sn, c.n_rot, c.rope == RopeStyle::Neox);
       }
       if (gemma) scale_f32(q, c.attn_scale, q_dim);
-      attn_kern_->store(k, kv_.k(il, tokens[i].seq) + int64_t(pos) * kv_dim, kv_dim);
-      attn_kern_->store(v, kv_.v(il, tokens[i].seq) + int64_t(pos) * kv_dim, kv_dim);
+      const int32_t page = page_table_[int64_t(tokens[i].seq) * pages_per_seq_ + pos / kKvPagePositions];
+      attn_kern_->store(k, kv_.k_row(il, page, pos % kKvPagePositions), kv_dim);
+      attn_kern_->store(v, kv_.v_row(il, page, pos % kKvPagePositions), kv_dim);
     }
     attention(il, tokens, n);
     project(L.wo, attn_.data(), n, tmp_.data());

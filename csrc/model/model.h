@@ -7,9 +7,10 @@
 //
 // Buffers: every activation/scratch buffer is sized at construction for max_batch tokens and
 // reused; forward_batch() allocates nothing. They are LazyArrays: pages are committed as rows
-// are first used. KV cache (model/kv_cache.h): per layer, per
-// sequence [ctx_size][n_head_kv*head_dim] for K and for V, IEEE fp16 (llama.cpp's F16 cache),
-// reserved once and committed by the kernel page by page as positions are written.
+// are first used. KV cache (model/kv_cache.h): a pool of fixed-size pages of K and V rows, IEEE
+// fp16 (llama.cpp's F16 cache); each sequence reads and writes its positions through its page
+// table, which the caller maps (engine/page_pool.h) — or leaves at the identity partition it
+// starts with (sequence s owns pages [s·pages_per_seq, (s+1)·pages_per_seq)).
 #pragma once
 
 #include <cstdint>
@@ -95,9 +96,10 @@ class ModelRuntime {
   // file's rope scaling extends it to; ≤ 0: the training context capped at 8192); max_batch tokens
   // per forward (≤ 0: 512; capped at n_seq·ctx_size); n_seq sequence slots in the KV cache.
   // repack_cache_dir: where repacked weights are shared between processes (model/repack_store.h);
-  // empty = repack into this process's memory.
+  // empty = repack into this process's memory. K/V page pool: kv_bytes (≤ 0: n_seq whole
+  // contexts) plus extra_kv_bytes, in pages of kKvPagePositions positions.
   ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads, int n_seq = 1,
-               const std::string& repack_cache_dir = "");
+               const std::string& repack_cache_dir = "", int64_t kv_bytes = 0, int64_t extra_kv_bytes = 0);
   ~ModelRuntime();
 
   const ModelConfig& config() const { return cfg_; }
@@ -105,6 +107,12 @@ class ModelRuntime {
   int32_t max_batch() const { return max_batch_; }
   int32_t n_seq() const { return n_seq_; }
   size_t kv_cache_bytes() const { return kv_.bytes(); }  // reserved, not resident
+  int32_t n_pages() const { return kv_.n_page(); }
+  int32_t pages_per_seq() const { return pages_per_seq_; }  // ceil(ctx_size / kKvPagePositions)
+  // Sequence seq's page table [pages_per_seq]: entry j is the page holding positions
+  // [j·P, (j+1)·P), or -1 (unmapped). The caller may remap it between forward calls; a forward
+  // pass reads every position a token attends to and writes each token's own.
+  int32_t* page_table(int seq) { return page_table_.data() + int64_t(seq) * pages_per_seq_; }
   const std::string& repack_status() const { return repack_.status(); }  // RepackStore::status()
   ThreadPool& pool() { return *pool_; }
 
@@ -142,14 +150,13 @@ class ModelRuntime {
   void forward(const int32_t* tokens, int n, int pos0, float* logits, bool all_logits,
                const LoraSet* lora = nullptr);
 
-  // Copies positions [0, n_pos) of every layer's K and V from sequence src_seq to dst_seq
-  // (prefix reuse across slots). Throws std::invalid_argument on out-of-range input.
+  // Copies positions [0, n_pos) of every layer's K and V from sequence src_seq's pages to
+  // dst_seq's (both mapped). Throws std::invalid_argument on out-of-range input.
   void copy_kv(int src_seq, int dst_seq, int n_pos);
-  // Positions [0, n_pos) of sequence seq's K/V to / from a buffer of n_pos * kv_bytes_per_pos()
-  // bytes (KvCache::save layout). Throw std::invalid_argument on out-of-range input.
-  void save_kv(int seq, int n_pos, uint16_t* out);
-  void load_kv(int seq, int n_pos, const uint16_t* in);
+  // Copies the first n_pos positions of page src to page dst (copy-on-write of a shared page).
+  void copy_kv_page(int32_t src, int32_t dst, int n_pos);
   int64_t kv_bytes_per_pos() const { return kv_.bytes_per_pos(); }
+  int64_t kv_bytes_per_page() const { return kv_.bytes_per_page(); }
 
  private:
   void load_config(const GgufFile& f);
@@ -177,7 +184,9 @@ class ModelRuntime {
   std::vector<float> rope_freqs_;        // [n_rot/2] llama 3 frequency divisors (empty if absent)
   std::vector<LayerWeights> layers_;
 
-  KvCache kv_;                          // [n_layer][K,V][n_seq][ctx_size][kv_dim] fp16
+  KvCache kv_;                          // [n_layer][K,V][n_page][kKvPagePositions][kv_dim] fp16
+  int32_t pages_per_seq_ = 0;
+  std::vector<int32_t> page_table_;     // [n_seq][pages_per_seq] page of each P positions, -1 unmapped
   const AttentionKernels* attn_kern_;   // chosen at construction (AVX-512, AVX2+F16C or portable)
   AttentionScratch attn_scratch_;       // softmax rows and chunk partials, sized for ctx_size
   // Activations, [max_batch][...]; rows beyond the largest batch run so far are never committed.

@@ -230,15 +230,15 @@ inline constexpr uint64_t kStepTimeBoundsNs[kStepBuckets - 1] = {
     100'000'000, 200'000'000, 500'000'000, 1'000'000'000, 5'000'000'000};
 inline constexpr uint64_t kBatchTokenBounds[kStepBuckets - 1] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 256};
 using StepBucketCounts = uint64_t[kStepBuckets];  // non-cumulative counts per bucket
-// The lane's prompt cache (engine/prompt_cache.h PromptCacheStats): bytes, budget and entries are
-// its state now; hits, hit tokens, stores and evictions are cumulative over the lane process.
+// The lane's prompt cache (engine/prefix_tree.h PromptCacheStats, in whole K/V pages): bytes, budget
+// and entries are its state now; hits, hit tokens, stores and evictions are cumulative over the lane process.
 #define LS_WIRE_PROMPT_CACHE_STATS(X)                                                \
-  X(uint64_t, prompt_cache_bytes)        /* K/V bytes its entries hold */            \
+  X(uint64_t, prompt_cache_bytes)        /* cached pages no sequence maps */         \
   X(uint64_t, prompt_cache_budget_bytes) /* its byte budget (0: the cache is off) */ \
-  X(uint64_t, prompt_cache_hits)         /* prompts that attached to an entry */     \
+  X(uint64_t, prompt_cache_hits)         /* prompts reusing >= a page of it */       \
   X(uint64_t, prompt_cache_hit_tokens)   /* prompt positions those hits skipped */   \
-  X(uint64_t, prompt_cache_stores)       /* entries stored */                        \
-  X(uint64_t, prompt_cache_evictions)    /* entries dropped for the budget */        \
+  X(uint64_t, prompt_cache_stores)       /* pages cached */                          \
+  X(uint64_t, prompt_cache_evictions)    /* pages dropped for room or the budget */  \
   X(uint32_t, prompt_cache_entries)                                                  \
   X(uint32_t, prompt_cache_reserved)     /* explicit padding to the 8-byte size */
 #define LS_WIRE_STATS_RECORD(X)                                                      \

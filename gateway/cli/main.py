@@ -71,9 +71,13 @@ _HELP = {
     "repack_cache_dir": "directory where lanes share each model's repacked weights (one copy for all "
                         f"replicas, no repacking on later launches); auto: ~/{_REPACK_DIR}; off: each lane "
                         "repacks into its own memory",
-    "cache_ram_mib": "MiB per lane for the K/V of conversations whose sequence slot went to another "
-                     "request: their next turn reuses the prefix it shares instead of prefilling it "
-                     "(memory is committed only as it fills; 0 = off)",
+    "kv_cache_mib": "MiB per lane of K/V pages for running sequences: many short ones or a few long ones "
+                    "share it, a request that cannot get pages waits (must hold one whole context; 0 = a "
+                    "whole context per sequence slot)",
+    "cache_ram_mib": "MiB per lane of K/V pages kept for finished conversations' prefixes, on top of "
+                     "--kv-cache-mib and of the last --parallel ended sequences' pages: a next turn maps the "
+                     "pages it shares instead of prefilling them (committed only as they fill, least recently "
+                     "used first out; 0 = off)",
     "log_level": "debug, info, warning or error",
     "log_format": "auto: human-readable coloured lines when stderr is a terminal, JSON lines otherwise; "
                   "json; console",

@@ -87,6 +87,8 @@ def slots_for(config: GatewayConfig, path: str, num_models: int) -> int:
     commit as sequences fill them."""
     if config.parallel:
         return config.parallel
+    if config.kv_cache_mib:  # the pool's size no longer follows the slot count
+        return MAX_AUTO_SLOTS
     if is_synthetic(path):
         return MAX_AUTO_SLOTS
     try:
@@ -128,7 +130,7 @@ def lane_specs(config: GatewayConfig, paths: dict[str, str], vision: dict | None
                                    max_batch_tokens=max(config.max_batch_tokens, slots + image_step),
                                    image_n_embd=needs.image_n_embd if needs else 0,
                                    repack_cache_dir=config.repack_cache_path(), lora=lora.get(name, ()),
-                                   prompt_cache_mib=config.cache_ram_mib))
+                                   prompt_cache_mib=config.cache_ram_mib, kv_cache_mib=config.kv_cache_mib))
     return specs
 
 

@@ -108,8 +108,11 @@ class GatewayConfig:
     # every replica, and no repacking on later launches): a directory, "auto" (~/.cache/laneserve/
     # repack) or "off" (each lane repacks into its own memory).
     repack_cache_dir: str = "auto"
-    # Per lane: the K/V of conversations whose slot went to another request, kept in RAM so their
-    # next turn skips the prefill it shares (engine/prompt_cache.h); committed only as filled.
+    # Per lane, the K/V page pool (csrc/engine/page_pool.h) is kv_cache_mib + cache_ram_mib, reserved
+    # and committed only as filled. kv_cache_mib: what running sequences draw on (0: a whole context
+    # per slot); cache_ram_mib: the budget of cached prefix pages no running sequence maps
+    # (csrc/engine/prefix_tree.h), so a conversation's next turn skips the prefill it shares.
+    kv_cache_mib: int = 0
     cache_ram_mib: int = 1024
     log_level: str = "info"
     log_format: str = "auto"  # auto: coloured console lines on a terminal, JSON lines otherwise
@@ -144,6 +147,9 @@ class GatewayConfig:
             raise ConfigError(f"models_max must be an integer >= 0, 0 = no cap (got {self.models_max!r})")
         if self.models_dir is not None and not Path(self.models_dir).expanduser().is_dir():
             raise ConfigError(f"models_dir: {self.models_dir!r} is not a directory")
+        if type(self.kv_cache_mib) is not int or not 0 <= self.kv_cache_mib <= 1 << 20:
+            raise ConfigError(f"kv_cache_mib must be an integer in [0, 1048576], 0 = a whole context per slot "
+                              f"(got {self.kv_cache_mib!r})")
         if type(self.cache_ram_mib) is not int or not 0 <= self.cache_ram_mib <= 1 << 20:
             raise ConfigError(f"cache_ram_mib must be an integer in [0, 1048576], 0 = off (got {self.cache_ram_mib!r})")
         if type(self.max_queue) is not int or self.max_queue < 0:

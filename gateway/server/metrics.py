@@ -72,19 +72,19 @@ class _ServingCollector:
         yield from _prompt_cache_families(per_model)
 
 
-# The lanes' prompt caches (engine/prompt_cache.h), summed over a model's lanes:
+# The lanes' prompt caches (csrc/engine/prefix_tree.h: cached K/V pages), summed over a model's lanes:
 # (metric name, help, lanes.wire.Stats field, gauge or counter). Counters carry over lane restarts.
 PROMPT_CACHE_METRICS = (
-    ("laneserve_prompt_cache_bytes", "K/V bytes held by the lanes' prompt caches", "prompt_cache_bytes", True),
+    ("laneserve_prompt_cache_bytes", "K/V bytes of cached pages no running sequence maps", "prompt_cache_bytes", True),
     ("laneserve_prompt_cache_budget_bytes", "Byte budget of the lanes' prompt caches (0: off)",
      "prompt_cache_budget_bytes", True),
-    ("laneserve_prompt_cache_entries", "Token sequences held by the lanes' prompt caches", "prompt_cache_entries",
+    ("laneserve_prompt_cache_entries", "K/V pages held by the lanes' prefix trees", "prompt_cache_entries",
      True),
-    ("laneserve_prompt_cache_hits", "Prompts that attached to a prompt cache entry", "prompt_cache_hits", False),
+    ("laneserve_prompt_cache_hits", "Prompts that reused at least a page of cached K/V", "prompt_cache_hits", False),
     ("laneserve_prompt_cache_hit_tokens", "Prompt tokens not prefilled thanks to the prompt cache",
      "prompt_cache_hit_tokens", False),
-    ("laneserve_prompt_cache_stores", "Prompts stored in the prompt cache", "prompt_cache_stores", False),
-    ("laneserve_prompt_cache_evictions", "Prompt cache entries dropped for the budget", "prompt_cache_evictions",
+    ("laneserve_prompt_cache_stores", "K/V pages stored in the prompt cache", "prompt_cache_stores", False),
+    ("laneserve_prompt_cache_evictions", "Cached K/V pages dropped for room or the budget", "prompt_cache_evictions",
      False),
 )
 

@@ -1,6 +1,7 @@
-"""The prompt cache (csrc/engine/prompt_cache.h) with the real SmolLM2: a conversation whose slot
-went to another one keeps its prefill for its next turn, the cached K/V give exactly the tokens a
-fresh prefill gives, and the cache stays within its budget (least recently used entries go)."""
+"""The prompt cache (csrc/engine/prefix_tree.h: cached K/V pages no running sequence maps, within
+prompt_cache_mib) with the real SmolLM2: a conversation whose slot went to another one keeps its
+prefill for its next turn, the cached K/V give exactly the tokens a fresh prefill gives, and the
+cache stays within its budget (least recently used pages go)."""
 import pytest
 
 import lanes
@@ -74,30 +75,36 @@ def test_without_the_cache_the_displaced_conversation_is_prefilled_again(path, t
     answers = [run(eng, i, ids, temperature=0.0)[0] for i, ids in enumerate(firsts)]
     _, stats = run(eng, 10, second_turn(tok, firsts[0], answers[0]), temperature=0.0)
     assert stats["cached_tokens"] < 16  # at most the chat template's opening tokens, shared by every prompt
-    assert eng.prompt_cache_stats()["stores"] == 0
+    assert eng.prompt_cache_stats()["hits"] == 0
 
 
-def test_the_budget_holds_and_the_least_recently_used_entry_goes(path, tok):
+def test_the_budget_holds_and_the_least_recently_used_pages_go(path, tok):
     firsts = first_turns(tok, 4)
-    bytes_per_token = 30 * 2 * 3 * 64 * 2  # SmolLM2: layers · (K, V) · kv heads · head dim · fp16
-    budget_mib = int(2.5 * (max(map(len, firsts)) + 12) * bytes_per_token) >> 20  # two conversations, not three
-    assert 3 * min(map(len, firsts)) * bytes_per_token > budget_mib << 20
+    page_bytes = 30 * 2 * 3 * 64 * 2 * 64  # SmolLM2: layers · (K, V) · kv heads · head dim · fp16 · page positions
+    pages_each = [-(-(len(f) + 12) // 64) for f in firsts]  # prompt and answer, the last page partly filled
+    assert all(n == pages_each[0] for n in pages_each)
+    budget_pages = 2 * pages_each[0]  # two conversations, not three (beyond the last one's, which one slot keeps)
+    budget_mib = -(-budget_pages * page_bytes // (1 << 20))
+    assert (budget_mib << 20) // page_bytes < 3 * pages_each[0]
     eng = engine(path, cache_mib=budget_mib, slots=1)
     answers = [run(eng, i, ids, temperature=0.0)[0] for i, ids in enumerate(firsts)]
-    # One slot: B displaced A, C displaced B (A, B kept), D displaced C (A, the oldest, evicted).
+    # One slot, four conversations: D's pages are kept as a free slot kept its K/V; of A, B and C, the
+    # least recently used pages (all of A's) went for the budget.
     figures = eng.prompt_cache_stats()
-    assert figures["stores"] == 3 and figures["evictions"] == 1 and figures["entries"] == 2, figures
-    assert figures["bytes_used"] <= figures["max_bytes"] == budget_mib << 20
+    max_pages = (budget_mib << 20) // page_bytes
+    assert figures["evictions"] >= pages_each[0] and figures["entries"] <= max_pages + pages_each[0], figures
+    assert figures["stores"] == figures["entries"] + figures["evictions"], figures
+    assert figures["bytes_used"] <= max_pages * page_bytes <= figures["max_bytes"] == budget_mib << 20, figures
     _, c_stats = run(eng, 20, second_turn(tok, firsts[2], answers[2]), temperature=0.0)
-    assert c_stats["cached_tokens"] >= len(firsts[2]), c_stats  # (D now displaced, B evicted)
+    assert c_stats["cached_tokens"] >= len(firsts[2]), c_stats
     _, a_stats = run(eng, 21, second_turn(tok, firsts[0], answers[0]), temperature=0.0)
     assert a_stats["cached_tokens"] < 16, a_stats
     assert eng.prompt_cache_stats()["bytes_used"] <= budget_mib << 20
 
 
 def test_a_prompt_sharing_only_part_of_an_entry_gets_the_fresh_tokens(path, tok):
-    """A hit shorter than its entry (an edited turn: same system prompt, another question) copies only the shared
-    positions' K/V of every layer — the entry's rows are strided by its own length, not the hit's."""
+    """A hit shorter than what is cached (an edited turn: same system prompt, another question) maps the shared
+    whole pages and copies the shared part of the page where they differ; the rest is prefilled."""
     eng = engine(path, cache_mib=64, slots=1)
     first = first_turns(tok, 1)[0]
     run(eng, 1, first, temperature=0.0)

@@ -3,7 +3,9 @@
 //
 //   attention_check kernels [EXP_STRIDE]        exp vs std::exp; every kernel family vs float64
 //   attention_check identity                    bit-identity across threads, batch splits, modes, ISA
-//   attention_check bench LAYOUT DEPTH THREADS  µs per layer call at one decode position (30 layers)
+//   attention_check paged                       page tables (random layouts, 16–128 positions) = contiguous
+//   attention_check bench LAYOUT DEPTH THREADS [PAGE]  µs per layer call at one decode position (30
+//                                               layers); PAGE > 0: through shuffled pages of PAGE positions
 // Prints one line per check ("ok NAME" / "FAIL NAME: why"); exit status 1 if any failed.
 #include <algorithm>
 #include <chrono>
@@ -233,6 +235,60 @@ std::vector<float> plain_softmax(const Setup& s, const std::vector<BatchToken>& 
   return out;
 }
 
+// The same tokens read through page tables (pages of `page_positions` in a random order, some
+// left unused) give the contiguous cache's bits: chunk by chunk, page by page.
+void check_paged() {
+  for (const Layout& L : kLayouts) {
+    Setup s(L, 1300, 3, 16, 33);
+    const int depth[3] = {37, 700, 1300};
+    for (const AttentionKernels* kern : families())
+      for (int P : {16, 64, 128}) {
+        const std::string tag = std::string("/") + L.name + "/" + kern->name + "/p" + std::to_string(P);
+        const int pps = (s.ctx + P - 1) / P, n_page = 3 * pps + 5;
+        std::vector<int32_t> order(n_page), table(size_t(3) * pps);
+        for (int i = 0; i < n_page; ++i) order[i] = i;
+        std::shuffle(order.begin(), order.end(), std::mt19937(P));
+        for (size_t i = 0; i < table.size(); ++i) table[i] = order[i];
+        std::vector<uint16_t> pk(size_t(n_page) * P * s.kv_dim, 0x7e00), pv(pk.size(), 0x7e00);  // unused: NaN
+        for (int sq = 0; sq < 3; ++sq)
+          for (int p = 0; p < s.ctx; ++p) {
+            const size_t src = (size_t(sq) * s.ctx + p) * s.kv_dim;
+            const size_t dst = (size_t(table[size_t(sq) * pps + p / P]) * P + p % P) * s.kv_dim;
+            std::memcpy(&pk[dst], &s.k[src], sizeof(uint16_t) * s.kv_dim);
+            std::memcpy(&pv[dst], &s.v[src], sizeof(uint16_t) * s.kv_dim);
+          }
+        std::vector<BatchToken> toks;
+        for (int sq = 0; sq < 3; ++sq)
+          for (int back = 0; back < 3; ++back) toks.push_back({0, depth[sq] - 1 - back, sq});
+        for (int threads : {1, 3})
+          for (int bs : {1, 9}) {
+            bool ok = true;
+            for (size_t b = 0; b < toks.size(); b += bs) {
+              const std::vector<BatchToken> part(toks.begin() + b, toks.begin() + std::min(toks.size(), b + bs));
+              std::vector<int> rows;
+              for (size_t i = 0; i < part.size(); ++i) rows.push_back(int(b + i));
+              const std::vector<float> want = run(s, part, *kern, threads, &rows);
+              ThreadPool pool(threads);
+              AttentionScratch scratch(pool.num_threads(), s.L.n_head, s.L.hd, s.ctx);
+              std::vector<float> got(want.size(), NAN), q(part.size() * size_t(s.q_dim));
+              for (size_t i = 0; i < part.size(); ++i)
+                std::memcpy(&q[i * s.q_dim], &s.q[size_t(rows[i]) * s.q_dim], sizeof(float) * s.q_dim);
+              AttentionJob j = s.job(part, got.data(), *kern);
+              j.q = q.data();
+              j.k = pk.data();
+              j.v = pv.data();
+              j.page_table = table.data();
+              j.pages_per_seq = pps;
+              j.page_positions = P;
+              run_attention(pool, j, int(part.size()), scratch);
+              ok = ok && same(got, want);
+            }
+            report(ok, "paged_equals_contiguous_threads" + std::to_string(threads) + "_batch" + std::to_string(bs) + tag);
+          }
+      }
+  }
+}
+
 void check_identity() {
   for (const Layout& L : kLayouts) {
     // Five sequences at depths spanning one to five chunks (600+ positions: several chunks).
@@ -324,7 +380,8 @@ void check_identity() {
 
 // One decode token per call, cycling over kBenchLayers caches (sequence slots standing in for
 // layers) so that K/V stream from memory as in a real model, not from a cache-resident layer.
-int bench(const std::string& name, int depth, int threads) {
+// page_positions > 0: the K/V are read through page tables of pages that size, in shuffled order.
+int bench(const std::string& name, int depth, int threads, int page_positions) {
   constexpr int kBenchLayers = 30;
   const Layout& L = layout(name);
   Setup s(L, depth, kBenchLayers, 1, 3);
@@ -335,6 +392,29 @@ int bench(const std::string& name, int depth, int threads) {
   std::vector<float> out(s.q_dim);
   std::vector<AttentionJob> jobs;
   for (int l = 0; l < kBenchLayers; ++l) jobs.push_back(s.job(t[l], out.data(), attention_kernels()));
+  const int P = page_positions, pps = P > 0 ? (depth + P - 1) / P : 0;
+  std::vector<int32_t> table(size_t(kBenchLayers) * pps);
+  std::vector<uint16_t> pk, pv;
+  if (P > 0) {
+    for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i);
+    std::shuffle(table.begin(), table.end(), std::mt19937(5));
+    pk.assign(table.size() * P * s.kv_dim, 0);
+    pv.assign(pk.size(), 0);
+    for (int l = 0; l < kBenchLayers; ++l)
+      for (int p = 0; p < depth; ++p) {
+        const size_t src = (size_t(l) * depth + p) * s.kv_dim;
+        const size_t dst = (size_t(table[size_t(l) * pps + p / P]) * P + p % P) * s.kv_dim;
+        std::memcpy(&pk[dst], &s.k[src], sizeof(uint16_t) * s.kv_dim);
+        std::memcpy(&pv[dst], &s.v[src], sizeof(uint16_t) * s.kv_dim);
+      }
+    for (AttentionJob& j : jobs) {
+      j.k = pk.data();
+      j.v = pv.data();
+      j.page_table = table.data();
+      j.pages_per_seq = pps;
+      j.page_positions = P;
+    }
+  }
   for (int i = 0; i < 2 * kBenchLayers; ++i) run_attention(pool, jobs[i % kBenchLayers], 1, scratch);
   // Best of 7 rounds; with one thread, CPU time of this thread (the machine may be shared).
   auto now_us = [threads] {
@@ -351,8 +431,8 @@ int bench(const std::string& name, int depth, int threads) {
   }
   const int n_pos = L.window > 0 ? std::min(depth, L.window) : depth;
   const double macs = 2.0 * L.n_head * L.hd * n_pos;
-  std::printf("attention %s depth %d threads %d kernels %s: %.1f us per layer call, %.2f GMAC/s\n", L.name, depth,
-              threads, attention_kernels().name, best, macs / best / 1e3);
+  std::printf("attention %s depth %d threads %d kernels %s pages %d: %.1f us per layer call, %.2f GMAC/s\n", L.name,
+              depth, threads, attention_kernels().name, P, best, macs / best / 1e3);
   return 0;
 }
 
@@ -366,7 +446,9 @@ int main(int argc, char** argv) {
     check_kernels();
   }
   else if (mode == "identity") check_identity();
-  else if (mode == "bench" && argc == 5) return bench(argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
+  else if (mode == "paged") check_paged();
+  else if (mode == "bench" && (argc == 5 || argc == 6))
+    return bench(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), argc == 6 ? std::atoi(argv[5]) : 0);
   else { std::fprintf(stderr, "bad arguments\n"); return 2; }
   return g_failures ? 1 : 0;
 }
