@@ -1,20 +1,21 @@
 """Speed at real model shapes: Llama-3.2-1B, Llama-3.2-3B and a Qwen3-30B-A3B-shaped MoE, ours vs llama.cpp
 (and ik_llama.cpp), prefill and decode, with decode's achieved bytes/s against measured copy bandwidth.
 
-    python benchmarks/shapes_bench.py --llama-bin /work/llama-build/build/bin \\
-        [--ik-llama-bench PATH] [--shapes 1b,3b,moe] [--quants Q4_K_M,Q4_0] [--rounds 3] [--threads 2]
+    python benchmarks/shapes_bench.py [--llama-bin /work/llama-build/build/bin] [--ik-llama-bench PATH] [--shapes 1b,3b,moe] [--quants Q4_K_M,Q4_0] [--rounds 3] [--threads 2]
         [--moe-layers 12] [--cache-dir DIR]
 
 Weights are random (speed does not depend on their values): each shape is written once as an F16 GGUF under
---cache-dir (not the repository), quantized there with llama.cpp's llama-quantize, and the F16 file is
-deleted once every quantization exists. The MoE keeps Qwen3-30B-A3B's per-layer shape (d 2048, 32/4 heads of
+--cache-dir (not the repository), quantized there by llama.cpp (its llama-quantize in --llama-bin, or when that
+is not built, the same llama_model_quantize through llama-cpp-python), and the F16 file is deleted once every
+quantization exists. The MoE keeps Qwen3-30B-A3B's per-layer shape (d 2048, 32/4 heads of
 128, 128 experts of width 768, 8 used, vocab 151936) with --moe-layers of its 48 layers (default 12: all
 48 would be ~18 GB at Q4_K_M and a 61 GB F16 intermediate; this machine has 24 GiB and the benchmark
 loads each file in two engines).
 
 Per round, for each file: ours through lanes.Model (runtime_bench.ours: 128-token prompt in one batch,
-then 128 decoded tokens), llama.cpp's `llama-bench -p 128 -n 128 -t T -r 1`, then ik_llama.cpp's if given
-(both with their default options). Medians over rounds. Copy bandwidth is measured in the same run before
+then 128 decoded tokens), llama.cpp's `llama-bench -p 128 -n 128 -t T -r 1` (when --llama-bin has none:
+llama-cpp-python on that build's libllama.so, LLAMA_CPP_LIB_PATH, runtime_bench.theirs), then ik_llama.cpp's
+llama-bench if given (llama-bench with its default options). Medians over rounds. Copy bandwidth is measured in the same run before
 and after the rounds: numpy copies of a 1 GiB array split over T threads (numpy releases the GIL while
 copying), counted as bytes read + bytes written per second (STREAM "copy" convention); the best of 5.
 Decode bytes/token = the bytes of every weight a token reads (all tensors except the embedding table, which
@@ -37,7 +38,7 @@ import gguf
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from runtime_bench import N_PROMPT, llama_bench, ours, prompt_ids  # noqa: E402
+from runtime_bench import N_PROMPT, llama_bench, ours, prompt_ids, theirs  # noqa: E402
 
 from lanes import Model  # noqa: E402
 
@@ -139,16 +140,57 @@ def add_keys(w: gguf.GGUFWriter, s: Shape) -> None:
     w.add_add_bos_token(False)
 
 
-def write_f16(path: Path, s: Shape) -> None:
-    """Streams the tensors out one at a time (the MoE's F16 file is larger than memory would like)."""
+def use_more_bits(il: int, n_layer: int) -> bool:
+    """llama.cpp's choice of the layers whose attn_v / ffn_down get Q6_K in a Q4_K_M file."""
+    return il < n_layer // 8 or il >= 7 * n_layer // 8 or (il - n_layer // 8) % 3 == 2
+
+
+def file_type(name: str, ftype: str, s: Shape) -> Q:
+    """The type llama-quantize gives tensor `name` of a float file quantized to `ftype` (F16: the float file)."""
+    if name.endswith("norm.weight") or name in ("rope_freqs.weight",) or "gate_inp" in name:
+        return Q.F32
+    if ftype == "F16":
+        return Q.F16
+    if name == "output.weight" or (name == "token_embd.weight" and s.tied):
+        return Q.Q6_K
+    if ftype == "Q4_0":
+        return Q.Q4_0
+    il = int(name.split(".")[1]) if name.startswith("blk.") else -1
+    if ("attn_v." in name or "ffn_down" in name) and use_more_bits(il, s.n_layer):
+        return Q.Q6_K
+    return Q.Q4_K
+
+
+# Random blocks with a small finite scale: (block bytes, offset of the f16 scale(s)) per type.
+_BLOCKS = {Q.Q4_0: (18, (0,)), Q.Q4_K: (144, (0, 2)), Q.Q6_K: (210, (208,))}
+
+
+def block_pool(rng: np.random.Generator, qtype: Q, num_blocks: int = 1 << 16) -> np.ndarray:
+    size, scale_offsets = _BLOCKS[qtype]
+    pool = rng.integers(0, 256, (num_blocks, size), dtype=np.uint8)
+    for off in scale_offsets:
+        pool[:, off:off + 2] = np.frombuffer(np.float16(0.001).tobytes(), dtype=np.uint8)
+    return pool.reshape(-1)
+
+
+def write_gguf(path: Path, s: Shape, ftype: str) -> None:
+    """The shape's file with random weights, streamed out one tensor at a time. ftype F16: a float file for
+    llama-quantize; Q4_K_M / Q4_0: written already quantized, with llama-quantize's per-tensor types and
+    random blocks (the MoE at a size whose F16 intermediate would not fit or take too long to quantize)."""
     rng = np.random.default_rng(0)
     pool = (rng.standard_normal(1 << 24, dtype=np.float32) * 0.02).astype(np.float16)  # 16 Mi values, tiled
-    specs = tensor_specs(s)
+    pools = {q: block_pool(rng, q) for q in _BLOCKS} if ftype != "F16" else {}
+    specs = [(name, shape, file_type(name, ftype, s)) for name, shape, _ in tensor_specs(s)]
     w = gguf.GGUFWriter(str(path), s.arch)
     add_keys(w, s)
     for name, shape, qtype in specs:
-        dtype = np.float16 if qtype == Q.F16 else np.float32
-        w.add_tensor_info(name, shape, np.dtype(dtype), int(np.prod(shape)) * np.dtype(dtype).itemsize)
+        if qtype in _BLOCKS:
+            block_values, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+            byte_shape = (*shape[:-1], shape[-1] // block_values * block_bytes)
+            w.add_tensor_info(name, byte_shape, np.dtype(np.uint8), int(np.prod(byte_shape)), raw_dtype=qtype)
+        else:
+            dtype = np.dtype(np.float16 if qtype == Q.F16 else np.float32)
+            w.add_tensor_info(name, shape, dtype, int(np.prod(shape)) * dtype.itemsize)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
@@ -156,34 +198,57 @@ def write_f16(path: Path, s: Shape) -> None:
         n = int(np.prod(shape))
         if name == "rope_freqs.weight":
             arr = llama3_rope_factors(s.head_dim, s.rope_base)
-        elif qtype == Q.F32 and "gate_inp" in name:
+        elif "gate_inp" in name:
             arr = pool[:n].astype(np.float32) * 50.0
         elif qtype == Q.F32:
             arr = np.ones(n, dtype=np.float32)
-        else:
+        elif qtype == Q.F16:
             arr = np.resize(np.roll(pool, 977 * i), n)
-        w.write_tensor_data(arr.reshape(shape))
+        else:
+            block_values, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+            nbytes = n // block_values * block_bytes
+            offset = (i * 7919 % 1024) * block_bytes  # whole blocks, a different start per tensor
+            arr = np.resize(np.roll(pools[qtype], -offset), nbytes)
+        w.write_tensor_data(arr)
     w.close()
 
 
-def model_files(s: Shape, name: str, quants: list[str], cache: Path, llama_bin: Path) -> dict[str, Path]:
+def model_files(s: Shape, name: str, quants: list[str], cache: Path, llama_bin: Path, direct: bool) -> dict[str, Path]:
     cache.mkdir(parents=True, exist_ok=True)
-    outs = {q: cache / f"{name}-{s.n_layer}L-{q}.gguf" for q in quants}
+    outs = {q: cache / f"{name}-{s.n_layer}L-{q}{'-direct' if direct else ''}.gguf" for q in quants}
     missing = [q for q, p in outs.items() if not p.exists()]
-    if missing:
+    for q in missing if direct else ():
+        print(f"writing {outs[q]}", flush=True)
+        write_gguf(outs[q].with_suffix(".tmp"), s, q)
+        outs[q].with_suffix(".tmp").rename(outs[q])
+    if missing and not direct:
         f16 = cache / f"{name}-{s.n_layer}L-F16.gguf"
         if not f16.exists():
             print(f"writing {f16}", flush=True)
-            write_f16(f16.with_suffix(".tmp"), s)
+            write_gguf(f16.with_suffix(".tmp"), s, "F16")
             f16.with_suffix(".tmp").rename(f16)
         for q in missing:
             print(f"quantizing {outs[q].name}", flush=True)
             tmp = outs[q].with_suffix(".tmp")
-            subprocess.run([str(llama_bin / "llama-quantize"), str(f16), str(tmp), q, "2"], check=True,
-                           stdout=subprocess.DEVNULL, timeout=3600)
+            quantize(f16, tmp, q, llama_bin)
             tmp.rename(outs[q])
         f16.unlink()
     return outs
+
+
+def quantize(src: Path, dst: Path, qtype: str, llama_bin: Path) -> None:
+    tool = llama_bin / "llama-quantize"
+    if tool.exists():
+        subprocess.run([str(tool), str(src), str(dst), qtype, "2"], check=True, stdout=subprocess.DEVNULL, timeout=3600)
+        return
+    import ctypes
+
+    import llama_cpp
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{qtype}")
+    params.nthread = 2
+    if llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) != 0:
+        raise RuntimeError(f"llama_model_quantize {src} -> {dst} failed")
 
 
 def decode_bytes_per_token(path: Path) -> int:
@@ -228,20 +293,26 @@ def load_average() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--llama-bin", type=Path, required=True, help="llama.cpp's bin dir (llama-quantize, llama-bench)")
+    ap.add_argument("--llama-bin", type=Path, default=Path("/work/llama-build/build/bin"),
+                    help="llama.cpp's build output: llama-quantize, llama-bench, or libllama.so for llama-cpp-python")
     ap.add_argument("--ik-llama-bench", metavar="PATH", help="ik_llama.cpp's built llama-bench")
     ap.add_argument("--shapes", default="1b,3b,moe")
     ap.add_argument("--quants", default="Q4_K_M,Q4_0")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--moe-layers", type=int, default=12)
+    ap.add_argument("--moe-layers", type=int, default=16)
+    ap.add_argument("--write-quantized", default="moe",
+                    help="shapes written already quantized (llama-quantize's tensor types, random blocks) instead of "
+                         "F16 + llama-quantize; empty for none")
     ap.add_argument("--cache-dir", type=Path, default=Path("/tmp/laneserve-shapes-bench"))
     args = ap.parse_args()
+    os.environ.setdefault("LLAMA_CPP_LIB_PATH", str(args.llama_bin))
     all_shapes = shapes(args.moe_layers)
     quants = args.quants.split(",")
     files = {}
     for name in args.shapes.split(","):
-        for q, path in model_files(all_shapes[name], name, quants, args.cache_dir, args.llama_bin).items():
+        direct = name in args.write_quantized.split(",")
+        for q, path in model_files(all_shapes[name], name, quants, args.cache_dir, args.llama_bin, direct).items():
             files[f"{name} {q}"] = path
     bw = [copy_bandwidth(args.threads)]
     loads = [load_average()]
@@ -256,8 +327,15 @@ def main() -> None:
 def measure(label: str, path: Path, args) -> dict:
     m = Model(path, threads=args.threads, ctx_size=1024)
     ids = prompt_ids(m.n_vocab)
-    engines = {"ours": lambda: ours(m, ids),
-               "llama.cpp": lambda: llama_bench(str(args.llama_bin / "llama-bench"), str(path), args.threads)}
+    engines = {"ours": lambda: ours(m, ids)}
+    if (args.llama_bin / "llama-bench").exists():
+        engines["llama.cpp"] = lambda: llama_bench(str(args.llama_bin / "llama-bench"), str(path), args.threads)
+    else:
+        import llama_cpp
+        llm = llama_cpp.Llama(str(path), n_threads=args.threads, n_threads_batch=args.threads, n_ctx=1024,
+                              n_batch=512, verbose=False)
+        theirs(llm, ids)  # warm-up
+        engines["llama.cpp"] = lambda: theirs(llm, ids)
     if args.ik_llama_bench:
         engines["ik_llama"] = lambda: llama_bench(args.ik_llama_bench, str(path), args.threads)
     ours(m, ids)  # warm-up: page the weights in
@@ -265,7 +343,7 @@ def measure(label: str, path: Path, args) -> dict:
     for _ in range(args.rounds):  # alternate so machine noise hits every engine alike
         for who, run in engines.items():
             res[who].append(run())
-    del m
+    del m, engines
     med = {who: (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
            for who, runs in res.items()}
     for who, runs in res.items():
