@@ -1,22 +1,24 @@
 """Speed at real model shapes: Llama-3.2-1B, Llama-3.2-3B and a Qwen3-30B-A3B-shaped MoE, ours vs llama.cpp
 (and ik_llama.cpp), prefill and decode, with decode's achieved bytes/s against measured copy bandwidth.
 
-    python benchmarks/shapes_bench.py [--llama-bin /work/llama-build/build/bin] [--ik-llama-bench PATH] [--shapes 1b,3b,moe] [--quants Q4_K_M,Q4_0] [--rounds 3] [--threads 2]
-        [--moe-layers 12] [--cache-dir DIR]
+    python benchmarks/shapes_bench.py [--llama-bin /work/llama-build/build/bin] [--ik-llama-bench PATH]
+        [--shapes 1b,3b,moe] [--quants Q4_K_M,Q4_0] [--rounds 3] [--threads 2] [--moe-layers 16] [--cache-dir DIR]
 
-Weights are random (speed does not depend on their values): each shape is written once as an F16 GGUF under
+Weights are random (speed does not depend on their values). 1B and 3B are written once as F16 GGUFs under
 --cache-dir (not the repository), quantized there by llama.cpp (its llama-quantize in --llama-bin, or when that
 is not built, the same llama_model_quantize through llama-cpp-python), and the F16 file is deleted once every
-quantization exists. The MoE keeps Qwen3-30B-A3B's per-layer shape (d 2048, 32/4 heads of
-128, 128 experts of width 768, 8 used, vocab 151936) with --moe-layers of its 48 layers (default 12: all
-48 would be ~18 GB at Q4_K_M and a 61 GB F16 intermediate; this machine has 24 GiB and the benchmark
-loads each file in two engines).
+quantization exists. The MoE keeps Qwen3-30B-A3B's per-layer shape (d 2048, 32/4 heads of 128, 128 experts of
+width 768, 8 used, vocab 151936, untied LM head) with --moe-layers of its 48 layers (default 16: all 48 are
+~18 GB at Q4_K_M, and our engine's repacked copy needs as much again, on a 24 GiB machine; the F16
+intermediate of 48 layers is 61 GB), and is written already quantized (--write-quantized): every tensor
+gets the type llama-quantize gives it for that file type (file_type; equal on a small MoE file), with
+random blocks whose scales are small and finite.
 
 Per round, for each file: ours through lanes.Model (runtime_bench.ours: 128-token prompt in one batch,
 then 128 decoded tokens), llama.cpp's `llama-bench -p 128 -n 128 -t T -r 1` (when --llama-bin has none:
 llama-cpp-python on that build's libllama.so, LLAMA_CPP_LIB_PATH, runtime_bench.theirs), then ik_llama.cpp's
-llama-bench if given (llama-bench with its default options). Medians over rounds. Copy bandwidth is measured in the same run before
-and after the rounds: numpy copies of a 1 GiB array split over T threads (numpy releases the GIL while
+llama-bench if given (llama-bench with its default options). Medians over rounds. Copy bandwidth is
+measured in the same run before and after the rounds: numpy copies of a 1 GiB array split over T threads (numpy releases the GIL while
 copying), counted as bytes read + bytes written per second (STREAM "copy" convention); the best of 5.
 Decode bytes/token = the bytes of every weight a token reads (all tensors except the embedding table, which
 is read one row per token unless it is also the LM head; MoE experts at n_used/n_expert of their bytes).
