@@ -342,9 +342,11 @@ def measure(label: str, path: Path, args) -> dict:
         engines["ik_llama"] = lambda: llama_bench(args.ik_llama_bench, str(path), args.threads)
     ours(m, ids)  # warm-up: page the weights in
     res: dict[str, list[tuple[float, float]]] = {who: [] for who in engines}
-    for _ in range(args.rounds):  # alternate so machine noise hits every engine alike
+    for rnd in range(args.rounds):  # alternate so machine noise hits every engine alike
         for who, run in engines.items():
             res[who].append(run())
+            print(f"{label:12s} round {rnd + 1} {who:9s} pp{N_PROMPT} {res[who][-1][0]:.1f} tok/s, "
+                  f"tg {res[who][-1][1]:.2f} tok/s, load average {load_average()}", flush=True)
     del m, engines
     med = {who: (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
            for who, runs in res.items()}
