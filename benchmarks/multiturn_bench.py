@@ -1,18 +1,23 @@
-"""Multi-turn conversations on fewer slots than conversations: the prompt cache's benchmark.
+"""Multi-turn conversations on fewer slots than conversations: the prompt cache's benchmark, beside llama-server.
 
     python benchmarks/multiturn_bench.py                          # SmolLM2, 32 conversations x 4 turns
     python benchmarks/multiturn_bench.py --model gemma3 --conversations 16
+    python benchmarks/multiturn_bench.py --servers cache,llama --rounds 3   # beside llama-server only
 
 Load: CONVERSATIONS chat conversations, each with its own system prompt of 400-800 tokens (seeded
 words; the first word differs, so no two share a prefix beyond the template's opening), TURNS
 turns each. Turn t of every conversation is sent before turn t+1 of any, CONCURRENCY at a time
 (streamed, temperature 0, MAX_TOKENS per answer), so with 8 slots each conversation's slot has
-gone to others by its next turn. The same load runs against laneserve with `--cache-ram-mib 1024`
-and with `--cache-ram-mib 0` (one server at a time, 8 slots, 2 threads).
+gone to others by its next turn. The same load runs, one server at a time, 8 slots, THREADS threads,
+against each of --servers: laneserve with `--cache-ram-mib 1024` ("cache") and with `--cache-ram-mib 0`
+("nocache"), and llama.cpp's llama-server ("llama": `--parallel 8 -t THREADS -c 8*LLAMA_SLOT_CTX`, its
+default `--cache-ram`; -c is split among the slots). With --rounds N the servers alternate round by round
+(machine noise hits each alike) and the figures are medians over rounds.
 
 Per server: TTFT p50 of turns 2-TURNS (request sent -> first content delta), aggregate tok/s
-(completion tokens / wall time of all turns) and the cached_tokens the server reported for turns
-2-TURNS over their prompt tokens. Prints ONE summary line with the cache-on / cache-off ratios.
+(completion tokens / wall time of all turns) and the share of turns 2-TURNS prompt tokens the server
+reported cached (usage.prompt_tokens_details.cached_tokens; llama-server's timings.cache_n when its usage
+has none). Prints ONE summary line with the ratios cache/nocache and cache/llama.
 """
 from __future__ import annotations
 
@@ -28,7 +33,10 @@ import time
 import httpx
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gateway.cli.bench.server import StartedServer  # noqa: E402
+from batch_bench import DEFAULT_LLAMA_SERVER  # noqa: E402
+from gateway.cli.bench.launcher import free_port  # noqa: E402
+from gateway.cli.bench.server import ProcessServer, StartedServer  # noqa: E402
+from lanes import find_model_file  # noqa: E402
 
 _WORDS = ("river stone lamp garden winter paper violin harbor lantern meadow copper signal orchard "
           "valley thunder marble candle window forest silver engine bridge castle ribbon").split()
@@ -56,12 +64,21 @@ async def turn(client: httpx.AsyncClient, model: str, history: list, max_tokens:
             event = json.loads(line[6:])
             if event.get("usage"):
                 usage = event["usage"]
+            if event.get("timings"):  # llama-server: prompt_n computed, cache_n reused
+                usage["_timings"] = event["timings"]
             for choice in event.get("choices", ()):
                 piece = choice.get("delta", {}).get("content")
                 if piece:
                     ttft = time.monotonic() - t0 if ttft is None else ttft
                     text.append(piece)
     return (ttft if ttft is not None else time.monotonic() - t0), "".join(text), usage
+
+
+def cached_tokens(usage: dict) -> int:
+    details = usage.get("prompt_tokens_details") or {}
+    if "cached_tokens" in details:
+        return details["cached_tokens"]
+    return (usage.get("_timings") or {}).get("cache_n", 0)
 
 
 async def run_load(url: str, model: str, conversations: int, turns: int, concurrency: int, max_tokens: int) -> dict:
@@ -81,12 +98,27 @@ async def run_load(url: str, model: str, conversations: int, turns: int, concurr
                     tokens += usage.get("completion_tokens", 0)
                     if t > 0:
                         later_ttfts.append(ttft)
-                        cached += (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+                        cached += cached_tokens(usage)
                         prompt += usage.get("prompt_tokens", 0)
             await asyncio.gather(*(one(h) for h in histories))
         wall_s = time.monotonic() - t0
     return {"ttft_p50_s": statistics.median(later_ttfts), "tok_s": tokens / wall_s, "wall_s": wall_s,
             "cached_share": cached / max(prompt, 1)}
+
+
+def start_server(kind: str, args: argparse.Namespace) -> ProcessServer:
+    if kind == "llama":
+        port = free_port()
+        cmd = [args.llama_server, "-m", str(find_model_file(args.model)), "--parallel", "8", "-t", str(args.threads),
+               "-c", str(8 * args.llama_slot_ctx), "--host", "127.0.0.1", "--port", str(port)]
+        return ProcessServer("llama-server", cmd, port, "/health", startup_timeout_s=240).start()
+    cache_mib = "1024" if kind == "cache" else "0"
+    return StartedServer(args.model, ["--threads", str(args.threads), "--parallel", "8", "--ctx-size", "2048",
+                                      "--cache-ram-mib", cache_mib]).start()
+
+
+def ratios(a: dict, b: dict) -> str:
+    return f"TTFT {a['ttft_p50_s'] / b['ttft_p50_s']:.2f}x, tok/s {a['tok_s'] / b['tok_s']:.2f}x"
 
 
 def main() -> int:
@@ -97,25 +129,35 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--servers", default="cache,nocache,llama", help="any of cache, nocache, llama")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--llama-server", default=DEFAULT_LLAMA_SERVER, help="llama-server binary")
+    parser.add_argument("--llama-slot-ctx", type=int, default=2048, help="llama-server -c is 8 times this")
     args = parser.parse_args()
-    results = {}
-    for label, cache_mib in (("cache", "1024"), ("no cache", "0")):
-        server = StartedServer(args.model, ["--threads", str(args.threads), "--parallel", "8", "--ctx-size", "2048",
-                                            "--cache-ram-mib", cache_mib]).start()
-        try:
-            results[label] = asyncio.run(run_load(server.base_url, args.model, args.conversations, args.turns,
-                                                  args.concurrency, args.max_tokens))
-        finally:
-            server.stop()
-        r = results[label]
-        print(f"{label:>8}: turns 2-{args.turns} TTFT p50 {r['ttft_p50_s'] * 1000:.0f} ms, {r['tok_s']:.1f} tok/s, "
-              f"wall {r['wall_s']:.1f} s, cached {100 * r['cached_share']:.0f}% of turns 2-{args.turns} prompt tokens")
-    on, off = results["cache"], results["no cache"]
+    kinds = args.servers.split(",")
+    runs: dict[str, list[dict]] = {k: [] for k in kinds}
+    for rnd in range(args.rounds):
+        for kind in kinds:
+            server = start_server(kind, args)
+            try:
+                r = asyncio.run(run_load(server.base_url, args.model, args.conversations, args.turns,
+                                         args.concurrency, args.max_tokens))
+            finally:
+                server.stop()
+            r["load"] = os.getloadavg()[0]
+            runs[kind].append(r)
+            print(f"round {rnd + 1} {kind:>8}: turns 2-{args.turns} TTFT p50 {r['ttft_p50_s'] * 1000:.0f} ms, "
+                  f"{r['tok_s']:.1f} tok/s, wall {r['wall_s']:.1f} s, cached {100 * r['cached_share']:.0f}% of turns "
+                  f"2-{args.turns} prompt tokens, load average {r['load']:.1f}", flush=True)
+    med = {k: {key: statistics.median(r[key] for r in rs) for key in ("ttft_p50_s", "tok_s", "cached_share")}
+           for k, rs in runs.items()}
+    parts = [f"{k}: TTFT p50 {m['ttft_p50_s'] * 1000:.0f} ms, {m['tok_s']:.1f} tok/s, cached "
+             f"{100 * m['cached_share']:.0f}%" for k, m in med.items()]
+    for a, b in (("cache", "nocache"), ("cache", "llama")):
+        if a in med and b in med:
+            parts.append(f"{a}/{b}: {ratios(med[a], med[b])}")
     print(f"multiturn {args.model}, {args.conversations} conversations x {args.turns} turns, c{args.concurrency}, "
-          f"8 slots, {args.threads} threads: TTFT p50 turns 2-{args.turns} {on['ttft_p50_s'] * 1000:.0f} ms vs "
-          f"{off['ttft_p50_s'] * 1000:.0f} ms without the prompt cache ({on['ttft_p50_s'] / off['ttft_p50_s']:.2f}x), "
-          f"{on['tok_s']:.1f} vs {off['tok_s']:.1f} tok/s ({on['tok_s'] / off['tok_s']:.2f}x), "
-          f"cached {100 * on['cached_share']:.0f}% vs {100 * off['cached_share']:.0f}% of later prompts")
+          f"8 slots, {args.threads} threads, median of {args.rounds} round(s): " + "; ".join(parts))
     return 0
 
 

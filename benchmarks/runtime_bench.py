@@ -38,13 +38,15 @@ def ours(model: Model, ids: list[int]) -> tuple[float, float]:
     first = model.generate(ids, max_tokens=1, temperature=0.0, ignore_eos=True)
     for _ in first:
         pass
+    # Count only the prompt tokens computed: the engine reuses K/V of a prefix the previous call left.
+    n_computed = N_PROMPT - first.stats.cached_tokens
     pp_ns = first.stats.prefill_ns
     gen = model.generate(ids[:1], max_tokens=N_DECODE, temperature=0.0, ignore_eos=True)
     for _ in gen:
         pass
     assert gen.stats.completion_tokens == N_DECODE
     # decode_ns covers the N_DECODE-1 single-token forwards after the first.
-    return N_PROMPT / (pp_ns / 1e9), (N_DECODE - 1) / (gen.stats.decode_ns / 1e9)
+    return n_computed / (pp_ns / 1e9), (N_DECODE - 1) / (gen.stats.decode_ns / 1e9)
 
 
 def theirs(llm, ids: list[int]) -> tuple[float, float]:
@@ -62,8 +64,8 @@ def theirs(llm, ids: list[int]) -> tuple[float, float]:
     return N_PROMPT / (pp_ns / 1e9), (N_DECODE - 1) / (tg_ns / 1e9)
 
 
-def ik_llama(bench: str, path: str, threads: int) -> tuple[float, float]:
-    """One llama-bench run (pp and tg tests); its own tok/s figures."""
+def llama_bench(bench: str, path: str, threads: int) -> tuple[float, float]:
+    """One run of a built `llama-bench` (llama.cpp's or ik_llama.cpp's): pp and tg tests, its own tok/s figures."""
     out = subprocess.run([bench, "-m", path, "-p", str(N_PROMPT), "-n", str(N_DECODE), "-t", str(threads),
                           "-r", "1", "-o", "json"], check=True, capture_output=True, text=True, timeout=600).stdout
     rows = json.loads(out)
@@ -168,7 +170,7 @@ def main() -> None:
             if llm is not None:
                 res["llama.cpp"].append(theirs(llm, ids))
             if args.ik_llama_bench:
-                res["ik_llama"].append(ik_llama(args.ik_llama_bench, path, threads))
+                res["ik_llama"].append(llama_bench(args.ik_llama_bench, path, threads))
         line = f"threads={threads}"
         med = {}
         for who, runs in res.items():
