@@ -182,7 +182,7 @@ LoraRunner::LoraRunner(int32_t max_rows) {
   active_.reserve(max_rows);
   runs_.reserve(size_t(max_rows) + 1);
   out_map_.assign(max_rows, -1);
-  t_ = LazyArray<float>(size_t(max_rows) * kMaxLoraRank);
+  t_ = LazyArray<float>(size_t(max_rows) * kMaxLoraGroup * kMaxLoraRank);
 }
 
 bool LoraRunner::begin(const LoraSet* const* row_sets, int n_rows) {
@@ -224,7 +224,7 @@ void LoraRunner::each_row(ThreadPool& pool, PairOf pair_of, Row io_row, const fl
       const int32_t row = io_row(a);
       if (row < 0) continue;
       const LoraSet& set = *sets_[active_[a]];
-      float* t = t_.data() + a * kMaxLoraRank;
+      float* t = t_.data() + a * kMaxLoraGroup * kMaxLoraRank;
       float* yr = y + int64_t(row) * y_stride;
       for (int32_t k = 0; k < set.n; ++k) {  // ascending serial: the order the terms are added
         const LoraAdapter& adapter = *set.use[k].adapter;
@@ -259,6 +259,38 @@ void LoraRunner::apply(ThreadPool& pool, int il, LoraTarget t, const float* x, i
                        int64_t y_stride) {
   each_row(pool, [&](const LoraAdapter& a) { return a.layer(il, t); }, [&](int64_t a) { return active_[a]; }, x,
            x_stride, y, y_stride, nullptr);
+}
+
+void LoraRunner::apply_group(ThreadPool& pool, int il, const LoraTarget* targets, int n_targets, const float* x,
+                             int64_t x_stride, float* const* ys, const int64_t* y_strides) {
+  const int64_t n = int64_t(active_.size()), n_runs = int64_t(runs_.size()) - 1;
+  if (n * row_macs_ * n_targets < kSerialMacs || n_targets == 1) {
+    for (int j = 0; j < n_targets; ++j) apply(pool, il, targets[j], x, x_stride, ys[j], y_strides[j]);
+    return;
+  }
+  // Task k: run k / n_targets, matrix k % n_targets; its rows' A·x go to their own slot of t_,
+  // so tasks of one row on different threads never share a buffer.
+  auto task = [&](int64_t k) {
+    const int j = int(k % n_targets);
+    const int64_t run = k / n_targets;
+    for (int64_t a = runs_[run]; a < runs_[run + 1]; ++a) {
+      const int32_t row = active_[a];
+      const LoraSet& set = *sets_[row];
+      float* t = t_.data() + (a * kMaxLoraGroup + j) * kMaxLoraRank;
+      float* yr = ys[j] + int64_t(row) * y_strides[j];
+      for (int32_t u = 0; u < set.n; ++u) {  // ascending serial, as apply
+        const LoraAdapter& adapter = *set.use[u].adapter;
+        const LoraPair* p = adapter.layer(il, targets[j]);
+        if (!p) continue;
+        lora_down(p->at, x + int64_t(row) * x_stride, t);
+        lora_up_add(p->bt, t, adapter.scale(*p, set.use[u].scale), yr, 0, p->bt.cols);
+      }
+    }
+  };
+  // One captured reference: the std::function parallel_for builds stays allocation-free.
+  pool.parallel_for(n_runs * n_targets, 1, [&task](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k) task(k);
+  });
 }
 
 void LoraRunner::apply_output(ThreadPool& pool, const int32_t* out_rows, int n_out, const float* x, int64_t x_stride,

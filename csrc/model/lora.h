@@ -46,6 +46,7 @@ enum class LoraTarget : uint8_t { Q, K, V, O, Gate, Up, Down };
 constexpr int kLoraPerLayer = 7;
 constexpr int kMaxLoraPerSeq = 8;      // adapters one sequence may use at once
 constexpr int32_t kMaxLoraRank = 4096;
+constexpr int kMaxLoraGroup = 3;       // matrices sharing an input: q/k/v
 
 struct LoraHalf {                 // n_out rows of n_in elements, ggml blocks, in the file mapping
   GgmlType type = GgmlType::F32;
@@ -128,9 +129,12 @@ struct LoraSet {
 // ascending serial. Rows are independent and computed one by one, so any split gives the same
 // bits. Rows are ordered by adapter and the pool takes whole runs of rows of one adapter (a
 // term's transposed halves, 18–66 KB at rank 16, are then read from memory by one thread and
-// stay in its cache for the run's other rows); a single row splits B's outputs over the pool
-// instead. Small work runs on the calling thread (a pool dispatch is ~1 µs). Buffers are sized
-// at construction; nothing is allocated per step. Not thread-safe: the forward pass drives it.
+// stay in its cache for the run's other rows). The matrices sharing an input (q/k/v, gate/up)
+// go to the pool together, one task per (run, matrix), so even one row's terms use every thread;
+// a lone matrix of one row runs on the calling thread, except the LM head's B product, split
+// over the pool by outputs. Small work runs on the calling thread (a pool dispatch is ~1 µs).
+// Buffers are sized at construction; nothing is allocated per step. Not thread-safe: the
+// forward pass drives it.
 class LoraRunner {
  public:
   LoraRunner() = default;
@@ -143,6 +147,12 @@ class LoraRunner {
   // y[r] += s·B·(A·x[r]) for every row r whose adapters adapt the matrix (layer il, target t).
   // x: [n_rows][x_stride]; y: [n_rows][y_stride].
   void apply(ThreadPool& pool, int il, LoraTarget t, const float* x, int64_t x_stride, float* y, int64_t y_stride);
+  // The matrices of layer il that read the same x (q/k/v, gate/up: n_targets ≤ kMaxLoraGroup)
+  // in one pool dispatch, one task per (run of rows of one adapter, matrix): a layer's seven
+  // terms cost four dispatches, and at one row the group's matrices run side by side.
+  // ys[j], y_strides[j]: targets[j]'s output. Each row's term is computed exactly as by apply.
+  void apply_group(ThreadPool& pool, int il, const LoraTarget* targets, int n_targets, const float* x,
+                   int64_t x_stride, float* const* ys, const int64_t* y_strides);
   // LM head: x and y hold only the n_out rows out_rows[] (strictly increasing batch rows).
   void apply_output(ThreadPool& pool, const int32_t* out_rows, int n_out, const float* x, int64_t x_stride, float* y,
                     int64_t y_stride);
@@ -161,7 +171,8 @@ class LoraRunner {
   std::vector<int32_t> runs_;             // [max_rows + 1] starts of runs of active_ with one first adapter
   int64_t row_macs_ = 0;                  // rough multiply-adds per active row and matrix (serial or pool)
   std::vector<int32_t> out_map_;          // [max_rows] batch row → LM-head row (-1: no logits)
-  LazyArray<float> t_;                    // [max_rows][kMaxLoraRank] A·x of each active row
+  LazyArray<float> t_;                    // [max_rows][kMaxLoraGroup][kMaxLoraRank] A·x of each active row
+                                          // and group matrix (pages touched only as used)
 };
 
 }  // namespace ls

@@ -289,9 +289,12 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
         for (int64_t i = i0; i < i1; ++i) rmsnorm(x_.data() + i * E, L.attn_norm.data(), h_.data() + i * E, E, c.rms_eps);
       });
     project3(L.wq, q_.data(), L.wk, k_.data(), &L.wv, v_.data(), attn_in, n);
-    adapt(il, LoraTarget::Q, attn_in, E, q_.data(), q_dim);
-    adapt(il, LoraTarget::K, attn_in, E, k_.data(), kv_dim);
-    adapt(il, LoraTarget::V, attn_in, E, v_.data(), kv_dim);
+    if (lora) {
+      constexpr LoraTarget qkv[] = {LoraTarget::Q, LoraTarget::K, LoraTarget::V};
+      float* const ys[] = {q_.data(), k_.data(), v_.data()};
+      const int64_t strides[] = {q_dim, kv_dim, kv_dim};
+      lora_.apply_group(*pool_, il, qkv, 3, attn_in, E, ys, strides);
+    }
     for (int i = 0; i < n; ++i) {
       float* q = q_.data() + i * q_dim;
       float* k = k_.data() + i * kv_dim;
@@ -339,8 +342,12 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
       moe_ffn(L, ffn_in, n, tmp_.data());
     } else {
       project3(L.w_gate, ffn_a_.data(), L.w_up, ffn_b_.data(), nullptr, nullptr, ffn_in, n);
-      adapt(il, LoraTarget::Gate, ffn_in, E, ffn_a_.data(), c.n_ff);
-      adapt(il, LoraTarget::Up, ffn_in, E, ffn_b_.data(), c.n_ff);
+      if (lora) {
+        constexpr LoraTarget gate_up[] = {LoraTarget::Gate, LoraTarget::Up};
+        float* const ys[] = {ffn_a_.data(), ffn_b_.data()};
+        const int64_t strides[] = {c.n_ff, c.n_ff};
+        lora_.apply_group(*pool_, il, gate_up, 2, ffn_in, E, ys, strides);
+      }
       if (!L.b_gate.empty() || !L.b_up.empty()) {  // after the adapters' terms, as llama.cpp adds them
         for (int i = 0; i < n; ++i) {
           if (!L.b_gate.empty()) add_f32(ffn_a_.data() + int64_t(i) * c.n_ff, L.b_gate.data(), c.n_ff);
