@@ -24,7 +24,9 @@ class WriteStalled(Exception):
 def ending_stream(request, sender: "ResponseStream", tracker):
     """The end every streamed response shares, however its body ends: a client that stopped
     reading is cut off (unread bytes dropped; the caller cancels the generation) and recorded;
-    the direct relay and keep-alives stop; socket-full counts go to the request record."""
+    the direct relay and keep-alives stop. Socket-full writes are counted as they happen, so a
+    long stream's stalls show on /metrics while it still runs."""
+    sender.on_socket_full = tracker.socket_full
     try:
         yield
     except WriteStalled:
@@ -34,7 +36,7 @@ def ending_stream(request, sender: "ResponseStream", tracker):
     finally:
         sender.close_direct()
         sender.stop_keepalive()
-        tracker.socket_full(sender.num_socket_full)
+        sender.on_socket_full = None
 
 
 class ResponseStream:
@@ -69,6 +71,7 @@ class ResponseStream:
         self._stream = None
         self.fd = -1
         self.num_socket_full = 0  # direct batches the socket did not fully take (slow reader)
+        self.on_socket_full = None  # called with 1 per such batch (the metric), set by ending_stream
 
     @classmethod
     async def open(cls, request, headers: dict, content_type: str, keepalive: bytes, keepalive_interval_s: float,
@@ -121,6 +124,8 @@ class ResponseStream:
             if not unsent:
                 return
             self.num_socket_full += 1
+            if self.on_socket_full is not None:
+                self.on_socket_full(1)
             try:
                 self._transport.write(unsent)
                 return

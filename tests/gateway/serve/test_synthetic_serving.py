@@ -195,18 +195,23 @@ def test_stalled_reader_is_cut_off_and_frees_the_lane(own_server):
 
 def _read_http_stream(sock) -> tuple[bytes, bytes]:
     """(head, de-chunked body) of one chunked HTTP/1.1 response read to its last chunk."""
+    def more() -> bytes:
+        data = sock.recv(65536)
+        assert data, "the server closed the stream before its last chunk"
+        return data
+
     data = b""
     while b"\r\n\r\n" not in data:
-        data += sock.recv(65536)
+        data += more()
     head, rest = data.split(b"\r\n\r\n", 1)
     body = []
     while True:
         while b"\r\n" not in rest:
-            rest += sock.recv(65536)
+            rest += more()
         size_line, rest = rest.split(b"\r\n", 1)
         size = int(size_line, 16)
         while len(rest) < size + 2:
-            rest += sock.recv(65536)
+            rest += more()
         if size == 0:
             return head, b"".join(body)
         body.append(rest[:size])
@@ -231,7 +236,14 @@ def test_reader_that_pauses_gets_every_byte_in_order(own_server):
     try:
         sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        time.sleep(3.0)  # the generation runs far ahead of this reader
+        # Stay paused until the server has met a full socket (counted live), however slow the
+        # machine is; well inside the 30 s write-stall timeout that would cut this reader off.
+        deadline = time.monotonic() + 20
+        with httpx.Client(base_url=srv.base_url, timeout=10) as client:
+            while _socket_full_writes(client) < 1:
+                assert time.monotonic() < deadline, "the socket never filled while the reader paused"
+                time.sleep(0.2)
+        time.sleep(0.5)  # and let later deltas queue behind the handed-over tail
         head, stream = _read_http_stream(sock)
     finally:
         sock.close()
@@ -242,11 +254,13 @@ def test_reader_that_pauses_gets_every_byte_in_order(own_server):
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == synthetic_text(n)
     assert chunks[-1]["choices"][0]["finish_reason"] == "length"
-    with httpx.Client(base_url=srv.base_url, timeout=10) as client:
-        metrics = client.get("/metrics").text
-    full = [line for line in metrics.splitlines() if line.startswith('laneserve_socket_full_writes_total{model="fake"}')]
-    assert full and float(full[0].split()[-1]) >= 1  # the socket-full path really ran
     assert srv.terminate() == 0
+
+
+def _socket_full_writes(client) -> float:
+    prefix = 'laneserve_socket_full_writes_total{model="fake"}'
+    lines = [line for line in client.get("/metrics").text.splitlines() if line.startswith(prefix)]
+    return float(lines[0].split()[-1]) if lines else 0.0
 
 
 def test_cors_only_for_configured_origins(own_server):
