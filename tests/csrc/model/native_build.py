@@ -1,8 +1,10 @@
 """Builds a standalone C++ checker (tests/csrc/model/*_check.cpp) with g++ against the runtime's
 sources (csrc/common, gguf, quant, model), for the native code that has no Python binding.
 
-Objects are cached under build/<checker name> by content hash (at most 2 compile jobs: the
-machine has 2 cores), at -O3 like setup.py so timings and code paths match the extension.
+Objects are cached under build/native_checks by content hash, shared by every checker (the
+runtime's ~60 sources are the same objects for each: compiled once per tree state, not once per
+checker), at most 2 compile jobs (the machine has 2 cores), at -O3 like setup.py so timings and
+code paths match the extension.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ def build_checker(checker: Path) -> Path:
     headers = sorted(CSRC.rglob("*.h")) + sorted(Path(__file__).parent.glob("*.h"))  # + check_report.h
     header_hash = hashlib.sha256(b"".join(h.read_bytes() for h in headers) + " ".join(FLAGS).encode()).hexdigest()
     # pytest's cache plugin is disabled here; build/ is the setup.py build tree (git-ignored).
-    cache = ROOT / "build" / checker.stem
+    cache = ROOT / "build" / "native_checks"
     cache.mkdir(parents=True, exist_ok=True)
 
     def compile_one(src: Path) -> Path:
