@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
+#include "bindings/engine_options.h"
 #include "bindings/sampling_params.h"
 #include "engine/batch_engine.h"
 #include "engine/engine.h"
@@ -73,16 +74,8 @@ void bind_batch_engine(py::module_& m) {
       .def(py::init([](const std::string& path, int threads, int ctx_size, int num_slots, int max_batch_tokens,
                        const std::string& repack_cache_dir, int64_t prompt_cache_mib, int64_t kv_cache_mib,
                        uint64_t page_shuffle_seed) {
-             if (prompt_cache_mib < 0) throw std::invalid_argument("prompt_cache_mib must be >= 0");
-             if (kv_cache_mib < 0) throw std::invalid_argument("kv_cache_mib must be >= 0");
-             BatchEngineOptions o;
-             o.threads = threads;
-             o.ctx_size = ctx_size;
-             o.num_slots = num_slots;
-             o.max_batch_tokens = max_batch_tokens;
-             o.repack_cache_dir = repack_cache_dir;
-             o.kv_cache_bytes = kv_cache_mib << 20;
-             o.prompt_cache_bytes = prompt_cache_mib << 20;
+             BatchEngineOptions o = engine_options(threads, ctx_size, num_slots, max_batch_tokens, repack_cache_dir,
+                                                   prompt_cache_mib, kv_cache_mib);
              o.page_shuffle_seed = page_shuffle_seed;
              py::gil_scoped_release nogil;
              return new BatchEngine(path, o);

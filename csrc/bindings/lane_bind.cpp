@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings/bindings.h"
+#include "bindings/engine_options.h"
 #include "lane/lane_loop.h"
 
 namespace py = pybind11;
@@ -41,16 +42,8 @@ void bind_lane(py::module_& m) {
               int64_t prompt_cache_mib, int64_t kv_cache_mib) {
              std::vector<lane::StartupAdapter> startup;
              for (const auto& [id, name, adapter_path] : adapters) startup.push_back({id, name, adapter_path});
-             if (prompt_cache_mib < 0) throw std::invalid_argument("prompt_cache_mib must be >= 0");
-             if (kv_cache_mib < 0) throw std::invalid_argument("kv_cache_mib must be >= 0");
-             lane::BackendOptions o;
-             o.threads = threads;
-             o.ctx_size = ctx_size;
-             o.num_slots = num_slots;
-             o.max_batch_tokens = max_batch_tokens;
-             o.repack_cache_dir = repack_cache_dir;
-             o.kv_cache_bytes = kv_cache_mib << 20;
-             o.prompt_cache_bytes = prompt_cache_mib << 20;
+             const lane::BackendOptions o = engine_options(threads, ctx_size, num_slots, max_batch_tokens,
+                                                           repack_cache_dir, prompt_cache_mib, kv_cache_mib);
              py::gil_scoped_release nogil;
              return l.load_and_run(path, o, startup);
            },
