@@ -86,7 +86,10 @@ async def run_load(url: str, model: str, conversations: int, turns: int, concurr
     histories = [[{"role": "system", "content": system_prompt(rng, i)}] for i in range(conversations)]
     later_ttfts, tokens, cached, prompt = [], 0, 0, 0
     sem = asyncio.Semaphore(concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=600.0) as client:
+    # A new connection per request: llama-server (cpp-httplib) drops reused keep-alive connections
+    # under this load ("Server disconnected without sending a response"); loopback connects are cheap.
+    limits = httpx.Limits(max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=url, timeout=600.0, limits=limits) as client:
         t0 = time.monotonic()
         for t in range(turns):
             async def one(history: list) -> None:
