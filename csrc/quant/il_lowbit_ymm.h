@@ -23,12 +23,17 @@ struct YLowIl {
     return kQ3 ? _mm256_cvtepi8_epi16(b) : _mm256_cvtepu8_epi16(b);
   }
 
+  // Bit n (0..7) of every byte moved to bit 2 (Q3_K: the hmask bit, +4 on the unsigned code).
+  static __m256i bit_to_4(__m256i hm, int n) {
+    return _mm256_and_si256(n >= 2 ? _mm256_srli_epi16(hm, n - 2) : _mm256_slli_epi16(hm, 2 - n), _mm256_set1_epi8(4));
+  }
+
   template <int R>
   static void tile(const uint8_t* gp, int hf, int64_t nsb, const ActView& a, int64_t r, float* y, int64_t y_stride,
                    bool prefetch) {
     __m256 acc[R], accm[R];  // Q2_K's min terms apart, as in the zmm kernel
     for (int k = 0; k < R; ++k) acc[k] = accm[k] = _mm256_setzero_ps();
-    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i m3 = _mm256_set1_epi8(3);
     const __m256i lo16 = _mm256_set1_epi32(kQ3 ? 0xffff : 0x0f), m4 = _mm256_set1_epi32(0x0f);
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* rec = gp + size_t(s) * F.rec_bytes;
@@ -40,10 +45,7 @@ struct YLowIl {
           __m256i u[8];
           for (int t = 0; t < 8; ++t) {
             u[t] = _mm256_and_si256(_mm256_srli_epi16(line(rec, F.qs_off + (8 * h + t) * 64, hf), 2 * kb), m3);
-            if (kQ3) {  // hmask bit 4h+kb → +4
-              const __m256i hm = line(rec, F.qh_off + t * 64, hf);
-              u[t] = _mm256_or_si256(u[t], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + kb), one), 2));
-            }
+            if (kQ3) u[t] = _mm256_or_si256(u[t], bit_to_4(line(rec, F.qh_off + t * 64, hf), 4 * h + kb));
           }
           const __m256i pr = pair(rec, 4 * h + kb, hf);
           const __m256i sc0 = _mm256_and_si256(pr, lo16);
@@ -51,8 +53,10 @@ struct YLowIl {
           for (int k = 0; k < R; ++k) {
             const int8_t* q = a.q(r + k) + 256 * s + 128 * h + 32 * kb;
             const __m256i z = _mm256_setzero_si256();
-            const __m256i s0 = dot2(dot2(z, u[0], b4(q), u[1], b4(q + 4)), u[2], b4(q + 8), u[3], b4(q + 12));
-            const __m256i s1 = dot2(dot2(z, u[4], b4(q + 16), u[5], b4(q + 20)), u[6], b4(q + 24), u[7], b4(q + 28));
+            // Four short chains (a single row is latency-bound on chained vpdpbusd).
+            const __m256i s0 = _mm256_add_epi32(dot2(z, u[0], b4(q), u[1], b4(q + 4)), dot2(z, u[2], b4(q + 8), u[3], b4(q + 12)));
+            const __m256i s1 =
+                _mm256_add_epi32(dot2(z, u[4], b4(q + 16), u[5], b4(q + 20)), dot2(z, u[6], b4(q + 24), u[7], b4(q + 28)));
             // |s| < 2^15 and the scale lanes' high halves are 0: one madd per sub-block is the exact product.
             sumi[k] = _mm256_add_epi32(sumi[k], _mm256_add_epi32(_mm256_madd_epi16(s0, sc0), _mm256_madd_epi16(s1, sc1)));
           }

@@ -25,12 +25,17 @@ struct ZLowIl {
     return kQ3 ? _mm512_cvtepi8_epi16(b) : _mm512_cvtepu8_epi16(b);
   }
 
+  // Bit n (0..7) of every byte moved to bit 2 (Q3_K: the hmask bit, +4 on the unsigned code).
+  static __m512i bit_to_4(__m512i hm, int n) {
+    return _mm512_and_si512(n >= 2 ? _mm512_srli_epi16(hm, n - 2) : _mm512_slli_epi16(hm, 2 - n), _mm512_set1_epi8(4));
+  }
+
   template <int R>
   static void tile(const uint8_t* gp, int, int64_t nsb, const ActView& a, int64_t r, float* y, int64_t y_stride,
                    bool prefetch) {
     __m512 acc[R], accm[R];  // Q2_K's min terms apart, subtracted at the end (the row kernels' order)
     for (int k = 0; k < R; ++k) acc[k] = accm[k] = _mm512_setzero_ps();
-    const __m512i m3 = _mm512_set1_epi8(3), one = _mm512_set1_epi8(1);
+    const __m512i m3 = _mm512_set1_epi8(3);
     const __m512i lo16 = _mm512_set1_epi32(kQ3 ? 0xffff : 0x0f), m4 = _mm512_set1_epi32(0x0f);
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* rec = gp + size_t(s) * F.rec_bytes;
@@ -43,10 +48,7 @@ struct ZLowIl {
           for (int t = 0; t < 8; ++t) {
             const __m512i x = _mm512_loadu_si512(rec + F.qs_off + (8 * h + t) * 64);
             u[t] = _mm512_and_si512(_mm512_srli_epi16(x, 2 * kb), m3);
-            if (kQ3) {  // hmask bit 4h+kb → +4 (unsigned code = signed + 4)
-              const __m512i hm = _mm512_loadu_si512(rec + F.qh_off + t * 64);
-              u[t] = _mm512_or_si512(u[t], _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hm, 4 * h + kb), one), 2));
-            }
+            if (kQ3) u[t] = _mm512_or_si512(u[t], bit_to_4(_mm512_loadu_si512(rec + F.qh_off + t * 64), 4 * h + kb));
           }
           const __m512i pr = pair(rec, 4 * h + kb);
           const __m512i sc0 = _mm512_and_si512(pr, lo16);
