@@ -150,10 +150,8 @@ def test_extreme_low_bit_codes_stay_exact(qtype):
         blocks[:, :, 16:80] = 0xFF  # codes 3
         blocks[:16, :, :16] = 0xFF  # scale 15, min 15
     else:
-        blocks[:16, :, :32] = 0xFF  # every hmask bit: codes +3
-        blocks[16:, :, :32] = 0x00  # none: codes −4 (with the 2-bit part 0 below)
-        blocks[16:, :, 32:96] = 0x00
-        blocks[:, :, 32:96][:16] = 0xFF
+        blocks[:16, :, :96] = 0xFF  # every hmask bit and 2-bit part 3: codes +3
+        blocks[16:, :, :96] = 0x00  # no hmask bit, 2-bit part 0: codes −4
         blocks[:, :, 96:108] = 0xFF  # scale 63 − 32 = 31
     raw = blocks.tobytes()
     il = Q.interleave(int(qtype), raw, n_in, N_OUT)
@@ -170,6 +168,8 @@ def test_extreme_low_bit_codes_stay_exact(qtype):
         Q.set_isa(before)
     for name, y in outs.items():
         np.testing.assert_array_equal(y, outs["scalar"], err_msg=name)
+    ref, scale = qref.reference_matmul(qtype, blocks.reshape(N_OUT, -1), x)  # the gguf package's dequantization
+    assert np.all(np.abs(outs["scalar"] - ref) <= RTOL * scale + 1e-30)
     for row in (0, 20):
         w = Q.dequantize_weight_row(int(qtype), il, n_in, N_OUT, row, interleaved=True)
         np.testing.assert_array_equal(w, Q.dequantize_weight_row(int(qtype), raw, n_in, N_OUT, row))
