@@ -11,8 +11,11 @@ With --gemm-rows N (e.g. 128 = a prefill chunk, 8 = a batch-8 decode step) it in
 N-row matrix × matrix products, cache-resident, for the original row layout and the
 row-interleaved layout the model repacks into, in the same run: process CPU seconds per call
 (steadier than wall time on a shared machine), GMAC/s per CPU second, and the ratio; the summary
-line carries the SmolLM2 layer matmuls per N rows for both layouts.
+line carries the SmolLM2 layer matmuls per N rows for both layouts. --gemm-types (with --gemm-shape)
+times those weight types on one shape instead of the SmolLM2 matrices, e.g.
+  --gemm-rows 128 --gemm-types q2_k q3_k iq4_nl iq4_xs q4_k --gemm-shape 2048x2048 --threads 1
 Usage: python benchmarks/kernel_bench.py [--isa NAME ...] [--threads 1 2] [--iters N] [--gemm-rows N]
+       [--gemm-types NAME ...] [--gemm-shape NINxNOUT]
 """
 import argparse
 import pathlib
@@ -36,6 +39,26 @@ SHAPES = [
     ("q8_0 576x49152", Q8_0, 576, 49152, 1),       # tied LM head
 ]
 WORKING_SET = 128 << 20
+# --gemm-types: ggml type id, block elements, block bytes, offsets of the fp16 scale fields (made finite).
+TYPES = {"q4_0": (2, 32, 18, (0,)), "q4_1": (3, 32, 20, (0, 2)), "q8_0": (8, 32, 34, (0,)),
+         "q2_k": (10, 256, 84, (80, 82)), "q3_k": (11, 256, 110, (108,)), "q4_k": (12, 256, 144, (0, 2)),
+         "q5_k": (13, 256, 176, (0, 2)), "q6_k": (14, 256, 210, (208,)), "iq4_nl": (20, 32, 18, (0,)),
+         "iq4_xs": (23, 256, 136, (0,))}
+
+
+def typed_shapes(args, rng):
+    """(label, type, n_in, n_out, 1) per --gemm-types entry, and its random weights (finite scales)."""
+    n_in, n_out = (int(v) for v in args.gemm_shape.split("x"))
+    shapes, bufs = [], {}
+    for name in args.gemm_types:
+        qt, be, bb, fields = TYPES[name]
+        blocks = rng.integers(0, 256, size=(n_in * n_out // be, bb), dtype=np.uint8)
+        for off in fields:
+            blocks[:, off:off + 2] = (rng.uniform(-1, 1, size=(blocks.shape[0], 1)) * 0.01).astype(np.float16).view(np.uint8)
+        label = f"{name} {n_in}x{n_out}"
+        shapes.append((label, qt, n_in, n_out, 1))
+        bufs[label] = blocks.reshape(-1)
+    return shapes, bufs
 
 
 def weights_for(qtype, n_in, n_out, rng):
@@ -55,14 +78,19 @@ def weights_for(qtype, n_in, n_out, rng):
 def gemm(args, rng):
     before = Q.active_isa()
     rows, summary = args.gemm_rows, []
+    typed, typed_bufs = typed_shapes(args, rng) if args.gemm_types else (None, {})
     for isa in args.isa or Q.usable_isas():
         if not Q.set_isa(isa):
             continue
         for t in args.threads:
             total = {"rows": 0.0, "interleaved": 0.0}
-            for label, qt, n_in, n_out, uses in SHAPES[:-1]:  # the layer matrices (prompt rows skip the LM head)
-                w, _ = weights_for(qt, n_in, n_out, rng)
-                w = w[:ROW_BYTES[qt](n_in) * n_out]
+            # The layer matrices (prompt rows skip the LM head), or the --gemm-types ones.
+            for label, qt, n_in, n_out, uses in typed or SHAPES[:-1]:
+                if typed:
+                    w = typed_bufs[label]
+                else:
+                    w, _ = weights_for(qt, n_in, n_out, rng)
+                    w = w[:ROW_BYTES[qt](n_in) * n_out]
                 bufs = {"rows": w, "interleaved": Q.interleave(qt, w, n_in, n_out)}
                 iters = args.iters or max(3, int(1e8 / (n_in * n_out * rows)))
                 cpu = {}
@@ -76,7 +104,8 @@ def gemm(args, rng):
             summary.append(f"{isa}/t{t} rows {total['rows'] * 1e3:.1f}ms interleaved {total['interleaved'] * 1e3:.1f}ms "
                            f"(x{total['rows'] / total['interleaved']:.2f})")
     Q.set_isa(before)
-    print(f"kernel_bench: smollm2 layer matmuls per {rows} rows (CPU time, cache-resident): " + ", ".join(summary))
+    what = "the --gemm-types matrices" if typed else "smollm2 layer matmuls"
+    print(f"kernel_bench: {what} per {rows} rows (CPU time, cache-resident): " + ", ".join(summary))
 
 
 def main():
@@ -86,6 +115,9 @@ def main():
     ap.add_argument("--iters", type=int, default=0, help="calls per trial (default: ~30 ms worth)")
     ap.add_argument("--trials", type=int, default=7, help="trials per shape; the best is reported")
     ap.add_argument("--gemm-rows", type=int, default=0, help="time N-row products, row vs interleaved layout")
+    ap.add_argument("--gemm-types", nargs="*", choices=sorted(TYPES), default=None,
+                    help="with --gemm-rows: these weight types on --gemm-shape instead of the SmolLM2 matrices")
+    ap.add_argument("--gemm-shape", default="2048x2048", help="n_in x n_out for --gemm-types")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     if args.gemm_rows > 0:

@@ -81,7 +81,8 @@ std::vector<uint8_t> test_weights(GgmlType t, int64_t n_in, int64_t n_out, uint3
 bool il_self_test(const KernelTable& cand, const KernelTable& ref) {
   MatmulScratch s1, s2;
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
+                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
+                     GgmlType::Q2_K, GgmlType::Q3_K}) {
     if (!cand.il_rows[slot(t)]) continue;
     const int64_t n_in = ggml_type_info(t).block_elems == 256 ? 512 : 224, n_out = 32, n_rows = 11;  // 8 + 3 rows
     const std::vector<uint8_t> w = test_weights(t, n_in, n_out, 4242u + uint32_t(t));

@@ -1,4 +1,4 @@
-// zmm kernels over row-interleaved Q4_K / Q5_K / Q6_K records (quant_internal.h KIlFormat) against Q8_K
+// zmm kernels over row-interleaved Q4_K / Q5_K / Q6_K / IQ4_XS records (quant_internal.h KIlFormat) against Q8_K
 // activations: one lane per weight row, tiles of 16 weight rows × up to 8 activation rows. Per
 // sub-block an exact int32 dot (vpdpbusd of 4 broadcast activation bytes), times the row's
 // scale (vpmulld), summed over the super-block; mins (Q4_K, Q5_K) and Q6_K's −32 go through the
@@ -47,7 +47,35 @@ struct ZKIl {
       if (prefetch) prefetch_row(rec + kPrefetchBytes, F.rec_bytes);
       __m512i sumi[R];
       for (int k = 0; k < R; ++k) sumi[k] = _mm512_setzero_si512();
-      if (T != GgmlType::Q6_K) {  // Q4_K, Q5_K
+      if (T == GgmlType::IQ4_XS) {
+        // Table value + 128 (unsigned) per nibble; the dot of sub-block j starts at −128·Σq (two bsums), so
+        // it is the row kernel's exact int32, then times the signed scale (vpmulld).
+        const __m128i t16 = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)), _mm_set1_epi8(char(0x80)));
+        const __m512i tab = _mm512_broadcast_i32x4(t16), m4 = _mm512_set1_epi8(0x0f);
+        for (int j = 0; j < 8; ++j) {
+          const __m512i scj = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + F.sc_off + 16 * j)));
+          __m512i u[8];  // u[t]: elements 32j+4t..+3 (t < 4: low nibbles, else high nibbles of line t−4)
+          for (int t = 0; t < 4; ++t) {
+            const __m512i x = _mm512_loadu_si512(rec + F.qs_off + (4 * j + t) * 64);
+            u[t] = _mm512_shuffle_epi8(tab, _mm512_and_si512(x, m4));
+            u[4 + t] = _mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(x, 4), m4));
+          }
+#pragma GCC unroll 8
+          for (int k = 0; k < R; ++k) {
+            const int8_t* q = a.q(r + k) + 256 * s + 32 * j;
+            const int16_t* bs = a.bsums(r + k) + 16 * s + 2 * j;
+            __m512i s0 = _mm512_set1_epi32(-128 * (int(bs[0]) + int(bs[1]))), s1 = _mm512_setzero_si512();
+            for (int t = 0; t < 8; t += 2) {
+              s0 = _mm512_dpbusd_epi32(s0, u[t], bcast4(q + 4 * t));
+              s1 = _mm512_dpbusd_epi32(s1, u[t + 1], bcast4(q + 4 * t + 4));
+            }
+            sumi[k] = _mm512_add_epi32(sumi[k], _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), scj));
+          }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+        for (int k = 0; k < R; ++k)
+          acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[k]), _mm512_mul_ps(dw, _mm512_set1_ps(a.sc(r + k)[s])), acc[k]);
+      } else if (T != GgmlType::Q6_K) {  // Q4_K, Q5_K
         const __m512i m4 = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1);
         for (int j = 0; j < 8; ++j) {  // sub-block j = chunk j/2, low (even j) or high nibbles
           const __m512i scj = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + F.sc_off + 16 * j)));

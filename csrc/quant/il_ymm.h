@@ -11,7 +11,7 @@ struct YIl {
   static constexpr IlFormat F = il_format(T);
   static constexpr ActOrder kOrder = T == GgmlType::Q8_0 ? ActOrder::Natural : ActOrder::PairPerm;
   // Without VNNI, Q8_0 uses |w| × sign(a, w) (no bias); otherwise unsigned codes + act bias.
-  // IQ4_NL always runs |w| × sign(a, w) (its activations carry no bias), VNNI or not.
+  // IQ4_NL always runs |w| × sign(a, w), VNNI or not (its activations' −128·Σq bias serves the zmm kernel).
   static constexpr bool kSignTrick = (F.q8 && !LS_VNNI) || F.iq4;
   static constexpr bool kBias = !F.min && !kSignTrick;
   static constexpr int kMaxR = 4, kHalves = 2, kBlockElems = 32;

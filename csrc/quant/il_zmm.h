@@ -14,7 +14,8 @@ struct ZIl {
   static constexpr int kMaxR = 8, kHalves = 1, kBlockElems = 32;
   static size_t group_bytes(size_t w_stride, int64_t) { return w_stride * kInterleaveRows; }
 
-  // The 8 steps of one record as unsigned codes (Q8_0: w + 128).
+  // The 8 steps of one record as unsigned codes (Q8_0: w + 128; IQ4_NL: its table value + 128, the
+  // activations' −128·Σq bias making the dot exact: the row kernel's integer per block).
   static void unpack(const uint8_t* rec, __m512i* u) {
     if (F.q8) {
       for (int j = 0; j < 8; ++j)
@@ -26,6 +27,11 @@ struct ZIl {
       const __m512i x = _mm512_loadu_si512(rec + F.qs_off + 64 * j);
       u[j] = _mm512_and_si512(x, m4);
       u[4 + j] = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+    }
+    if (F.iq4) {
+      const __m128i t = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)), _mm_set1_epi8(char(0x80)));
+      const __m512i tab = _mm512_broadcast_i32x4(t);
+      for (int j = 0; j < 8; ++j) u[j] = _mm512_shuffle_epi8(tab, u[j]);
     }
     if (F.q5) {
       const __m512i x10 = _mm512_set1_epi8(0x10);

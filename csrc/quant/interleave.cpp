@@ -21,10 +21,19 @@ bool interleavable_type(GgmlType t) {
 // K-quant super-block `sb` of 16 rows (rows[i] = row i's first byte) → one record.
 void interleave_k_record(GgmlType t, const uint8_t* const* rows, int64_t sb, uint8_t* rec) {
   const quant::KIlFormat f = quant::kil_format(t);
-  const int bb = t == GgmlType::Q4_K ? 144 : t == GgmlType::Q5_K ? 176 : t == GgmlType::IQ4_XS ? 136 : 210;
+  const int bb = int(ggml_type_info(t).block_bytes);
   for (int i = 0; i < kInterleaveRows; ++i) {
     const uint8_t* blk = rows[i] + size_t(sb) * size_t(bb);
-    if (t == GgmlType::IQ4_XS) {  // d, scales_h, scales_l, then 16 code bytes per 32-element sub-block
+    if (t == GgmlType::Q2_K || t == GgmlType::Q3_K) {  // Q2_K: scales, qs, d, dmin; Q3_K: hmask, qs, scales, d
+      const bool q3 = t == GgmlType::Q3_K;
+      std::memcpy(rec + 2 * i, blk + (q3 ? 108 : 80), 2);
+      if (!q3) std::memcpy(rec + 32 + 2 * i, blk + 82, 2);
+      for (int j = 0; j < 16; ++j)
+        rec[f.sc_off + 32 * (j / 2) + 2 * i + (j & 1)] = q3 ? uint8_t(int8_t(quant::q3k_scale(blk + 96, j))) : blk[j];
+      for (int st = 0; st < 16; ++st) std::memcpy(rec + f.qs_off + st * 64 + 4 * i, blk + (q3 ? 32 : 16) + 4 * st, 4);
+      if (q3)
+        for (int st = 0; st < 8; ++st) std::memcpy(rec + f.qh_off + st * 64 + 4 * i, blk + 4 * st, 4);
+    } else if (t == GgmlType::IQ4_XS) {  // d, scales_h, scales_l, then 16 code bytes per 32-element sub-block
       std::memcpy(rec + 2 * i, blk, 2);
       for (int j = 0; j < 8; ++j) {
         rec[f.sc_off + 16 * j + i] = uint8_t(int8_t(quant::iq4xs_scale(blk, j)));
@@ -183,6 +192,12 @@ void il_rows_scalar(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, c
 // unsigned, IQ4_XS its table value).
 inline int kil_code(GgmlType t, const uint8_t* rec, int i, int e) {
   const KIlFormat f = kil_format(t);
+  if (t == GgmlType::Q2_K || t == GgmlType::Q3_K) {  // Q3_K: the signed code (−4 unless its hmask bit is set)
+    const int h = e >> 7, k = (e >> 5) & 3, t8 = (e & 31) >> 2;
+    const int u = (rec[f.qs_off + (8 * h + t8) * 64 + 4 * i + (e & 3)] >> (2 * k)) & 3;
+    if (t == GgmlType::Q2_K) return u;
+    return ((rec[f.qh_off + t8 * 64 + 4 * i + (e & 3)] >> (4 * h + k)) & 1) ? u : u - 4;
+  }
   if (t == GgmlType::IQ4_XS) {
     const int w = e % 32;
     const uint8_t byte = rec[f.qs_off + (4 * (e / 32) + (w % 16) / 4) * 64 + 4 * i + (e & 3)];
@@ -200,25 +215,33 @@ inline int kil_code(GgmlType t, const uint8_t* rec, int i, int e) {
   const uint8_t hb = rec[f.qh_off + (8 * h + (E & 7)) * 64 + 4 * i + (e & 3)];
   return (E < 16 ? lb & 15 : lb >> 4) | ((hb >> (2 * (E >> 3))) & 3) << 4;
 }
-// Scale of sub-block j (Q4_K/Q5_K/IQ4_XS: 32 elements, 8 per super-block; Q6_K: 16 elements, 16) of row i.
+// Types whose sub-blocks have 16 elements (16 per super-block; the others 32, 8 per super-block).
+constexpr bool kil_sub16(GgmlType t) { return t == GgmlType::Q6_K || t == GgmlType::Q2_K || t == GgmlType::Q3_K; }
+// Scale of sub-block j of row i.
 inline int kil_scale(GgmlType t, const uint8_t* rec, int i, int j) {
   const KIlFormat f = kil_format(t);
   if (t == GgmlType::IQ4_XS) return int(int8_t(rec[f.sc_off + 16 * j + i]));
-  if (t != GgmlType::Q6_K) return rec[f.sc_off + 16 * j + i];
-  return int(int8_t(rec[f.sc_off + 32 * (j / 2) + 2 * i + (j & 1)]));
+  if (!kil_sub16(t)) return rec[f.sc_off + 16 * j + i];
+  const uint8_t b = rec[f.sc_off + 32 * (j / 2) + 2 * i + (j & 1)];  // pairs [j/2][row]
+  return t == GgmlType::Q2_K ? b & 15 : int(int8_t(b));
 }
-inline int kil_min(const uint8_t* rec, int i, int j) { return rec[kil_format(GgmlType::Q4_K).m_off + 32 * (j / 2) + 2 * i + (j & 1)]; }
+// Min of sub-block j of row i (Q4_K / Q5_K: 32 elements; Q2_K: 16, the high nibble of its scale byte).
+inline int kil_min(GgmlType t, const uint8_t* rec, int i, int j) {
+  const uint8_t b = rec[kil_format(t).m_off + 32 * (j / 2) + 2 * i + (j & 1)];
+  return t == GgmlType::Q2_K ? b >> 4 : b;
+}
 
 template <GgmlType T>
 void kil_rows_scalar(const uint8_t* w, size_t, int64_t o0, int64_t o1, const ActView& a, float* y, int64_t y_stride) {
   constexpr KIlFormat f = kil_format(T);
-  constexpr bool kMin = T == GgmlType::Q4_K || T == GgmlType::Q5_K;
-  constexpr int sub = T == GgmlType::Q6_K ? 16 : 32;
+  constexpr bool kMin = T == GgmlType::Q4_K || T == GgmlType::Q5_K || T == GgmlType::Q2_K;
+  constexpr int sub = kil_sub16(T) ? 16 : 32;
   const int64_t nsb = a.n_in / 256;
   for (int64_t g = o0 / kInterleaveRows; g < o1 / kInterleaveRows; ++g) {
     const uint8_t* gp = w + size_t(g * nsb) * size_t(f.rec_bytes);
     for (int64_t r = 0; r < a.n_rows; ++r) {
-      float acc[kInterleaveRows] = {}, acc_min[kInterleaveRows] = {};  // Q4_K min terms apart
+      // Q4_K / Q5_K / Q2_K min terms apart (Q2_K and Q3_K: the order of their row kernels, so the layouts agree).
+      float acc[kInterleaveRows] = {}, acc_min[kInterleaveRows] = {};
       for (int64_t s = 0; s < nsb; ++s) {
         const uint8_t* rec = gp + size_t(s) * size_t(f.rec_bytes);
         const int8_t* q = a.q(r) + 256 * s;
@@ -230,7 +253,8 @@ void kil_rows_scalar(const uint8_t* w, size_t, int64_t o0, int64_t o1, const Act
             int32_t dot = 0;
             for (int e = sub * j; e < sub * (j + 1); ++e) dot += kil_code(T, rec, i, e) * int32_t(q[e]);
             sumi += kil_scale(T, rec, i, j) * dot;
-            if (kMin) summ += kil_min(rec, i, j) * (bs[2 * j] + bs[2 * j + 1]);
+            if (T == GgmlType::Q2_K) summ += kil_min(T, rec, i, j) * bs[j];
+            else if (kMin) summ += kil_min(T, rec, i, j) * (bs[2 * j] + bs[2 * j + 1]);
             else if (T == GgmlType::Q6_K) sumi -= 32 * kil_scale(T, rec, i, j) * bs[j];
           }
           acc[i] = std::fma(float(sumi), fp16_to_f32(load_u16(rec + 2 * i)) * da, acc[i]);
@@ -249,6 +273,8 @@ void fill_il_scalar(KernelTable& t) {
   t.il_rows[slot(GgmlType::Q5_K)] = &kil_rows_scalar<GgmlType::Q5_K>;
   t.il_rows[slot(GgmlType::Q6_K)] = &kil_rows_scalar<GgmlType::Q6_K>;
   t.il_rows[slot(GgmlType::IQ4_XS)] = &kil_rows_scalar<GgmlType::IQ4_XS>;
+  t.il_rows[slot(GgmlType::Q2_K)] = &kil_rows_scalar<GgmlType::Q2_K>;
+  t.il_rows[slot(GgmlType::Q3_K)] = &kil_rows_scalar<GgmlType::Q3_K>;
   t.il_rows[slot(GgmlType::IQ4_NL)] = &il_rows_scalar<GgmlType::IQ4_NL>;
   t.il_rows[slot(GgmlType::Q4_0)] = &il_rows_scalar<GgmlType::Q4_0>;
   t.il_rows[slot(GgmlType::Q4_1)] = &il_rows_scalar<GgmlType::Q4_1>;
@@ -275,7 +301,15 @@ void dequantize_weight_row(GgmlType t, WeightLayout layout, const void* w, int64
       const float d = quant::fp16_to_f32(quant::load_u16(rec + 2 * i));
       float* y = dst + 256 * s;
       // Same expressions as dequantize_row: bit-identical.
-      if (t == GgmlType::IQ4_XS) {
+      if (t == GgmlType::Q2_K) {
+        const float dmin = quant::fp16_to_f32(quant::load_u16(rec + 32 + 2 * i));
+        for (int e = 0; e < 256; ++e) {
+          const float dl = d * float(quant::kil_scale(t, rec, i, e / 16)), ml = dmin * float(quant::kil_min(t, rec, i, e / 16));
+          y[e] = dl * float(quant::kil_code(t, rec, i, e)) - ml;
+        }
+      } else if (t == GgmlType::Q3_K) {
+        for (int e = 0; e < 256; ++e) y[e] = (d * float(quant::kil_scale(t, rec, i, e / 16))) * float(quant::kil_code(t, rec, i, e));
+      } else if (t == GgmlType::IQ4_XS) {
         for (int j = 0; j < 8; ++j) {
           const float dl = d * float(quant::kil_scale(t, rec, i, j));
           for (int e = 32 * j; e < 32 * j + 32; ++e) y[e] = dl * float(quant::kil_code(t, rec, i, e));
@@ -283,7 +317,7 @@ void dequantize_weight_row(GgmlType t, WeightLayout layout, const void* w, int64
       } else if (t != GgmlType::Q6_K) {
         const float dmin = quant::fp16_to_f32(quant::load_u16(rec + 32 + 2 * i));
         for (int j = 0; j < 8; ++j) {
-          const float ds = d * float(quant::kil_scale(t, rec, i, j)), dm = dmin * float(quant::kil_min(rec, i, j));
+          const float ds = d * float(quant::kil_scale(t, rec, i, j)), dm = dmin * float(quant::kil_min(t, rec, i, j));
           for (int e = 32 * j; e < 32 * j + 32; ++e) y[e] = ds * float(quant::kil_code(t, rec, i, e)) - dm;
         }
       } else {

@@ -21,6 +21,7 @@ namespace {
 #include "quant/kernels_lowbit_ymm.h"
 #include "quant/il_ymm.h"
 #include "quant/il_kquant_ymm.h"
+#include "quant/il_lowbit_ymm.h"
 #undef LS_VNNI
 }  // namespace
 
@@ -29,6 +30,7 @@ void fill_avx2(KernelTable& t) {
   fill_lowbit_ymm(t);
   fill_il_ymm(t);
   fill_kil_ymm(t);
+  fill_lowbit_il_ymm(t);
 }
 
 }  // namespace ls::quant

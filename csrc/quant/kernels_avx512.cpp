@@ -203,12 +203,7 @@ struct ZQ8_0 {
 
 #include "quant/il_zmm.h"
 #include "quant/il_kquant_zmm.h"
-// IQ4_NL / IQ4_XS: the 256-bit interleaved kernels (one instruction sequence on every path; the
-// other types' 256-bit kernels these headers define are not used here).
-#define LS_VNNI 1
-#include "quant/il_ymm.h"
-#include "quant/il_kquant_ymm.h"
-#undef LS_VNNI
+#include "quant/il_lowbit_zmm.h"
 
 }  // namespace
 
@@ -221,10 +216,10 @@ void fill_avx512_vnni(KernelTable& t) {
   t.il_rows[slot(GgmlType::Q4_K)] = &run_il_groups<ZKIl<GgmlType::Q4_K>>;
   t.il_rows[slot(GgmlType::Q5_K)] = &run_il_groups<ZKIl<GgmlType::Q5_K>>;
   t.il_rows[slot(GgmlType::Q6_K)] = &run_il_groups<ZKIl<GgmlType::Q6_K>>;
-  t.il_rows[slot(GgmlType::IQ4_NL)] = &run_il_groups<YIl<GgmlType::IQ4_NL>>;
-  t.il_rows[slot(GgmlType::IQ4_XS)] = &run_il_groups<YKIl<GgmlType::IQ4_XS>>;
   t.il_rows[slot(GgmlType::IQ4_NL)] = &run_il_groups<ZIl<GgmlType::IQ4_NL>>;
   t.il_rows[slot(GgmlType::IQ4_XS)] = &run_il_groups<ZKIl<GgmlType::IQ4_XS>>;
+  t.il_rows[slot(GgmlType::Q2_K)] = &run_il_groups<ZLowIl<GgmlType::Q2_K>>;
+  t.il_rows[slot(GgmlType::Q3_K)] = &run_il_groups<ZLowIl<GgmlType::Q3_K>>;
   fill_ymm(t);
   fill_lowbit_ymm(t);
   t.rows[slot(GgmlType::Q8_0)] = &run_rows<ZQ8_0>;

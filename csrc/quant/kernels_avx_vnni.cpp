@@ -22,6 +22,7 @@ inline __m256i ls_dpbusd(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbu
 #include "quant/kernels_lowbit_ymm.h"
 #include "quant/il_ymm.h"
 #include "quant/il_kquant_ymm.h"
+#include "quant/il_lowbit_ymm.h"
 #undef LS_VNNI
 }  // namespace
 
@@ -30,6 +31,7 @@ void fill_avx_vnni(KernelTable& t) {
   fill_lowbit_ymm(t);
   fill_il_ymm(t);
   fill_kil_ymm(t);
+  fill_lowbit_il_ymm(t);
 }
 
 }  // namespace ls::quant

@@ -55,24 +55,26 @@ struct MatmulScratch {
 size_t matmul_scratch_bytes(GgmlType wt, int64_t n_in, int64_t n_rows);
 
 // ---- Row-interleaved weights (the matrix × matrix layout) ----
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K matrices with n_out a multiple of 16 can be repacked once at
-// load into groups of 16 output rows: for each group and each 32-element block, one record
-// holds that block of all 16 rows (scales first, then the codes 4 bytes per row side by side),
-// so one broadcast of 4 activation bytes feeds 16 rows in a single vpdpbusd. Same total bytes
-// as the original; the repacked copy replaces the original in use.
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, and the 256-element types Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
+// matrices with n_out a multiple of 16 can be repacked once at load into groups of 16 output rows: for each
+// group and each block (K types: super-block), one record holds that block of all 16 rows (scales
+// first, then the codes 4 bytes per row side by side), so one broadcast of 4 activation bytes feeds
+// 16 rows in a single vpdpbusd. About the original's bytes (interleaved_bytes); the repacked copy
+// replaces the original in use.
 // Numerics (every ISA path, bit-identical to each other and for any batch or thread split):
 // per output (row o, activation row r), over blocks b in order,
 //   acc = fma(float(int_dot_b), f32(d_w,b) · d_a,b, acc);  Q4_1/Q5_1 then acc = fma(m_w,b, s_a,b, acc).
-// K-quants per super-block: the exact int32 Σ scale·dot (Q6_K: with its −32 folded in via the
-// activation block sums), acc = fma(float(sumi), d_w·d_a, acc); Q4_K then
-// acc = fma(−float(Σ min·bsum), dmin_w·d_a, acc).
+// K types per super-block: the exact int32 Σ scale·dot (Q6_K / Q3_K: with its −32 / −4 folded in via
+// the activation block sums), acc = fma(float(sumi), d_w·d_a, acc); Q4_K / Q5_K / Q2_K then
+// accm = fma(float(Σ min·bsum), dmin_w·d_a, accm), and the output is acc − accm. IQ4_NL, IQ4_XS, Q2_K
+// and Q3_K keep their row kernels' integers and float order, so the two layouts give the same bits.
 enum class WeightLayout : uint8_t { Rows = 0, Interleaved16 = 1 };
 constexpr int kInterleaveRows = 16;
 bool interleave_supported(GgmlType t, int64_t n_in, int64_t n_out);
 // Supported, and the active path has SIMD kernels for it (the scalar path keeps the original
 // layout, whose scalar kernels are faster than the interleaved reference).
 bool interleave_preferred(GgmlType t, int64_t n_in, int64_t n_out);
-// Bytes of the interleaved form (the original size; Q4_K +2.8% for unpacked 6-bit scales).
+// Bytes of the interleaved form (the original size; Q4_K +2.8%, Q3_K +3.6% for scales stored as bytes).
 size_t interleaved_bytes(GgmlType t, int64_t n_in, int64_t n_out);
 // Writes the interleaved form of the n_out × n_in matrix src (ggml_row_bytes(t, n_in)·n_out
 // bytes) to dst (interleaved_bytes()). Requires interleave_supported().

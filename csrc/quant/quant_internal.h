@@ -162,6 +162,13 @@ constexpr IlFormat il_format(GgmlType t) {
 //   IQ4_XS: [0,32) fp16 d; [32,160) signed scales (6-bit value − 32) as int8 [sub j][row]; [160,2208)
 //         codes [sub j][step t 0..3][row] 4 bytes = the row's qs[16j+4t..+3] (low nibbles: elements
 //         32j+4t.., high: 32j+16+4t..), each nibble an index into kIq4Values.
+//   Q2_K / Q3_K (16-element sub-blocks i = 0..15; element 128h+32k+l of a row is bit pair k of its qs[32h+l]):
+//   Q2_K: [0,32) fp16 d; [32,64) fp16 dmin; [64,320) the row's own scale bytes (low nibble scale, high nibble
+//         min) as pairs [i/2][row]{b_2p, b_2p+1}; [320,1344) codes [h 0..1][line t 0..7][row] 4 bytes = the row's
+//         qs[32h+4t..+3] (bit pair k: elements 128h+32k+4t..+3, sub-block 8h+2k+t/4). 16 × 84 bytes: no overhead.
+//   Q3_K: [0,32) fp16 d; [32,288) signed scales (6-bit value − 32) as int8 pairs [i/2][row]{sc_2p, sc_2p+1};
+//         [288,800) hmask [line t 0..7][row] 4 bytes = hmask[4t..+3] (bit 4h+k set: element 128h+32k+4t.. has
+//         no −4); [800,1824) codes as Q2_K's. 16 × 110 + 64 bytes (+3.6%: 16 scale bytes per row, not 12).
 struct KIlFormat {
   int rec_bytes, sc_off, m_off, qs_off, qh_off;
 };
@@ -170,11 +177,14 @@ constexpr KIlFormat kil_format(GgmlType t) {
   return t == GgmlType::Q4_K     ? KIlFormat{2368, 64, 192, 320, 0}
          : t == GgmlType::Q5_K   ? KIlFormat{2880, 64, 192, 320, 2368}
          : t == GgmlType::IQ4_XS ? KIlFormat{2208, 32, 0, 160, 0}
+         : t == GgmlType::Q2_K   ? KIlFormat{1344, 64, 64, 320, 0}
+         : t == GgmlType::Q3_K   ? KIlFormat{1824, 32, 0, 800, 288}
                                  : KIlFormat{3360, 32, 0, 288, 2336};
 }
 // Types whose interleaved record covers a 256-element super-block (the others: a 32-block).
 constexpr bool il_superblock(GgmlType t) {
-  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K || t == GgmlType::IQ4_XS;
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K || t == GgmlType::IQ4_XS ||
+         t == GgmlType::Q2_K || t == GgmlType::Q3_K;
 }
 // Bytes of one 16-row group record (simple types: per 32-block; K-quants: per super-block).
 inline int il_record_bytes(GgmlType t) { return il_superblock(t) ? kil_format(t).rec_bytes : il_format(t).rec_bytes; }

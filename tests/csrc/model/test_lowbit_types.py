@@ -6,15 +6,17 @@ distance to the float64 reference forward on the same dequantized weights (both 
 quantize activations to int8; a wrong block layout or scale gives differences of the logit std, ~8).
 Greedy: equal to llama.cpp's tokens up to the first step whose top-1/top-2 margin is below MARGIN."""
 import json
+import re
 from pathlib import Path
 
+import gguf
 import numpy as np
 import pytest
 from golden import first_near_tie
 from lowbit_common import CONFIG, TYPES, file_weights
 from tiny_gguf import reference_logits
 
-from lanes import Model
+from lanes import Model, _runtime
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "lowbit"
 REF = json.loads((DATA / "reference.json").read_text(encoding="utf-8"))
@@ -46,3 +48,19 @@ def test_greedy_follows_llama_cpp_to_first_near_tie(name):
     gen = model.generate(rec["ids"], max_tokens=k, temperature=0.0, ignore_eos=True)
     list(gen)
     assert gen.token_ids == rec["greedy_ids"][:k]
+
+
+@pytest.mark.parametrize("name", sorted(TYPES))
+def test_low_bit_tensors_are_repacked_at_load(name, tmp_path):
+    """On a SIMD path the model repacks its Q2_K / Q3_K / IQ4 projections into the interleaved layout (the
+    layout part of the repack cache key lists every repacked tensor's type and shape)."""
+    if _runtime.quant.active_isa() == "scalar":
+        pytest.skip("the scalar path keeps the row layout")
+    path = DATA / f"{name}.gguf"
+    model = Model(path, threads=2, ctx_size=64, repack_cache_dir=str(tmp_path))
+    assert model.repack_status.startswith("built "), model.repack_status
+    (cache,) = tmp_path.glob("*.lsrp")
+    key = re.search(rb"layout=il16v\d+((?:;\d+:\d+x\d+)+)", cache.read_bytes()[:4096])
+    repacked = {int(e.split(b":")[0]) for e in key.group(1).split(b";")[1:]}
+    assert int(gguf.GGMLQuantizationType[MAIN_TYPE[name]]) in repacked, repacked
+    assert np.abs(model.logits(REF[name]["ids"]) - np.array(REF[name]["logits"])).max() <= REF[name]["llama_ref_max_abs"]

@@ -1,5 +1,5 @@
-"""Row-interleaved weights (the layout the model repacks Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS
-matrices into at load): lossless repacking, matmul against the NumPy emulation on every usable ISA path for every
+"""Row-interleaved weights (the layout the model repacks Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS/
+Q2_K/Q3_K matrices into at load): lossless repacking, matmul against the NumPy emulation on every usable ISA path for every
 batch size 1..64, bit-identity across paths, threads, batch sizes and tile positions."""
 import importlib.util
 import pathlib
@@ -19,9 +19,11 @@ ISAS = Q.usable_isas()
 RTOL = 5e-5  # as in test_quant_kernels.py: fp32 rounding relative to Σ|w·x|
 N_OUT = 48  # 3 groups of 16 rows
 TYPES = [QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q4_K, QT.Q5_K, QT.Q6_K,
-         QT.IQ4_NL, QT.IQ4_XS]  # the interleavable types
+         QT.IQ4_NL, QT.IQ4_XS, QT.Q2_K, QT.Q3_K]  # the interleavable types
 # Bytes a 16-row record adds to the rows' own (scales stored one byte each).
-RECORD_EXTRA_BYTES = {QT.Q4_K: 64, QT.Q5_K: 64, QT.IQ4_XS: 32}
+RECORD_EXTRA_BYTES = {QT.Q4_K: 64, QT.Q5_K: 64, QT.IQ4_XS: 32, QT.Q3_K: 64}
+# Types whose interleaved kernels keep the row kernels' integer per super-block (block) and float order.
+LOW_BIT = [QT.IQ4_NL, QT.IQ4_XS, QT.Q2_K, QT.Q3_K]
 
 
 def n_in_for(qtype):
@@ -110,24 +112,70 @@ def test_thread_counts_bit_identical(isa, qtype):
         np.testing.assert_array_equal(Q.matmul(int(qtype), il, n_in, n_out, x, threads=t, interleaved=True), y1)
 
 
-@pytest.mark.parametrize("qtype", [QT.IQ4_NL, QT.IQ4_XS], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", LOW_BIT, ids=lambda t: t.name)
 def test_low_bit_types_equal_the_row_layout_bit_for_bit(qtype):
-    """Their row kernels already reduce a block (IQ4_XS: a super-block) to one exact int32 and add it with
-    one fma in block order; the interleaved kernels do the same, so the two layouts give the same bits."""
+    """Their row kernels already reduce a block (the K types: a super-block) to one exact int32 and add it with
+    one fma in block order (Q2_K's mins into a second accumulator); the interleaved kernels do the same, so the
+    two layouts give the same bits on every path, for a single row, a batch and each row of it alone."""
     raw, _, il = weights(qtype, seed=4)
     N_IN = n_in_for(qtype)
     x = np.random.default_rng(17).standard_normal((11, N_IN)).astype(np.float32)
+    x[4, :64] = 0.0
     before = Q.active_isa()
     try:
+        outs = {}
         for name in ISAS:
             assert Q.set_isa(name)
-            np.testing.assert_array_equal(Q.matmul(int(qtype), il, N_IN, N_OUT, x, interleaved=True),
-                                          Q.matmul(int(qtype), raw, N_IN, N_OUT, x), err_msg=name)
+            outs[name] = Q.matmul(int(qtype), il, N_IN, N_OUT, x, interleaved=True)
+            np.testing.assert_array_equal(outs[name].view(np.uint32),
+                                          Q.matmul(int(qtype), raw, N_IN, N_OUT, x).view(np.uint32), err_msg=name)
+            for r in (0, 4, 10):
+                np.testing.assert_array_equal(Q.matmul(int(qtype), il, N_IN, N_OUT, x[r:r + 1], interleaved=True)[0],
+                                              outs[name][r], err_msg=name)
     finally:
         Q.set_isa(before)
+    for name, y in outs.items():
+        np.testing.assert_array_equal(y.view(np.uint32), outs["scalar"].view(np.uint32), err_msg=name)
 
 
-@pytest.mark.parametrize("qtype", [QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.IQ4_XS], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [QT.Q2_K, QT.Q3_K], ids=lambda t: t.name)
+def test_extreme_low_bit_codes_stay_exact(qtype):
+    """All codes at their largest (Q2_K 3, Q3_K +3 with every hmask bit set, or −4 with none) against
+    activations of ±127: the int16 sub-block dots and scale products must not saturate on any path."""
+    n_in = 512
+    rng = np.random.default_rng(23)
+    raw, _ = qref.random_weights(qtype, N_OUT, n_in, rng)
+    blocks = np.frombuffer(raw, np.uint8).reshape(N_OUT, n_in // 256, -1).copy()
+    if qtype == QT.Q2_K:
+        blocks[:, :, 16:80] = 0xFF  # codes 3
+        blocks[:16, :, :16] = 0xFF  # scale 15, min 15
+    else:
+        blocks[:16, :, :96] = 0xFF  # every hmask bit and 2-bit part 3: codes +3
+        blocks[16:, :, :96] = 0x00  # no hmask bit, 2-bit part 0: codes −4
+        blocks[:, :, 96:108] = 0xFF  # scale 63 − 32 = 31
+    raw = blocks.tobytes()
+    il = Q.interleave(int(qtype), raw, n_in, N_OUT)
+    x = np.where(np.arange(n_in) % 3 == 0, 1.0, -1.0).astype(np.float32)[None, :].repeat(3, 0)
+    x[1] = 1.0
+    before = Q.active_isa()
+    try:
+        outs = {}
+        for name in ISAS:
+            assert Q.set_isa(name)
+            outs[name] = Q.matmul(int(qtype), il, n_in, N_OUT, x, interleaved=True)
+            np.testing.assert_array_equal(outs[name], Q.matmul(int(qtype), raw, n_in, N_OUT, x), err_msg=name)
+    finally:
+        Q.set_isa(before)
+    for name, y in outs.items():
+        np.testing.assert_array_equal(y, outs["scalar"], err_msg=name)
+    ref, scale = qref.reference_matmul(qtype, blocks.reshape(N_OUT, -1), x)  # the gguf package's dequantization
+    assert np.all(np.abs(outs["scalar"] - ref) <= RTOL * scale + 1e-30)
+    for row in (0, 20):
+        w = Q.dequantize_weight_row(int(qtype), il, n_in, N_OUT, row, interleaved=True)
+        np.testing.assert_array_equal(w, Q.dequantize_weight_row(int(qtype), raw, n_in, N_OUT, row))
+
+
+@pytest.mark.parametrize("qtype", [QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.IQ4_XS, QT.Q2_K, QT.Q3_K], ids=lambda t: t.name)
 def test_q8_k_quantizer_edge_cases_identical_on_every_path(qtype):
     """The SIMD Q8_K quantizer must match the scalar one exactly: the first element of largest |x|
     sets the scale (opposite-sign ties), all-zero super-blocks, values that round to ±127.5."""

@@ -159,10 +159,13 @@ def test_low_bit_paths_bit_identical_to_scalar(qtype):
         np.testing.assert_array_equal(y.view(np.uint32), outs["scalar"].view(np.uint32), err_msg=name)
 
 
-def test_which_low_bit_types_are_interleaved():
-    # IQ4_NL / IQ4_XS repack into the interleaved layout (test_interleaved.py); Q2_K / Q3_K stay in rows.
+def test_low_bit_types_are_interleaved_when_n_out_allows():
+    # All four repack into the interleaved layout (test_interleaved.py); an n_out that is not whole
+    # 16-row groups (or n_in not whole blocks) keeps the row layout.
     for qt in LOW_BIT:
-        assert Q.interleave_supported(int(qt), 256, 32) == (qt in (QT.IQ4_NL, QT.IQ4_XS))
+        assert Q.interleave_supported(int(qt), 256, 32)
+        assert not Q.interleave_supported(int(qt), 256, 41)
+        assert not Q.interleave_supported(int(qt), 128 if qt != QT.IQ4_NL else 48, 32)
 
 
 def test_rejects_bad_arguments():
