@@ -200,12 +200,16 @@ void bind_quant(py::module_& parent) {
       if (name == isa_name(i)) return set_isa(i);
     return false;
   }, py::arg("name"), "Force a kernel path; False if unknown or not usable here.");
-  m.def("usable_isas", [] {
+  auto isas_where = [](bool (*pred)(Isa)) {
     std::vector<std::string> out;
     for (Isa i : kAll)
-      if (isa_usable(i)) out.emplace_back(isa_name(i));
+      if (pred(i)) out.emplace_back(isa_name(i));
     return out;
-  });
+  };
+  m.def("usable_isas", [isas_where] { return isas_where(isa_usable); },
+        "Paths whose CPU features are present and whose start-up self-test passed.");
+  m.def("supported_isas", [isas_where] { return isas_where(isa_supported); },
+        "Paths this CPU's features allow, whether or not their self-test passed.");
 }
 
 }  // namespace ls

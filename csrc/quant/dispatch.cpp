@@ -132,23 +132,27 @@ bool self_test(const KernelTable& cand, const KernelTable& ref) {
 struct Dispatch {
   KernelTable tables[kNumIsa];
   bool usable[kNumIsa] = {true, false, false, false};
+  bool supported[kNumIsa] = {true, false, false, false};  // the CPU's features allow the path
   std::atomic<int> active{0};
 
   Dispatch() {
     fill_scalar(tables[0]);
     fill_il_scalar(tables[0]);
     const CpuFeatures& f = cpu_features();
-    if (f.avx2) {
+    supported[1] = f.avx2;
+    supported[2] = f.avx2 && f.avx512 && f.avx512_vnni;
+    supported[3] = f.avx2 && f.avx_vnni;
+    if (supported[1]) {
       tables[1] = tables[0];
       fill_avx2(tables[1]);
       usable[1] = self_test(tables[1], tables[0]);
     }
-    if (f.avx2 && f.avx512 && f.avx512_vnni) {
+    if (supported[2]) {
       tables[2] = tables[0];
       fill_avx512_vnni(tables[2]);
       usable[2] = self_test(tables[2], tables[0]);
     }
-    if (f.avx2 && f.avx_vnni) {
+    if (supported[3]) {
       tables[3] = tables[0];
       fill_avx_vnni(tables[3]);
       usable[3] = self_test(tables[3], tables[0]);
@@ -206,6 +210,11 @@ const char* isa_name(Isa isa) {
 bool isa_usable(Isa isa) {
   const int i = int(isa);
   return i >= 0 && i < quant::kNumIsa && quant::dispatch().usable[i];
+}
+
+bool isa_supported(Isa isa) {
+  const int i = int(isa);
+  return i >= 0 && i < quant::kNumIsa && quant::dispatch().supported[i];
 }
 
 bool set_isa(Isa isa) {

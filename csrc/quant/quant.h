@@ -39,6 +39,9 @@ const char* isa_name(Isa isa);
 bool set_isa(Isa isa);
 // True when the path's probe executed and its kernels passed the start-up self-test.
 bool isa_usable(Isa isa);
+// The CPU's features allow the path; it is usable only if its start-up self-test also passed, so a
+// supported path that is not usable is a kernel bug (the machine silently runs a slower path).
+bool isa_supported(Isa isa);
 
 // Dequantize n elements (a multiple of the block size) of type t at src into dst.
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);

@@ -191,3 +191,11 @@ def test_every_executable_path_passes_self_test():
     if usable["avx2"] and usable["avx512"] and usable["avx512_vnni"]:
         expected.add("avx512_vnni")
     assert set(ISAS) == expected
+
+
+def test_every_path_the_cpu_supports_passes_its_start_up_self_test():
+    # A kernel that differs from the scalar reference makes dispatch drop its whole path at start-up:
+    # the server still works, silently on a slower path (once, every IQ4 type broke AVX-512 VNNI).
+    supported = Q.supported_isas()
+    assert "scalar" in supported
+    assert Q.usable_isas() == supported
