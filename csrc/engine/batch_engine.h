@@ -140,9 +140,10 @@ class BatchEngine {
   int32_t next_prefill_tokens() const;
 
   // llama-server's slot files (engine/slot_file.h), `filename` a plain name inside
-  // prefix_cache_dir. save: the slot's last (or running) base-model sequence's cached K/V and key
-  // ids; restore: such a file's pages into the prefix tree, where any prompt starting with its ids
-  // maps them; erase: the slot forgets its last sequence (its pages stay cached for others).
+  // prefix_cache_dir, on a free slot. save: the slot's last base-model sequence's K/V pages still
+  // cached and their key ids; restore: such a file's pages into the prefix tree, where any prompt
+  // starting with its ids maps them; erase: the slot forgets its last sequence (its pages stay
+  // cached for others).
   // Throws std::invalid_argument (no dir, bad slot or name, busy slot, adapters) or
   // std::runtime_error (file missing, unwritable, corrupt or of another model or layout).
   SlotFileResult save_slot(int32_t slot, const std::string& filename);

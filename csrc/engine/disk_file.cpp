@@ -19,12 +19,19 @@ struct Header {
   uint32_t identity_bytes;
   uint64_t count;
   uint64_t body_bytes;
-  uint64_t checksum;  // fnv1a64 of the body
+  uint64_t checksum;  // chain() over the body's parts
   uint8_t reserved[24];
 };
 static_assert(sizeof(Header) == 64, "64-byte header");
 
 constexpr uint32_t kMaxIdentityBytes = 1 << 16;
+constexpr uint64_t kChecksumSeed = 0x6c736b7663686b31ull;
+
+// The body's checksum, one part at a time (repack_checksum reads 32 bytes per round: a 1.4 MB page
+// costs well under a millisecond).
+uint64_t chain(uint64_t h, const void* data, size_t n_bytes) {
+  return (h ^ repack_checksum(static_cast<const uint8_t*>(data), n_bytes)) * 0x9E3779B185EBCA87ull + n_bytes;
+}
 
 }  // namespace
 
@@ -35,10 +42,10 @@ bool write_checked_file(const std::string& path, const char magic[8], uint32_t v
   h.version = version;
   h.identity_bytes = uint32_t(identity.size());
   h.count = count;
-  h.checksum = 1469598103934665603ull;
+  h.checksum = kChecksumSeed;
   for (size_t i = 0; i < n_parts; ++i) {
     h.body_bytes += parts[i].n_bytes;
-    h.checksum = fnv1a64(parts[i].data, parts[i].n_bytes, h.checksum);
+    h.checksum = chain(h.checksum, parts[i].data, parts[i].n_bytes);
   }
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) {
@@ -91,14 +98,14 @@ bool CheckedFile::open(const std::string& path, const char magic[8], uint32_t ve
   count_ = h.count;
   body_bytes_ = h.body_bytes;
   expect_checksum_ = h.checksum;
-  checksum_ = 1469598103934665603ull;
+  checksum_ = kChecksumSeed;
   read_bytes_ = 0;
   return true;
 }
 
 bool CheckedFile::read(void* out, size_t n_bytes) {
   if (!f_ || read_bytes_ + n_bytes > body_bytes_ || std::fread(out, 1, n_bytes, f_) != n_bytes) return false;
-  checksum_ = fnv1a64(out, n_bytes, checksum_);
+  checksum_ = chain(checksum_, out, n_bytes);
   read_bytes_ += n_bytes;
   return true;
 }

@@ -1,7 +1,8 @@
 // Checked cache files (private to engine/disk_tier.cpp and engine/slot_file.cpp): a 64-byte header
 // (magic, version, identity length, a count, body bytes, a checksum of the body) and the
 // identity text, then the body. Written `<path>` directly by the caller's choice of name (the
-// callers write temp names and rename); read back in pieces, then the checksum is checked.
+// callers write temp names and rename). The body is written in parts and must be read back in
+// the same parts (one read() per part): the checksum chains each part's repack_checksum.
 #pragma once
 
 #include <cstddef>
@@ -34,7 +35,7 @@ class CheckedFile {
             std::string& why);
   uint64_t count() const { return count_; }
   uint64_t body_bytes() const { return body_bytes_; }
-  bool read(void* out, size_t n_bytes);  // the next n_bytes of the body (checksummed as read)
+  bool read(void* out, size_t n_bytes);  // the next part of the body, n_bytes long (checksummed as read)
   bool checksum_ok() const;              // after the whole body was read
 
  private:

@@ -44,14 +44,9 @@ bool read_kv_page_file(const std::string& path, const std::string& identity, con
     return false;
   }
   const size_t id_bytes = size_t(n_ids) * sizeof(int32_t);
-  bool ok = f.count() == uint64_t(n_ids) && f.body_bytes() == id_bytes + n_bytes;
-  // The ids are compared in pieces through out (the page's room) so no buffer is allocated here.
-  for (size_t off = 0; ok && off < id_bytes;) {
-    const size_t k = std::min(n_bytes, id_bytes - off);
-    ok = f.read(out, k) && std::memcmp(out, reinterpret_cast<const uint8_t*>(ids) + off, k) == 0;
-    off += k;
-  }
-  ok = ok && f.read(out, n_bytes) && f.checksum_ok();
+  if (id_bytes > n_bytes) return false;  // the ids are read through out (no allocation here): never so
+  const bool ok = f.count() == uint64_t(n_ids) && f.body_bytes() == id_bytes + n_bytes && f.read(out, id_bytes) &&
+                  std::memcmp(out, ids, id_bytes) == 0 && f.read(out, n_bytes) && f.checksum_ok();
   if (!ok) ::unlink(path.c_str());
   return ok;
 }
@@ -106,8 +101,11 @@ struct DiskTier::Impl {
         ::unlink(path.c_str());
         continue;
       }
-      if (n.size() != prefix.size() + 16 + std::strlen(kSuffix) || ::stat(path.c_str(), &st) != 0) continue;
-      const uint64_t hash = std::stoull(n.substr(prefix.size(), 16), nullptr, 16);
+      const std::string hex = n.substr(prefix.size(), 16);
+      if (n.size() != prefix.size() + 16 + std::strlen(kSuffix) || n.compare(prefix.size() + 16, std::string::npos, kSuffix) != 0 ||
+          hex.find_first_not_of("0123456789abcdef") != std::string::npos || ::stat(path.c_str(), &st) != 0)
+        continue;
+      const uint64_t hash = std::stoull(hex, nullptr, 16);
       index[hash] = Entry{int64_t(st.st_size), 0, true};
       bytes_used += int64_t(st.st_size);
       found.emplace_back(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec, hash);
