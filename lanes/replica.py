@@ -83,7 +83,8 @@ class LaneReplica:
             "parent_pid": os.getpid(), "path": self.spec.path, "threads": self.spec.threads,
             "ctx_size": self.spec.ctx_size, "num_slots": self.spec.num_slots,
             "max_batch_tokens": self.spec.max_batch_tokens, "repack_cache_dir": self.spec.repack_cache_dir,
-            "prompt_cache_mib": self.spec.prompt_cache_mib, "kv_cache_mib": self.spec.kv_cache_mib, "prefix_cache_dir": self.spec.prefix_cache_dir, "prefix_cache_disk_mib": self.spec.prefix_cache_disk_mib,
+            **{k: getattr(self.spec, k) for k in ("prompt_cache_mib", "kv_cache_mib", "prefix_cache_dir",
+                                                  "prefix_cache_disk_mib")},
             "channels": self.channels.lane_spec(), "max_pending_bytes": cfg.max_pending_bytes,
             "prefill_budget_ns_per_token": cfg.prefill_budget_ns_per_token,
             # The pool's current LoRA adapters: a respawned lane comes back with the same set.

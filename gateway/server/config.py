@@ -158,7 +158,8 @@ class GatewayConfig:
         if type(self.cache_ram_mib) is not int or not 0 <= self.cache_ram_mib <= 1 << 20:
             raise ConfigError(f"cache_ram_mib must be an integer in [0, 1048576], 0 = off (got {self.cache_ram_mib!r})")
         if type(self.prefix_cache_disk_mib) is not int or not 0 <= self.prefix_cache_disk_mib <= 1 << 30:
-            raise ConfigError(f"prefix_cache_disk_mib must be an integer in [0, 2**30] (got {self.prefix_cache_disk_mib!r})")
+            raise ConfigError(f"prefix_cache_disk_mib must be an integer in [0, 1073741824] "
+                              f"(got {self.prefix_cache_disk_mib!r})")
         if self.prefix_cache_dir:
             path = self.prefix_cache_path()
             if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):

@@ -62,7 +62,8 @@ def test_a_restarted_server_serves_a_known_prompt_from_disk(own_server, tmp_path
 
 
 def test_slot_routes_need_a_prefix_cache_dir(synthetic_server):
-    r = httpx.post(f"{synthetic_server.base_url}/slots/0", params={"action": "save"}, json={"filename": "a.bin"}, timeout=10)
+    r = httpx.post(f"{synthetic_server.base_url}/slots/0", params={"action": "save"}, json={"filename": "a.bin"},
+                   timeout=10)
     assert r.status_code == 501
     assert r.json()["error"]["type"] == "not_supported_error" and "--prefix-cache-dir" in r.json()["error"]["message"]
 
