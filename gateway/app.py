@@ -18,7 +18,7 @@ import signal
 from sanic import Sanic
 
 from gateway.http import auth
-from gateway.serve import control_routes
+from gateway.serve import control_routes, slot_routes
 from gateway.embeddings import routes as embedding_routes
 from gateway.http import error_handler as errors_http
 from gateway.server import info_routes, router_routes
@@ -129,6 +129,7 @@ def _build(config: GatewayConfig, backend) -> Sanic:
                   methods=["GET", "HEAD"], name="ollama_root")
     route(control_routes.stop, "/stop", "POST")
     route(control_routes.cancel_request, "/v1/requests/<request_id:str>", "DELETE")
+    route(slot_routes.slot_action, "/slots/<id_slot:int>", "POST")
     route(embedding_routes.openai_embeddings, "/v1/embeddings", "POST")
     route(embedding_routes.ollama_embed, "/api/embed", "POST")
     route(embedding_routes.ollama_embeddings, "/api/embeddings", "POST")

@@ -30,6 +30,10 @@ class LaneModelSpec:
     # per slot) + prompt_cache_mib for cached prefixes no sequence maps (csrc/engine/prefix_tree.h; 0 = off).
     kv_cache_mib: int = 0
     prompt_cache_mib: int = 0
+    # The prefix cache's disk tier (csrc/engine/disk_tier.h): whole base-model prefix pages also go to
+    # files here (at most prefix_cache_disk_mib per lane) and are read back on a RAM miss; "" = off.
+    prefix_cache_dir: str = ""
+    prefix_cache_disk_mib: int = 4096
     # Width of the image embeddings requests may carry (a vision projector's output, = the text model's
     # n_embd); sizes the request ring for prompts made of image rows (lanes.channels). 0 = text only.
     image_n_embd: int = 0

@@ -81,7 +81,8 @@ def run(config: dict) -> int:
         target=lambda: result.setdefault("reason", lane.load_and_run(
             config["path"], config["threads"], config["ctx_size"], config["num_slots"], config["max_batch_tokens"],
             config["repack_cache_dir"], [tuple(a) for a in config.get("adapters", ())],
-            config.get("prompt_cache_mib", 0), config.get("kv_cache_mib", 0))),
+            config.get("prompt_cache_mib", 0), config.get("kv_cache_mib", 0), config.get("prefix_cache_dir", ""),
+            config.get("prefix_cache_disk_mib", 4096))),
         name="lane-native", daemon=True)
     thread.start()
     while thread.is_alive():

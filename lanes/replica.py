@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from lanes import lane_stats, wire
+from lanes import lane_stats, slot_files, wire
 from lanes.api import ChoiceDone, Embedding, LaneBusy, LaneError, ScoredChunk, SERVING_STATES
 from lanes.audio.records import transcript_part
 from lanes.channels import LaneChannels, request_ring_capacity
@@ -83,7 +83,8 @@ class LaneReplica:
             "parent_pid": os.getpid(), "path": self.spec.path, "threads": self.spec.threads,
             "ctx_size": self.spec.ctx_size, "num_slots": self.spec.num_slots,
             "max_batch_tokens": self.spec.max_batch_tokens, "repack_cache_dir": self.spec.repack_cache_dir,
-            "prompt_cache_mib": self.spec.prompt_cache_mib, "kv_cache_mib": self.spec.kv_cache_mib,
+            **{k: getattr(self.spec, k) for k in ("prompt_cache_mib", "kv_cache_mib", "prefix_cache_dir",
+                                                  "prefix_cache_disk_mib")},
             "channels": self.channels.lane_spec(), "max_pending_bytes": cfg.max_pending_bytes,
             "prefill_budget_ns_per_token": cfg.prefill_budget_ns_per_token,
             # The pool's current LoRA adapters: a respawned lane comes back with the same set.
@@ -254,6 +255,8 @@ class LaneReplica:
             self.stats = wire.decode_stats(payload)
         elif rtype == wire.ADAPTER:
             self.pool.adapter_status(self, *wire.decode_adapter_status(payload))
+        elif rtype == wire.SLOT_FILE_DONE:
+            slot_files.answered(payload)
         elif rtype == wire.ERROR:
             rid, code, message = wire.decode_error(payload)
             if rid == 0:

@@ -31,10 +31,10 @@ SEGMENT_HEADER_OFFSETS: dict[str, int] = LAYOUT["structs"]["SegmentHeader"]["off
 # and linters see them; a name the native layout lacks fails the import.
 RECORD_TYPES: dict[str, int] = LAYOUT["record_types"]
 (PAD, REQUEST, CANCEL, SHUTDOWN, HELLO, DELTA, DONE, ERROR, STATS, EMBEDDING, LOGPROBS, AUDIO_REQUEST,
- TRANSCRIPT, LOAD_ADAPTER, UNLOAD_ADAPTER, ADAPTER) = (
+ TRANSCRIPT, LOAD_ADAPTER, UNLOAD_ADAPTER, ADAPTER, SLOT_FILE, SLOT_FILE_DONE) = (
     RECORD_TYPES[n] for n in ("PAD", "REQUEST", "CANCEL", "SHUTDOWN", "HELLO", "DELTA", "DONE", "ERROR", "STATS",
                               "EMBEDDING", "LOGPROBS", "AUDIO_REQUEST", "TRANSCRIPT", "LOAD_ADAPTER",
-                              "UNLOAD_ADAPTER", "ADAPTER"))
+                              "UNLOAD_ADAPTER", "ADAPTER", "SLOT_FILE", "SLOT_FILE_DONE"))
 CHANNELS: dict[str, int] = LAYOUT["channels"]  # content, reasoning, tool_arguments
 CONTENT = CHANNELS["content"]
 # STATS histograms: bucket i counts steps whose value is <= bound i; the last bucket is +Inf.
@@ -49,6 +49,7 @@ ERROR_NAMES = {v: k for k, v in ERROR_CODES.items()}
 TRANSCRIPT_KINDS: dict[str, int] = LAYOUT["transcript_kinds"]
 ADAPTER_STATUSES: dict[str, int] = LAYOUT["adapter_statuses"]  # ADAPTER records: loaded, failed, unloaded
 ADAPTER_STATUS_NAMES = {v: k for k, v in ADAPTER_STATUSES.items()}
+SLOT_ACTIONS: dict[str, int] = LAYOUT["slot_actions"]  # SLOT_FILE records: save, restore, erase
 MAX_REQUEST_ADAPTERS: int = LAYOUT["max_request_adapters"]  # LoRA adapters one request may apply
 MAX_REQUEST_IMAGES: int = LAYOUT["max_request_images"]  # image inputs (encoder outputs) per request
 
@@ -136,11 +137,13 @@ STRUCTS = tuple(_spec(name) for name in LAYOUT["structs"] if name != "SegmentHea
 _BY_NAME = {spec.name: spec for spec in STRUCTS}
 (REQUEST_HEADER, LOGIT_BIAS_ENTRY, CANCEL_RECORD, HELLO_RECORD, DELTA_HEADER, DONE_RECORD, STATS_RECORD,
  EMBEDDING_HEADER, ERROR_HEADER, LOGPROBS_HEADER, LOGPROB_ENTRY, AUDIO_REQUEST_HEADER, TRANSCRIPT_HEADER,
- ADAPTER_ENTRY, LOAD_ADAPTER_HEADER, UNLOAD_ADAPTER_RECORD, ADAPTER_STATUS_HEADER, IMAGE_ENTRY) = (
+ ADAPTER_ENTRY, LOAD_ADAPTER_HEADER, UNLOAD_ADAPTER_RECORD, ADAPTER_STATUS_HEADER, IMAGE_ENTRY, SLOT_FILE_HEADER,
+ SLOT_FILE_DONE_HEADER) = (
     _BY_NAME[n] for n in ("RequestHeader", "LogitBiasEntry", "CancelRecord", "HelloRecord", "DeltaHeader",
                           "DoneRecord", "StatsRecord", "EmbeddingHeader", "ErrorHeader", "LogprobsHeader",
                           "LogprobEntry", "AudioRequestHeader", "TranscriptHeader", "AdapterEntry",
-                          "LoadAdapterHeader", "UnloadAdapterRecord", "AdapterStatusHeader", "ImageEntry"))
+                          "LoadAdapterHeader", "UnloadAdapterRecord", "AdapterStatusHeader", "ImageEntry",
+                          "SlotFileHeader", "SlotFileDoneHeader"))
 
 _U32 = struct.Struct("<I")
 _FLAGS_OFFSET = REQUEST_HEADER.offsets()["flags"]
@@ -270,6 +273,18 @@ def decode_adapter_status(payload: bytes) -> tuple[int, str, int, int, str]:
     message = bytes(payload[ADAPTER_STATUS_HEADER.size:]).decode("utf-8", "replace")
     return (h["adapter_id"], ADAPTER_STATUS_NAMES.get(h["status"], f"status_{h['status']}"), h["tensor_bytes"],
             h["load_ns"], message)
+
+
+def encode_slot_file(op_id: int, action: str, slot: int, filename: str) -> bytes:
+    """SLOT_FILE payload: the lane saves, restores or erases slot `slot` (filename in its prefix-cache dir)."""
+    n = filename.encode("utf-8")
+    return SLOT_FILE_HEADER.pack(op_id=op_id, action=SLOT_ACTIONS[action], slot=slot, name_bytes=len(n), reserved=0) + n
+
+
+def decode_slot_file_done(payload: bytes) -> tuple[int, dict, str]:
+    """SLOT_FILE_DONE → (op_id, {ok, bad_request, n_tokens, n_bytes, elapsed_ns}, message)."""
+    h = SLOT_FILE_DONE_HEADER.unpack(payload)
+    return h.pop("op_id"), h, bytes(payload[SLOT_FILE_DONE_HEADER.size:]).decode("utf-8", "replace")
 
 
 @dataclass(frozen=True)

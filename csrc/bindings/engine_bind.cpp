@@ -8,6 +8,7 @@
 #include "bindings/engine_options.h"
 #include "bindings/sampling_params.h"
 #include "engine/batch_engine.h"
+#include "engine/disk_tier.h"
 #include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -73,18 +74,21 @@ void bind_batch_engine(py::module_& m) {
                           "pass per step.")
       .def(py::init([](const std::string& path, int threads, int ctx_size, int num_slots, int max_batch_tokens,
                        const std::string& repack_cache_dir, int64_t prompt_cache_mib, int64_t kv_cache_mib,
-                       uint64_t page_shuffle_seed) {
+                       uint64_t page_shuffle_seed, const std::string& prefix_cache_dir, int64_t prefix_cache_disk_mib) {
              BatchEngineOptions o = engine_options(threads, ctx_size, num_slots, max_batch_tokens, repack_cache_dir,
-                                                   prompt_cache_mib, kv_cache_mib);
+                                                   prompt_cache_mib, kv_cache_mib, prefix_cache_dir,
+                                                   prefix_cache_disk_mib);
              o.page_shuffle_seed = page_shuffle_seed;
              py::gil_scoped_release nogil;
              return new BatchEngine(path, o);
            }),
            py::arg("path"), py::arg("threads") = 0, py::arg("ctx_size") = 0, py::arg("num_slots") = 8,
            py::arg("max_batch_tokens") = 256, py::arg("repack_cache_dir") = "", py::arg("prompt_cache_mib") = 0,
-           py::arg("kv_cache_mib") = 0, py::arg("page_shuffle_seed") = 0,
+           py::arg("kv_cache_mib") = 0, py::arg("page_shuffle_seed") = 0, py::arg("prefix_cache_dir") = "",
+           py::arg("prefix_cache_disk_mib") = 4096,
            "K/V page pool: kv_cache_mib (0: num_slots whole contexts) + prompt_cache_mib (room for cached "
-           "prefixes); page_shuffle_seed != 0 hands pages out in a seeded random order (tests).")
+           "prefixes); page_shuffle_seed != 0 hands pages out in a seeded random order (tests); "
+           "prefix_cache_dir: the prefix cache's disk tier, at most prefix_cache_disk_mib of page files.")
       .def_property_readonly("repack_status", &BatchEngine::repack_status)
       .def("prompt_cache_stats",
            [](const BatchEngine& e) {
@@ -99,10 +103,24 @@ void bind_batch_engine(py::module_& m) {
              d["evictions"] = s.evictions;
              d["pages_total"] = s.pages_total;
              d["pages_free"] = s.pages_free;
+             d["disk_reads"] = s.disk_reads;
+             d["disk_writes"] = s.disk_writes;
+             d["disk_bytes_used"] = s.disk_bytes_used;
+             d["disk_max_bytes"] = s.disk_max_bytes;
              return d;
            },
            "The prefix cache's figures (engine/prefix_tree.h): bytes_used and entries (pages the tree holds), "
-           "max_bytes (the page pool), hits, hit_tokens, stores and evictions (pages), pages_total, pages_free.")
+           "max_bytes (the page pool), hits, hit_tokens, stores and evictions (pages), pages_total, pages_free; "
+           "the disk tier's disk_reads and disk_writes (pages), disk_bytes_used, disk_max_bytes.")
+      .def("save_slot", [](BatchEngine& e, int32_t slot, const std::string& filename) {
+             const SlotFileResult r = e.save_slot(slot, filename);
+             return py::make_tuple(r.n_tokens, r.n_bytes);
+           }, py::arg("slot"), py::arg("filename"), "-> (n_tokens, n_bytes) (BatchEngine::save_slot)")
+      .def("restore_slot", [](BatchEngine& e, int32_t slot, const std::string& filename) {
+             const SlotFileResult r = e.restore_slot(slot, filename);
+             return py::make_tuple(r.n_tokens, r.n_bytes);
+           }, py::arg("slot"), py::arg("filename"), "-> (n_tokens, n_bytes) (BatchEngine::restore_slot)")
+      .def("erase_slot", &BatchEngine::erase_slot, py::arg("slot"))
       .def_property_readonly("n_ctx", &BatchEngine::n_ctx)
       .def_property_readonly("num_slots", &BatchEngine::num_slots)
       .def_property_readonly("max_batch_tokens", &BatchEngine::max_batch_tokens)
@@ -153,7 +171,47 @@ void bind_batch_engine(py::module_& m) {
            "+ the float32 [n_embd] embedding of a finished embedding sequence, else None).");
 }
 
+// The disk tier alone, over bytes (tests of its files and budget without a model).
+static void bind_disk_tier(py::module_& m) {
+  py::class_<DiskTier>(m, "PrefixDiskTier", "The prefix cache's disk tier (engine/disk_tier.h), pages as bytes.")
+      .def(py::init<const std::string&, const std::string&, size_t, int64_t, int32_t>(), py::arg("dir"),
+           py::arg("identity"), py::arg("page_bytes"), py::arg("max_bytes"), py::arg("max_ids"))
+      .def_static("prefix_hash", [](const std::vector<int32_t>& ids) {
+             return DiskTier::prefix_hash(ids.data(), int32_t(ids.size()));
+           })
+      .def("put", [](DiskTier& d, const std::vector<int32_t>& ids, const py::bytes& data) {
+             const std::string b = data;
+             if (b.size() != d.page_bytes()) throw std::invalid_argument("data must be page_bytes long");
+             return d.put(ids.data(), int32_t(ids.size()), DiskTier::prefix_hash(ids.data(), int32_t(ids.size())),
+                          reinterpret_cast<const uint8_t*>(b.data()));
+           })
+      .def("get", [](DiskTier& d, const std::vector<int32_t>& ids) -> py::object {
+             std::string out(d.page_bytes(), '\0');
+             if (!d.get(ids.data(), int32_t(ids.size()), DiskTier::prefix_hash(ids.data(), int32_t(ids.size())),
+                        reinterpret_cast<uint8_t*>(out.data())))
+               return py::none();
+             return py::bytes(out);
+           })
+      .def("contains", [](const DiskTier& d, const std::vector<int32_t>& ids) {
+             return d.contains(DiskTier::prefix_hash(ids.data(), int32_t(ids.size())));
+           })
+      .def("flush", &DiskTier::flush, py::call_guard<py::gil_scoped_release>())
+      .def("stats", [](const DiskTier& d) {
+             const DiskTierStats s = d.stats();
+             py::dict o;
+             o["bytes_used"] = s.bytes_used;
+             o["max_bytes"] = s.max_bytes;
+             o["files"] = s.files;
+             o["writes"] = s.writes;
+             o["reads"] = s.reads;
+             o["dropped"] = s.dropped;
+             o["evictions"] = s.evictions;
+             return o;
+           });
+}
+
 void bind_engine(py::module_& m) {
+  bind_disk_tier(m);
   py::class_<Engine>(m, "Engine", "One model with its tokenizer; runs one generation at a time.")
       .def(py::init([](const std::string& path, int threads, int ctx_size, int max_batch, const std::string& repack_cache_dir) {
              py::gil_scoped_release nogil;

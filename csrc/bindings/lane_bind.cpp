@@ -39,18 +39,21 @@ void bind_lane(py::module_& m) {
       .def("load_and_run",
            [](lane::LaneLoop& l, const std::string& path, int threads, int ctx_size, int num_slots, int max_batch_tokens,
               const std::string& repack_cache_dir, const std::vector<std::tuple<uint32_t, std::string, std::string>>& adapters,
-              int64_t prompt_cache_mib, int64_t kv_cache_mib) {
+              int64_t prompt_cache_mib, int64_t kv_cache_mib, const std::string& prefix_cache_dir,
+              int64_t prefix_cache_disk_mib) {
              std::vector<lane::StartupAdapter> startup;
              for (const auto& [id, name, adapter_path] : adapters) startup.push_back({id, name, adapter_path});
              const lane::BackendOptions o = engine_options(threads, ctx_size, num_slots, max_batch_tokens,
-                                                           repack_cache_dir, prompt_cache_mib, kv_cache_mib);
+                                                           repack_cache_dir, prompt_cache_mib, kv_cache_mib,
+                                                           prefix_cache_dir, prefix_cache_disk_mib);
              py::gil_scoped_release nogil;
              return l.load_and_run(path, o, startup);
            },
            py::arg("path"), py::arg("threads"), py::arg("ctx_size") = 0, py::arg("num_slots") = 8,
            py::arg("max_batch_tokens") = 256, py::arg("repack_cache_dir") = "",
            py::arg("adapters") = std::vector<std::tuple<uint32_t, std::string, std::string>>{},
-           py::arg("prompt_cache_mib") = 0, py::arg("kv_cache_mib") = 0,
+           py::arg("prompt_cache_mib") = 0, py::arg("kv_cache_mib") = 0, py::arg("prefix_cache_dir") = "",
+           py::arg("prefix_cache_disk_mib") = 4096,
            "Load the model and the LoRA adapters [(id, name, path)] (one ADAPTER record each), send HELLO (or "
            "ERROR load_failed), run until stop/SHUTDOWN/parent death. "
            "Returns 'shutdown', 'stopped', 'parent_died' or 'load_failed'.")

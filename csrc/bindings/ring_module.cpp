@@ -183,6 +183,7 @@ py::dict wire_layout() {
   LS_EXPORT_ENUM(Channel, LS_WIRE_CHANNELS, "channels")
   LS_EXPORT_ENUM(TranscriptKind, LS_WIRE_TRANSCRIPT_KINDS, "transcript_kinds")
   LS_EXPORT_ENUM(AdapterStatus, LS_WIRE_ADAPTER_STATUSES, "adapter_statuses")
+  LS_EXPORT_ENUM(SlotAction, LS_WIRE_SLOT_ACTIONS, "slot_actions")
   LS_WIRE_FLAGS(LS_EXPORT_CONSTANT)
   LS_WIRE_STRUCTS(LS_EXPORT_STRUCT)
   {

@@ -7,95 +7,20 @@
 #include <unordered_map>
 
 #include "common/lazy_array.h"
+#include "engine/batch_slots.h"
+#include "engine/disk_tier.h"
 #include "engine/page_pool.h"
 #include "engine/prefix_tree.h"
 #include "engine/sequence.h"
+#include "engine/slot_file.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "model/repack_store.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ls {
 
-namespace {
-
-// A sequence's adapters and the references that keep them loaded until it ends.
-struct LoraHold {
-  LoraSet set;
-  std::shared_ptr<const LoraAdapter> refs[kMaxLoraPerSeq];
-  void release() {
-    for (auto& r : refs) r.reset();
-  }
-};
-
-constexpr int32_t kPage = kKvPagePositions;
-
-// One sequence slot: a running sequence and its page table (the model's sequence index = slot
-// index). A free slot maps no page.
-struct Slot {
-  std::unique_ptr<Sequence> seq;
-  std::vector<int32_t> kv_tokens;  // key ids (prompt_key) whose K/V are valid at positions [0, size); capacity ctx_size
-  int32_t n_mapped = 0;            // page table entries [0, n_mapped) map pages it holds
-  int32_t reserve = 0;             // pages it may still take (admission counted them as available)
-  std::vector<int32_t> key;        // the running prompt's key ids (prompt_key)
-  bool busy = false;
-  uint64_t request_id = 0;
-  uint32_t choice = 0;
-  int32_t prefilled = 0;    // prompt positions fed so far
-  int32_t pos = 0;          // next K/V position once prefilled
-  int32_t chunk = 0;        // prompt tokens fed in the current step
-  uint64_t admit_order = 0; // FIFO order of prefills
-  bool embed = false;       // prefill-only embedding sequence
-  bool finished_embed = false;  // its embedding went out this step: free after advance()
-  int32_t row0 = 0;         // batch row of its first token in the current step
-  int64_t begin_ns = 0;     // admission into the slot
-  std::vector<double> embd_sum;  // [n_embd] sum of its tokens' final hidden rows, position order
-  std::vector<float> embd_out;   // [n_embd] the finished embedding
-  LoraHold lora;                 // adapters of the running sequence (released once it ends)
-  LoraSet kv_lora;               // adapters kv_tokens' K/V were computed with (serials only)
-  int32_t num_top = -1;          // logprobs: alternatives per scored position; -1 off
-  bool prompt_lp = false;        // scores its prompt tokens too (echo)
-  std::vector<TokenLogprob> lp;  // [kMaxLogprobPositions][1 + kMaxTopLogprobs] positions scored this step
-  uint32_t lp_n = 0, lp_prompt_n = 0;
-
-  TokenLogprob* lp_next() { return lp.data() + size_t(lp_n++) * size_t(1 + num_top); }
-
-  int32_t prompt_size() const { return int32_t(seq->request().prompt_ids.size()); }
-  bool decoding() const { return busy && !embed && prefilled == prompt_size(); }
-};
-
-struct Waiting {
-  uint64_t request_id;
-  uint32_t choice;
-  GenerationRequest req;
-  bool embed = false;
-  MatcherPtr grammar;  // compiled req.grammar (null: unconstrained)
-  LoraHold lora;       // req.adapters, resolved at add()
-  // req.grammar waits for the model's grammar compiler, still being built (compiled at admission).
-  bool grammar_deferred = false;
-  std::vector<int32_t> key;  // prompt_key(req)
-};
-
-// The ids prefix reuse and the prompt cache compare: the prompt's, except that an image's
-// positions (which share one placeholder id) become negative ids derived from the image's content
-// hash and the position within the image — never a vocabulary id, and equal only for the same image.
-std::vector<int32_t> prompt_key(const GenerationRequest& req) {
-  std::vector<int32_t> key = req.prompt_ids;
-  for (const PromptImage& im : req.images)
-    for (int32_t j = 0; j < im.n_tokens; ++j) {
-      uint64_t h = im.content_hash + 0x9e3779b97f4a7c15ull * uint64_t(j + 1);  // splitmix64 finaliser
-      h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
-      h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-      h ^= h >> 31;
-      key[size_t(im.pos + j)] = -1 - int32_t(h & 0x3fffffffu);
-    }
-  return key;
-}
-
-// Positions a sequence can have scored in one step: its prompt rows, position 0's null entry and
-// the sampled token.
-constexpr int32_t kMaxLogprobPositions = kMaxPromptLogitRows + 2;
-
-}  // namespace
+using namespace batch;
 
 struct BatchEngine::Impl {
   GgufFile file;
@@ -115,6 +40,8 @@ struct BatchEngine::Impl {
   std::vector<uint64_t> recent_ends; // [num_slots] tree clock at the last num_slots sequence ends (0: none yet)
   size_t next_end = 0;
   uint64_t hits = 0, hit_tokens = 0; // admitted prompts that reused at least a page's worth, and those positions
+  std::unique_ptr<DiskTier> disk;    // the prefix cache's disk tier (null: no prefix_cache_dir)
+  std::vector<uint8_t> disk_page;    // [kv_bytes_per_page] a page read back from disk, before it enters the pool
   std::deque<Waiting> waiting;
   uint64_t counter = 0;
   int32_t last_batch_tokens = 0;
@@ -173,6 +100,60 @@ struct BatchEngine::Impl {
     logits = LazyArray<float>(size_t(o.num_slots + kMaxPromptLogitRows) * n_vocab);
     events.reserve(o.num_slots);
     hidden = LazyArray<float>(size_t(max_batch_tokens) * model.config().n_embd);
+    if (!o.prefix_cache_dir.empty()) {
+      std::string why;
+      const std::string identity = model_file_identity(path, why);
+      if (identity.empty()) throw std::runtime_error(path + ": " + why);
+      disk = std::make_unique<DiskTier>(o.prefix_cache_dir, identity + ";" + model.kv_cache().layout_key(),
+                                        size_t(model.kv_bytes_per_page()), o.prefix_cache_disk_bytes, model.ctx_size());
+      disk_page.resize(size_t(model.kv_bytes_per_page()));
+    }
+  }
+
+  // The whole pages of slot i's first n key ids that are not on disk yet go there too (base model
+  // only, and only up to the first page holding an image position). The hash of each page's
+  // prefix grows page by page (fnv1a64 streams: it equals DiskTier::prefix_hash).
+  void spill(int i, int32_t n) {
+    const Slot& s = slots[size_t(i)];
+    if (!disk || s.kv_lora.n != 0) return;
+    const int32_t* key = s.kv_tokens.data();
+    uint64_t h = DiskTier::prefix_hash(key, 0);
+    for (int32_t j = 0; (j + 1) * kPage <= n; ++j) {
+      const int32_t* page_key = key + int64_t(j) * kPage;
+      if (std::any_of(page_key, page_key + kPage, [](int32_t id) { return id < 0; })) return;
+      h = fnv1a64(page_key, sizeof(int32_t) * kPage, h);
+      if (!disk->contains(h)) disk->put(key, (j + 1) * kPage, h, model.kv_cache(), model.page_table(i)[j]);
+    }
+  }
+
+  // A base-model prompt's cached prefix ends after n_full whole pages: the following whole pages
+  // the disk tier holds are read into fresh pages and cached in the tree (as if computed here).
+  // Only pages last used before this match are evicted for room, so the matched ones stay.
+  // Returns whether any page was loaded (the caller matches again).
+  bool load_from_disk(const int32_t* key, int32_t n_key, int32_t n_full, int32_t* table) {
+    const uint64_t before = tree.clock();
+    uint64_t h = DiskTier::prefix_hash(key, n_full * kPage);
+    int32_t j = n_full;
+    for (; (j + 1) * kPage <= n_key; ++j) {
+      const int32_t* page_key = key + int64_t(j) * kPage;
+      if (std::any_of(page_key, page_key + kPage, [](int32_t id) { return id < 0; })) break;
+      h = fnv1a64(page_key, sizeof(int32_t) * kPage, h);
+      if (!disk->contains(h)) break;
+      int32_t p = pages.alloc();
+      while (p < 0 && tree.evict_one(before)) p = pages.alloc();
+      if (p < 0) break;
+      if (!disk->get(key, (j + 1) * kPage, h, disk_page.data())) {
+        pages.unref(p);
+        break;
+      }
+      model.kv_cache().write_page(p, disk_page.data());
+      table[j] = p;
+    }
+    if (j == n_full) return false;
+    tree.insert(key, j * kPage, table, LoraSet{}, /*tail=*/false);  // new nodes take their reference
+    for (int32_t k = n_full; k < j; ++k) pages.unref(table[k]);
+    std::fill(table, table + j, -1);
+    return true;
   }
 
   // A free page, evicting the least recently used cached page no sequence maps if none is free;
@@ -201,8 +182,9 @@ struct BatchEngine::Impl {
   void release(int i) {
     Slot& s = slots[size_t(i)];
     int32_t* table = model.page_table(i);
-    tree.insert(s.kv_tokens.data(), std::min<int32_t>(int32_t(s.kv_tokens.size()), s.n_mapped * kPage), table,
-                s.kv_lora, /*tail=*/true);
+    const int32_t n_cached = std::min<int32_t>(int32_t(s.kv_tokens.size()), s.n_mapped * kPage);
+    tree.insert(s.kv_tokens.data(), n_cached, table, s.kv_lora, /*tail=*/true);
+    spill(i, n_cached);
     for (int32_t j = 0; j < s.n_mapped; ++j) {
       pages.unref(table[j]);
       table[j] = -1;
@@ -328,6 +310,8 @@ struct BatchEngine::Impl {
     int32_t n_full = 0, part_page = -1, part_len = 0;
     if (!from_start) {
       n_full = tree.match(prompt.data(), n_key, w.lora.set, table, &part_page, &part_len);
+      if (disk && w.lora.set.n == 0 && load_from_disk(prompt.data(), n_key, n_full, table))
+        n_full = tree.match(prompt.data(), n_key, w.lora.set, table, &part_page, &part_len);
       partial_from_running(w, n_full, &part_page, &part_len);
     }
     // The last prompt token is always computed (its logits give the first sampled token).
@@ -486,6 +470,18 @@ struct BatchEngine::Impl {
     return n;
   }
 
+  // Slot files (save_slot, restore_slot, erase_slot): a free slot of a lane with a disk tier.
+  void check_slot(int32_t slot) const {
+    if (!disk) throw std::invalid_argument("slot files need a prefix cache dir (--prefix-cache-dir)");
+    if (slot < 0 || slot >= int32_t(slots.size())) throw std::invalid_argument("slot " + std::to_string(slot) + " does not exist");
+    if (slots[size_t(slot)].busy) throw std::invalid_argument("slot " + std::to_string(slot) + " is busy");
+  }
+  std::string slot_path(int32_t slot, const std::string& filename) const {
+    check_slot(slot);
+    if (!valid_slot_filename(filename)) throw std::invalid_argument("filename must be a plain file name");
+    return disk->dir() + "/" + filename;
+  }
+
   // After the forward pass: the fed tokens' K/V are valid.
   void advance() {
     for (Slot& s : slots) {
@@ -497,9 +493,11 @@ struct BatchEngine::Impl {
         s.pos = s.prefilled;
         // A finished prompt's whole pages are cached at once: its siblings (n > 1) and prompts
         // sharing its system prompt map them while it is still generating.
-        if (s.prefilled == s.prompt_size())
-          tree.insert(s.kv_tokens.data(), s.prefilled, model.page_table(int(&s - slots.data())), s.kv_lora,
-                      /*tail=*/false);
+        if (s.prefilled == s.prompt_size()) {
+          const int i = int(&s - slots.data());
+          tree.insert(s.kv_tokens.data(), s.prefilled, model.page_table(i), s.kv_lora, /*tail=*/false);
+          spill(i, s.prefilled);
+        }
       } else if (s.decoding() && s.seq->last_token() >= 0) {
         s.kv_tokens.push_back(s.seq->last_token());
         s.pos += 1;
@@ -574,6 +572,13 @@ PromptCacheStats BatchEngine::prompt_cache_stats() const {
   st.evictions = s.tree.evictions();
   st.pages_total = s.pages.num_pages();
   st.pages_free = s.pages.num_free();
+  if (s.disk) {
+    const DiskTierStats d = s.disk->stats();
+    st.disk_reads = d.reads;
+    st.disk_writes = d.writes;
+    st.disk_bytes_used = d.bytes_used;
+    st.disk_max_bytes = d.max_bytes;
+  }
   return st;
 }
 int32_t BatchEngine::last_batch_tokens() const { return impl_->last_batch_tokens; }
@@ -594,24 +599,6 @@ int32_t BatchEngine::next_prefill_tokens() const {
 }
 
 bool BatchEngine::has_work() const { return !impl_->waiting.empty() || num_active() > 0; }
-
-// Throws std::invalid_argument for images outside the prompt, overlapping or out of order, of the
-// wrong embedding size, with prompt logprobs, or non-causal and larger than a step can hold beside
-// every slot's decode token.
-static void validate_images(const GenerationRequest& req, int64_t n_embd, int32_t max_batch_tokens, int32_t num_slots) {
-  int32_t next = 0;
-  for (const PromptImage& im : req.images) {
-    if (im.n_tokens <= 0 || im.pos < next || int64_t(im.pos) + im.n_tokens > int64_t(req.prompt_ids.size()))
-      throw std::invalid_argument("image span outside the prompt or overlapping another");
-    if (!im.embd || int64_t(im.embd->size()) != int64_t(im.n_tokens) * n_embd)
-      throw std::invalid_argument("image embeddings must be n_tokens x " + std::to_string(n_embd) + " floats");
-    if (im.non_causal && im.n_tokens > max_batch_tokens - num_slots)
-      throw std::invalid_argument("an image of " + std::to_string(im.n_tokens) + " tokens needs max_batch_tokens >= " +
-                                  std::to_string(im.n_tokens + num_slots));
-    next = im.pos + im.n_tokens;
-  }
-  if (!req.images.empty() && req.prompt_logprobs) throw std::invalid_argument("prompt logprobs over images are not supported");
-}
 
 void BatchEngine::add(uint64_t request_id, uint32_t choice, const GenerationRequest& req) {
   validate_request(req, impl_->model.config().n_vocab, impl_->model.ctx_size());
@@ -684,6 +671,56 @@ int BatchEngine::cancel(uint64_t request_id) {
     }
   }
   return dropped;
+}
+
+SlotFileResult BatchEngine::save_slot(int32_t slot, const std::string& filename) {
+  Impl& s = *impl_;
+  const std::string path = s.slot_path(slot, filename);
+  Slot& sl = s.slots[size_t(slot)];
+  if (sl.kv_lora.n != 0) throw std::invalid_argument("only a base-model sequence (no LoRA adapters) can be saved");
+  // Its pages left with it: the tree still holds what was not evicted since.
+  std::vector<int32_t> table(sl.kv_tokens.size() / kPage + 1, -1);
+  int32_t part_page = -1, part_len = 0;
+  const int32_t n_full = s.tree.match(sl.kv_tokens.data(), int32_t(sl.kv_tokens.size()), sl.kv_lora, table.data(),
+                                      &part_page, &part_len);
+  table[size_t(n_full)] = part_page;
+  const int32_t n_tokens = n_full * kPage + part_len;
+  if (n_tokens == 0) throw std::invalid_argument("slot " + std::to_string(slot) + " holds no cached tokens");
+  const int64_t bytes = write_slot_file(path, s.disk->identity(), sl.kv_tokens.data(), n_tokens, s.model.kv_cache(),
+                                        table.data(), n_full + (part_len > 0), s.disk->page_bytes());
+  return SlotFileResult{n_tokens, bytes};
+}
+
+SlotFileResult BatchEngine::restore_slot(int32_t slot, const std::string& filename) {
+  Impl& s = *impl_;
+  const std::string path = s.slot_path(slot, filename);
+  const SlotFileData d = read_slot_file(path, s.disk->identity(), s.disk->page_bytes(), s.model.ctx_size());
+  for (int32_t id : d.ids)
+    if (id >= s.model.config().n_vocab) throw std::runtime_error(path + " holds token ids outside the vocabulary");
+  int64_t room = int64_t(s.pages.num_free()) + s.tree.evictable();
+  for (const Slot& o : s.slots) room -= o.busy ? o.reserve : 0;  // what running sequences may still take
+  if (room < d.n_pages) throw std::runtime_error("the K/V page pool has no room for " + path + " now");
+  std::vector<int32_t> table(size_t(d.n_pages));
+  for (int32_t j = 0; j < d.n_pages; ++j) {
+    table[size_t(j)] = s.alloc_page();
+    s.model.kv_cache().write_page(table[size_t(j)], d.data.data() + size_t(j) * s.disk->page_bytes());
+  }
+  const int32_t n_tokens = int32_t(d.ids.size());
+  s.tree.insert(d.ids.data(), n_tokens, table.data(), LoraSet{}, /*tail=*/true);  // the tree takes its references
+  for (int32_t p : table) s.pages.unref(p);
+  Slot& sl = s.slots[size_t(slot)];
+  sl.kv_tokens.assign(d.ids.begin(), d.ids.end());
+  sl.kv_lora = LoraSet{};
+  return SlotFileResult{n_tokens, d.file_bytes};
+}
+
+int32_t BatchEngine::erase_slot(int32_t slot) {
+  Impl& s = *impl_;
+  s.check_slot(slot);
+  Slot& sl = s.slots[size_t(slot)];
+  const int32_t n = int32_t(sl.kv_tokens.size());
+  sl.kv_tokens.clear();
+  return n;
 }
 
 const std::vector<SeqEvent>& BatchEngine::step() {

@@ -88,6 +88,18 @@ struct BatchEngineOptions {
   int64_t kv_cache_bytes = 0;      // ≤ 0: num_slots whole contexts (the reserve of one region per slot)
   int64_t prompt_cache_bytes = 0;  // pages for finished conversations' prefixes
   uint64_t page_shuffle_seed = 0;  // ≠ 0: pages handed out in a seeded random order (tests)
+  // The prefix cache's disk tier (engine/disk_tier.h): whole pages of base-model prefixes are also
+  // written to files in this directory and read back when a prompt's RAM-cached prefix ends
+  // before them; at most prefix_cache_disk_bytes of files (and half the filesystem's free space
+  // at start). Empty: off. Also where save_slot / restore_slot keep their files.
+  std::string prefix_cache_dir;
+  int64_t prefix_cache_disk_bytes = int64_t(4096) << 20;
+};
+
+// What a slot-file operation moved: token positions and file bytes.
+struct SlotFileResult {
+  int32_t n_tokens = 0;
+  int64_t n_bytes = 0;
 };
 
 class BatchEngine {
@@ -126,6 +138,17 @@ class BatchEngine {
   // Prompt tokens the next step will feed (≤ max_batch_tokens): 0 means a pure decode step, whose
   // duration needs no allowance in the lane's hang detection.
   int32_t next_prefill_tokens() const;
+
+  // llama-server's slot files (engine/slot_file.h), `filename` a plain name inside
+  // prefix_cache_dir, on a free slot. save: the slot's last base-model sequence's K/V pages still
+  // cached and their key ids; restore: such a file's pages into the prefix tree, where any prompt
+  // starting with its ids maps them; erase: the slot forgets its last sequence (its pages stay
+  // cached for others).
+  // Throws std::invalid_argument (no dir, bad slot or name, busy slot, adapters) or
+  // std::runtime_error (file missing, unwritable, corrupt or of another model or layout).
+  SlotFileResult save_slot(int32_t slot, const std::string& filename);
+  SlotFileResult restore_slot(int32_t slot, const std::string& filename);
+  int32_t erase_slot(int32_t slot);
 
   // One step (phases above). Long-running: call without the GIL.
   const std::vector<SeqEvent>& step();

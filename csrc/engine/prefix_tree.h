@@ -42,6 +42,10 @@ struct PromptCacheStats {
   uint64_t stores = 0;       // pages cached
   uint64_t evictions = 0;    // cached pages dropped to free their memory
   int32_t pages_total = 0, pages_free = 0;
+  // The disk tier (engine/disk_tier.h; zeros without a prefix-cache dir): pages read back into
+  // the tree, pages written, and the bytes of this model's page files within their budget.
+  uint64_t disk_reads = 0, disk_writes = 0;
+  int64_t disk_bytes_used = 0, disk_max_bytes = 0;
 };
 
 class PrefixTree {

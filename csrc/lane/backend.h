@@ -44,6 +44,11 @@ class Backend {
     throw std::runtime_error("this lane's backend does not take LoRA adapters");
   }
   virtual bool unload_adapter(int32_t /*id*/) { return false; }
+  // Slot files (BatchEngine::save_slot / restore_slot / erase_slot); erase's n_tokens: erased.
+  // Throws like those; backends without them refuse.
+  virtual SlotFileResult slot_file(uint32_t /*action*/, int32_t /*slot*/, const std::string& /*filename*/) {
+    throw std::invalid_argument("this lane's backend has no slot files");
+  }
 };
 
 // "synthetic:key=value,..." → synthetic backend; anything else is a GGUF path for the engine.

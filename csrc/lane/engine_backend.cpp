@@ -1,5 +1,6 @@
 // The real backend: ls::BatchEngine (csrc/engine) over a GGUF file.
 #include "lane/backend.h"
+#include "ring/wire.h"
 
 namespace ls::lane {
 namespace {
@@ -28,6 +29,17 @@ class EngineBackend final : public Backend {
   PromptCacheStats prompt_cache_stats() const override { return engine_.prompt_cache_stats(); }
   size_t load_adapter(int32_t id, const std::string& path) override { return engine_.load_adapter(id, path); }
   bool unload_adapter(int32_t id) override { return engine_.unload_adapter(id); }
+  SlotFileResult slot_file(uint32_t action, int32_t slot, const std::string& filename) override {
+    switch (wire::SlotAction(action)) {
+      case wire::SlotAction::Save:
+        return engine_.save_slot(slot, filename);
+      case wire::SlotAction::Restore:
+        return engine_.restore_slot(slot, filename);
+      case wire::SlotAction::Erase:
+        return SlotFileResult{engine_.erase_slot(slot), 0};
+    }
+    throw std::invalid_argument("unknown slot action " + std::to_string(action));
+  }
 
  private:
   BatchEngine engine_;

@@ -89,6 +89,9 @@ void LaneLoop::drain_requests() {
         load_adapter(la.adapter_id, la.name, la.path);  // between steps: no sequence is mid-forward
         break;
       }
+      case RecordType::SlotFile:
+        slot_file(p, n);  // between steps: the slot's pages are still
+        break;
       case RecordType::UnloadAdapter: {
         wire::UnloadAdapterRecord u{};
         if (n >= sizeof u) std::memcpy(&u, p, sizeof u);
@@ -167,6 +170,37 @@ void LaneLoop::unload_adapter(uint32_t id) {
     emit_adapter(id, wire::AdapterStatus::Unloaded, 0, 0, {});
   else
     emit_adapter(id, wire::AdapterStatus::Failed, 0, 0, "LoRA adapter " + std::to_string(id) + " is not loaded");
+}
+
+void LaneLoop::slot_file(const uint8_t* payload, size_t size_bytes) {
+  const uint64_t t0 = ring::monotonic_ns();
+  wire::SlotFileHeader h{};
+  wire::SlotFileDoneHeader done{};
+  std::string message;
+  if (size_bytes >= sizeof h) std::memcpy(&h, payload, sizeof h);
+  done.op_id = h.op_id;
+  done.bad_request = 1;
+  if (size_bytes < sizeof h || size_bytes - sizeof h < h.name_bytes) {
+    message = "truncated SLOT_FILE record";
+  } else {
+    try {
+      const std::string name(reinterpret_cast<const char*>(payload) + sizeof h, h.name_bytes);
+      const SlotFileResult r = backend_->slot_file(h.action, int32_t(h.slot), name);
+      done.ok = 1;
+      done.n_tokens = uint64_t(r.n_tokens);
+      done.n_bytes = uint64_t(r.n_bytes);
+    } catch (const std::invalid_argument& e) {
+      message = e.what();
+    } catch (const std::exception& e) {  // the file: a save's (the server's disk) or a restore's (the client's name)
+      done.bad_request = h.action == uint32_t(wire::SlotAction::Restore);
+      message = e.what();
+    }
+  }
+  if (done.ok) done.bad_request = 0;
+  done.elapsed_ns = ring::monotonic_ns() - t0;
+  const size_t max_message = output_.max_payload_bytes() - sizeof done;
+  const ring::Piece pieces[2] = {{&done, sizeof done}, {message.data(), std::min(message.size(), max_message)}};
+  emit(RecordType::SlotFileDone, pieces, 2, false);
 }
 
 void LaneLoop::emit_adapter(uint32_t id, wire::AdapterStatus status, uint64_t bytes, uint64_t load_ns,

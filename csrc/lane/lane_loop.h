@@ -74,6 +74,7 @@ class LaneLoop {
   void cancel_request(uint64_t request_id);
   void load_adapter(uint32_t id, const std::string& name, const std::string& path);  // → ADAPTER
   void unload_adapter(uint32_t id);                                                  // → ADAPTER
+  void slot_file(const uint8_t* payload, size_t size_bytes);                        // → SLOT_FILE_DONE
   void emit_adapter(uint32_t id, wire::AdapterStatus status, uint64_t bytes, uint64_t load_ns, std::string_view message);
   void finish_choice(const SeqEvent& ev);
   void fail_request(uint64_t request_id, wire::ErrorCode code, std::string_view message);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "common/lazy_array.h"
 
@@ -38,6 +39,12 @@ class KvCache {
 
   // Copies the first n_pos positions (≤ kKvPagePositions) of page src to page dst, every layer.
   void copy_page(int32_t src, int32_t dst, int n_pos);
+  // A whole page, every layer, as bytes_per_page() bytes laid out [n_layer][K, V][kKvPagePositions][kv_dim]
+  // fp16: copied out to dst / in from src (the prefix cache's disk tier, engine/disk_tier.h).
+  void read_page(int32_t page, uint8_t* dst) const;
+  void write_page(int32_t page, const uint8_t* src);
+  // n_layer, kv_dim and the element type: what a page's bytes mean (keys of files holding pages).
+  std::string layout_key() const;
 
  private:
   LazyArray<uint16_t> cells_;

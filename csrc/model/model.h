@@ -157,6 +157,7 @@ class ModelRuntime {
   void copy_kv_page(int32_t src, int32_t dst, int n_pos);
   int64_t kv_bytes_per_pos() const { return kv_.bytes_per_pos(); }
   int64_t kv_bytes_per_page() const { return kv_.bytes_per_page(); }
+  KvCache& kv_cache() { return kv_; }  // page bytes in and out (KvCache::read_page / write_page)
 
  private:
   void load_config(const GgufFile& f);

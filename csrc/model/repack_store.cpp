@@ -34,11 +34,7 @@ struct FileHeader {
 };
 static_assert(sizeof(FileHeader) == kHeaderBytes, "header is one page");
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
+uint64_t fnv1a(const std::string& s) { return fnv1a64(s.data(), s.size()); }
 
 std::string hex16(uint64_t v) {
   static const char* digits = "0123456789abcdef";
@@ -148,11 +144,8 @@ void remove_stale(const std::string& dir, const std::string& prefix) {
 void* map_cache(const std::string& dir, const std::string& model_path, const std::string& layout_key,
                 size_t data_bytes, const std::function<void(uint8_t*)>& fill, std::string& file, bool& built,
                 std::string& why) {
-  struct stat st{};
-  if (::stat(model_path.c_str(), &st) != 0) {
-    why = errno_text("stat model");
-    return nullptr;
-  }
+  const std::string identity = model_file_identity(model_path, why);
+  if (identity.empty()) return nullptr;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
@@ -166,10 +159,7 @@ void* map_cache(const std::string& dir, const std::string& model_path, const std
                                  ? layout_key
                                  : "layout_fnv1a=" + hex16(fnv1a(layout_key)) + ";layout_chars=" +
                                        std::to_string(layout_key.size());
-  const std::string key =
-      "model=" + abs_path + ";dev=" + std::to_string(uint64_t(st.st_dev)) + ";ino=" +
-      std::to_string(uint64_t(st.st_ino)) + ";size=" + std::to_string(uint64_t(st.st_size)) +
-      ";mtime_ns=" + std::to_string(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec) + ";" + layout;
+  const std::string key = identity + ";" + layout;
   if (key.size() > sizeof(FileHeader::key)) {
     why = "key too long";
     return nullptr;
@@ -194,6 +184,25 @@ void* map_cache(const std::string& dir, const std::string& model_path, const std
 }
 
 }  // namespace
+
+uint64_t fnv1a64(const void* data, size_t n, uint64_t h) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+std::string model_file_identity(const std::string& model_path, std::string& why) {
+  struct stat st{};
+  if (::stat(model_path.c_str(), &st) != 0) {
+    why = errno_text("stat model");
+    return "";
+  }
+  std::error_code ec;
+  const std::string abs_path = std::filesystem::absolute(model_path, ec).lexically_normal().string();
+  return "model=" + abs_path + ";dev=" + std::to_string(uint64_t(st.st_dev)) + ";ino=" +
+         std::to_string(uint64_t(st.st_ino)) + ";size=" + std::to_string(uint64_t(st.st_size)) +
+         ";mtime_ns=" + std::to_string(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec);
+}
 
 uint64_t repack_checksum(const uint8_t* p, size_t n) {
   constexpr uint64_t P1 = 0x9E3779B185EBCA87ull, P2 = 0xC2B2AE3D27D4EB4Full;

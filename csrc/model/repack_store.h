@@ -60,6 +60,13 @@ class RepackStore {
   std::string status_;
 };
 
+// The identity of a model file as cache keys name it: "model=<absolute path>;dev=..;ino=..;size=..;
+// mtime_ns=.." — a replaced or rewritten file gets another identity. Empty (why set) when the file
+// cannot be stat'ed.
+std::string model_file_identity(const std::string& model_path, std::string& why);
+// FNV-1a of s (file names of cache keys; not a cryptographic hash).
+uint64_t fnv1a64(const void* data, size_t n, uint64_t h = 1469598103934665603ull);
+
 // 64-bit checksum of the cache data (four independent multiply-rotate lanes; a corruption
 // check, not a cryptographic hash). Exposed for tests.
 uint64_t repack_checksum(const uint8_t* p, size_t n);

@@ -7,9 +7,10 @@
 // All fields little-endian, fixed width, read with memcpy (records are only 8-byte aligned and
 // variable sections are unaligned). Version bumps go in ring.h kVersion.
 //
-// Request ring (gateway → lane):  REQUEST, CANCEL, SHUTDOWN, LOAD_ADAPTER, UNLOAD_ADAPTER;
-//                                 audio lanes: AUDIO_REQUEST
-// Output ring  (lane → gateway):  HELLO, DELTA, DONE, ERROR, STATS, EMBEDDING, LOGPROBS, ADAPTER;
+// Request ring (gateway → lane):  REQUEST, CANCEL, SHUTDOWN, LOAD_ADAPTER, UNLOAD_ADAPTER,
+//                                 SLOT_FILE; audio lanes: AUDIO_REQUEST
+// Output ring  (lane → gateway):  HELLO, DELTA, DONE, ERROR, STATS, EMBEDDING, LOGPROBS, ADAPTER,
+//                                 SLOT_FILE_DONE;
 //                                 audio: TRANSCRIPT
 //
 // Output is protocol-neutral: a DELTA carries raw UTF-8 text of one (request, choice, channel);
@@ -46,6 +47,7 @@ namespace ls::wire {
   X(Shutdown, SHUTDOWN, 3)                                                      \
   X(LoadAdapter, LOAD_ADAPTER, 5)                                               \
   X(UnloadAdapter, UNLOAD_ADAPTER, 6)                                           \
+  X(SlotFile, SLOT_FILE, 7)                                                     \
   X(Hello, HELLO, 16)                                                           \
   X(Delta, DELTA, 17)                                                           \
   X(Done, DONE, 18)                                                             \
@@ -54,6 +56,7 @@ namespace ls::wire {
   X(Embedding, EMBEDDING, 21)                                                   \
   X(Logprobs, LOGPROBS, 22)                                                     \
   X(Adapter, ADAPTER, 23)                                                       \
+  X(SlotFileDone, SLOT_FILE_DONE, 24)                                           \
   X(AudioRequest, AUDIO_REQUEST, 4) /* audio lanes only ("Audio lanes" below) */ \
   X(Transcript, TRANSCRIPT, 30)
 enum class RecordType : uint32_t { LS_WIRE_RECORD_TYPES(LS_WIRE_DECLARE_ENUMERATOR) };
@@ -142,6 +145,28 @@ struct UnloadAdapterRecord { LS_WIRE_UNLOAD_ADAPTER_RECORD(LS_WIRE_DECLARE_FIELD
 struct AdapterStatusHeader { LS_WIRE_ADAPTER_STATUS_HEADER(LS_WIRE_DECLARE_FIELD) };
 #define LS_WIRE_ADAPTER_STATUSES(X) X(Loaded, loaded, 1) X(Failed, failed, 2) X(Unloaded, unloaded, 3)
 enum class AdapterStatus : uint32_t { LS_WIRE_ADAPTER_STATUSES(LS_WIRE_DECLARE_ENUMERATOR) };
+
+// SLOT_FILE payload: SlotFileHeader + name_bytes of a plain file name in the lane's prefix-cache
+// dir (BatchEngine::save_slot / restore_slot / erase_slot). The lane runs it between steps and
+// answers SLOT_FILE_DONE with the same op_id.
+#define LS_WIRE_SLOT_FILE_HEADER(X)                                                  \
+  X(uint64_t, op_id)                                                                 \
+  X(uint32_t, action) /* SlotAction */                                               \
+  X(uint32_t, slot)   /* the lane's slot index */                                    \
+  X(uint32_t, name_bytes)                                                            \
+  X(uint32_t, reserved)
+struct SlotFileHeader { LS_WIRE_SLOT_FILE_HEADER(LS_WIRE_DECLARE_FIELD) };
+#define LS_WIRE_SLOT_ACTIONS(X) X(Save, save, 1) X(Restore, restore, 2) X(Erase, erase, 3)
+enum class SlotAction : uint32_t { LS_WIRE_SLOT_ACTIONS(LS_WIRE_DECLARE_ENUMERATOR) };
+// SLOT_FILE_DONE payload: SlotFileDoneHeader + UTF-8 message (failed: why).
+#define LS_WIRE_SLOT_FILE_DONE_HEADER(X)                                             \
+  X(uint64_t, op_id)                                                                 \
+  X(uint32_t, ok)         /* 1 done, 0 failed */                                     \
+  X(uint32_t, bad_request) /* failed: 1 the request was wrong (slot, name, the file to restore) */ \
+  X(uint64_t, n_tokens)   /* saved, restored or erased positions */                  \
+  X(uint64_t, n_bytes)    /* file bytes written or read */                           \
+  X(uint64_t, elapsed_ns)
+struct SlotFileDoneHeader { LS_WIRE_SLOT_FILE_DONE_HEADER(LS_WIRE_DECLARE_FIELD) };
 
 #define LS_WIRE_CANCEL_RECORD(X) X(uint64_t, request_id)
 struct CancelRecord { LS_WIRE_CANCEL_RECORD(LS_WIRE_DECLARE_FIELD) };
@@ -302,6 +327,8 @@ enum class ErrorCode : uint32_t { LS_WIRE_ERROR_CODES(LS_WIRE_DECLARE_ENUMERATOR
   X(LoadAdapterHeader, LS_WIRE_LOAD_ADAPTER_HEADER)                                  \
   X(UnloadAdapterRecord, LS_WIRE_UNLOAD_ADAPTER_RECORD)                              \
   X(AdapterStatusHeader, LS_WIRE_ADAPTER_STATUS_HEADER)                              \
+  X(SlotFileHeader, LS_WIRE_SLOT_FILE_HEADER)                                        \
+  X(SlotFileDoneHeader, LS_WIRE_SLOT_FILE_DONE_HEADER)                               \
   X(CancelRecord, LS_WIRE_CANCEL_RECORD)                                             \
   X(HelloRecord, LS_WIRE_HELLO_RECORD)                                               \
   X(DeltaHeader, LS_WIRE_DELTA_HEADER)                                               \

@@ -78,6 +78,12 @@ _HELP = {
                      "--kv-cache-mib and of the last --parallel ended sequences' pages: a next turn maps the "
                      "pages it shares instead of prefilling them (committed only as they fill, least recently "
                      "used first out; 0 = off)",
+    "prefix_cache_dir": "directory of the prefix cache's disk tier: whole 64-token pages of base-model prompt "
+                        "prefixes (no LoRA adapter, no image) are also written there and read back when a prompt's "
+                        "prefix is no longer in RAM, also after a restart with the same model file; also where "
+                        "POST /slots/{id}?action=save|restore keeps its files (must exist and be writable; empty = off)",
+    "prefix_cache_disk_mib": "MiB per lane of --prefix-cache-dir page files (least recently used removed first; "
+                             "also at most half the filesystem's free space at start)",
     "log_level": "debug, info, warning or error",
     "log_format": "auto: human-readable coloured lines when stderr is a terminal, JSON lines otherwise; "
                   "json; console",

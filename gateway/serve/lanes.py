@@ -130,7 +130,9 @@ def lane_specs(config: GatewayConfig, paths: dict[str, str], vision: dict | None
                                    max_batch_tokens=max(config.max_batch_tokens, slots + image_step),
                                    image_n_embd=needs.image_n_embd if needs else 0,
                                    repack_cache_dir=config.repack_cache_path(), lora=lora.get(name, ()),
-                                   prompt_cache_mib=config.cache_ram_mib, kv_cache_mib=config.kv_cache_mib))
+                                   prompt_cache_mib=config.cache_ram_mib, kv_cache_mib=config.kv_cache_mib,
+                                   prefix_cache_dir=config.prefix_cache_path(),
+                                   prefix_cache_disk_mib=config.prefix_cache_disk_mib))
     return specs
 
 

@@ -114,6 +114,11 @@ class GatewayConfig:
     # (csrc/engine/prefix_tree.h), so a conversation's next turn skips the prefill it shares.
     kv_cache_mib: int = 0
     cache_ram_mib: int = 1024
+    # The prefix cache's disk tier (csrc/engine/disk_tier.h): an existing, writable directory where
+    # whole pages of base-model prefixes are also written and read back on a RAM miss (surviving a
+    # restart with the same model file), at most prefix_cache_disk_mib of files per lane; "" = off.
+    prefix_cache_dir: str = ""
+    prefix_cache_disk_mib: int = 4096
     log_level: str = "info"
     log_format: str = "auto"  # auto: coloured console lines on a terminal, JSON lines otherwise
 
@@ -152,6 +157,13 @@ class GatewayConfig:
                               f"(got {self.kv_cache_mib!r})")
         if type(self.cache_ram_mib) is not int or not 0 <= self.cache_ram_mib <= 1 << 20:
             raise ConfigError(f"cache_ram_mib must be an integer in [0, 1048576], 0 = off (got {self.cache_ram_mib!r})")
+        if type(self.prefix_cache_disk_mib) is not int or not 0 <= self.prefix_cache_disk_mib <= 1 << 30:
+            raise ConfigError(f"prefix_cache_disk_mib must be an integer in [0, 1073741824] "
+                              f"(got {self.prefix_cache_disk_mib!r})")
+        if self.prefix_cache_dir:
+            path = self.prefix_cache_path()
+            if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
+                raise ConfigError(f"prefix_cache_dir: {self.prefix_cache_dir!r} is not an existing writable directory")
         if type(self.max_queue) is not int or self.max_queue < 0:
             raise ConfigError(f"max_queue must be an integer >= 0 (got {self.max_queue!r})")
         if type(self.ctx_size) is not int or not 16 <= self.ctx_size <= 1 << 20:
@@ -204,6 +216,10 @@ class GatewayConfig:
             raise ConfigError(f"api_key_file {self.api_key_file!r}: the key must be printable ASCII") from None
         return check_api_key(text, f"api_key_file {self.api_key_file!r}")
 
+    def prefix_cache_path(self) -> str:
+        """prefix_cache_dir resolved for the lanes ("" = no disk tier)."""
+        return str(Path(self.prefix_cache_dir).expanduser().resolve()) if self.prefix_cache_dir else ""
+
     def repack_cache_path(self) -> str:
         """repack_cache_dir resolved for the lanes ("" = no cache)."""
         if self.repack_cache_dir == "off":
@@ -242,7 +258,7 @@ def default_text(field_name: str) -> str:
     default = FIELDS[field_name].default
     if field_name == "models":
         return ",".join(e.source if e.name == e.source else f"{e.name}={e.source}" for e in default)
-    if default is None or default is False or default == ():
+    if default is None or default is False or default == () or default == "":
         return "off"
     if isinstance(default, float) and default.is_integer():
         return str(int(default))

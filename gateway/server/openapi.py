@@ -17,7 +17,7 @@ from gateway.anthropic import openapi as anthropic
 from gateway.responses import openapi as responses
 from gateway.lora import routes as lora_routes
 from gateway.http import auth
-from gateway.serve import control_routes
+from gateway.serve import control_routes, slot_routes
 from gateway.embeddings import requests as embeddings
 from gateway.server import openapi_responses as r
 from gateway.server import router_routes, tokenize_routes
@@ -58,6 +58,8 @@ def _errors(schema: dict, *statuses: int) -> dict:
              401: "missing or wrong API key (only when one is configured)",
              404: "unknown model or id", 413: "body over --max-body-bytes", 415: "Content-Type is not JSON",
              429: "every slot of the model is taken and its queue is full",
+             500: "the file could not be written or read (slot files)",
+             501: "not enabled on this server (slot files: no --prefix-cache-dir)",
              502: "the lane failed mid-request",
              503: "lanes restarting, the server draining, or the model could not be loaded (model_load_failed: "
                   "its file or its lanes)"}
@@ -130,6 +132,15 @@ def _operations(lenient: bool) -> dict[tuple[str, str], dict]:
                                errors=(400, 401, 404, 413, 415)),
         ("delete", "/v1/requests/{request_id}"): _op("cancel one request by its X-Request-ID", _content(r.CANCEL),
                                                      errors=(401, 404), params=request_id),
+        ("post", "/slots/{id_slot}"): _op("llama-server: save, restore or erase a slot's cached prompt "
+                                          "(?action=save|restore|erase; files in --prefix-cache-dir)",
+                                          _content({"type": "object", "required": ["id_slot"]}),
+                                          body=_closed(slot_routes.SLOT_FIELDS, lenient=lenient), body_required=False,
+                                          errors=(400, 401, 404, 500, 501),
+                                          params=[{"name": "id_slot", "in": "path", "required": True,
+                                                   "schema": {"type": "integer"}},
+                                                  {"name": "action", "in": "query", "required": True,
+                                                   "schema": {"enum": ["save", "restore", "erase"]}}]),
         ("post", "/v1/load_lora_adapter"): _op("vLLM: load a LoRA adapter from --lora-dir, served as model lora_name",
                                                {"text/plain": {"schema": r.TEXT}}, errors=(400, 401, 404, 413, 415),
                                                body=_closed(lora_routes.LOAD_FIELDS, ("lora_name", "lora_path"),

@@ -49,7 +49,8 @@ def _routes() -> list[tuple[str, str, dict]]:
     doc = openapi.document()
     ops = [(method, path, op) for path, methods in doc["paths"].items() for method, op in methods.items()]
     ops += [(method, path, {}) for method, path in openapi.UNDOCUMENTED]
-    fill = {"{model_id}": "fake", "{request_id}": "none", "{response_id}": "resp_none", "{asset}": "app.js"}
+    fill = {"{model_id}": "fake", "{request_id}": "none", "{response_id}": "resp_none", "{asset}": "app.js",
+            "{id_slot}": "0"}
     out = []
     for method, path, op in sorted(ops, key=lambda t: (t[1], t[0])):
         for name, value in fill.items():

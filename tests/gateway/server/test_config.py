@@ -47,6 +47,8 @@ def test_config_is_frozen():
     ({"max_batch_tokens": 0}, "max_batch_tokens"),
     ({"max_queue": -1}, "max_queue"),
     ({"queue_timeout_s": 0}, "queue_timeout_s"),
+    ({"prefix_cache_dir": "/nonexistent/prefix-cache"}, "prefix_cache_dir"),
+    ({"prefix_cache_disk_mib": -1}, "prefix_cache_disk_mib"),
 ])
 def test_invalid_values_are_rejected_naming_the_field(kwargs, field):
     with pytest.raises(ConfigError, match=field):
@@ -103,6 +105,17 @@ def test_every_field_has_one_flag_and_one_env_var():
     assert len(set(flags)) == len(flags) and len(set(envs)) == len(envs)
     assert flag_name("ctx_size") == "--ctx-size" and env_name("ctx_size") == "LANESERVE_CTX_SIZE"
     assert flag_name("models") == "--model" and env_name("models") == "LANESERVE_MODEL"
+
+
+def test_prefix_cache_settings_reach_the_lane_specs(tmp_path):
+    from gateway.serve.lanes import lane_specs
+
+    env = {"LANESERVE_PREFIX_CACHE_DIR": str(tmp_path), "LANESERVE_PREFIX_CACHE_DISK_MIB": "512"}
+    config = config_from_strings(settings_from_env(env))
+    (spec,) = lane_specs(config, {"smollm2": "synthetic:n_ctx=1024"})
+    assert (spec.prefix_cache_dir, spec.prefix_cache_disk_mib) == (str(tmp_path.resolve()), 512)
+    (off,) = lane_specs(GatewayConfig(), {"smollm2": "synthetic:n_ctx=1024"})
+    assert (off.prefix_cache_dir, off.prefix_cache_disk_mib) == ("", 4096)
 
 
 def test_env_reader_reads_only_laneserve_fields():
