@@ -10,6 +10,8 @@ import pytest
 import lanes
 from lanes import Model, _runtime
 
+from .conftest import run_alone
+
 SEEDED = dict(temperature=0.8, seed=4321)
 GREEDY = dict(temperature=0.0)
 PAGE = 64
@@ -28,16 +30,7 @@ def engine(path, disk_dir=None, **kw):
 
 def run(eng, rid, ids, max_tokens=24, **kw):
     """One request alone to its end (greedy unless told): (text, stats)."""
-    eng.add(rid, 0, ids, max_tokens, **(kw or GREEDY))
-    text, stats = b"", None
-    for _ in range(10_000):
-        if not eng.has_work():
-            break
-        for _rid, _c, t, finished, _reason, st in eng.step():
-            text += t
-            if finished:
-                stats = st
-    return text, stats
+    return run_alone(eng, rid, ids, max_tokens, **(kw or GREEDY))
 
 
 def prompts(tok):

@@ -7,6 +7,8 @@ import pytest
 import lanes
 from lanes import Model, _runtime
 
+from .conftest import run_alone
+
 SYSTEM = "<|im_start|>system\nYou are {} and you answer in one short sentence. {}<|im_end|>\n"
 TURN = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
 PERSONAS = ["a ship's navigator", "a baker in Lyon", "a retired astronomer", "a beekeeper"]
@@ -31,16 +33,7 @@ def engine(path, cache_mib, slots=2):
 
 def run(eng, rid, ids, max_tokens=12, **kw):
     """One request alone to its end: (text, stats)."""
-    eng.add(rid, 0, ids, max_tokens, **kw)
-    text, stats = b"", None
-    for _ in range(10_000):
-        if not eng.has_work():
-            break
-        for _rid, _c, t, finished, _reason, st in eng.step():
-            text += t
-            if finished:
-                stats = st
-    return text, stats
+    return run_alone(eng, rid, ids, max_tokens, **kw)
 
 
 def first_turns(tok, n):
