@@ -92,15 +92,22 @@ TokenView token_view(const AttentionJob& job, int i) {
 }
 
 // Element offset in job.k / job.v of position p of the token's sequence (kv head 0), and in *run
-// how many positions from p on are contiguous (to the end of p's page; unbounded when not paged).
-int64_t kv_offset(const AttentionJob& job, const TokenView& tv, int p, int* run) {
+// how many positions from p on (at most max_run) are contiguous in memory: to the end of p's page,
+// and on through the following pages while the table maps them to the next page ids (a pool hands
+// a growing sequence ascending pages), so a chunk usually takes one kernel call, not one per page.
+// Results do not depend on the split (attention.h), only the call overhead does.
+int64_t kv_offset(const AttentionJob& job, const TokenView& tv, int p, int max_run, int* run) {
   if (!job.page_table) {
-    *run = 1 << 30;
+    *run = max_run;
     return int64_t(tv.seq) * job.seq_stride + int64_t(p) * job.kv_dim;
   }
   const int P = job.page_positions;
-  const int32_t page = job.page_table[int64_t(tv.seq) * job.pages_per_seq + p / P];
-  *run = P - p % P;
+  const int32_t* table = job.page_table + int64_t(tv.seq) * job.pages_per_seq;
+  const int first = p / P;
+  const int32_t page = table[first];
+  int n = P - p % P;
+  for (int j = first + 1; n < max_run && j < job.pages_per_seq && table[j] == page + (j - first); ++j) n += P;
+  *run = std::min(n, max_run);
   return (int64_t(page) * P + p % P) * job.kv_dim;
 }
 
@@ -122,8 +129,7 @@ void chunk_scores(const AttentionJob& job, const TokenView& tv, int h0, int h1, 
     for (int j = 0; j < g * hd; ++j) q[j] = fp16_round(q0[j]);
     // Each score depends on its own position only: page by page gives the same values.
     for (int p = 0, run; p < n_c; p += run) {
-      const int64_t off = kv_offset(job, tv, tv.first + p0 + p, &run) + head_off;
-      run = std::min(run, n_c - p);
+      const int64_t off = kv_offset(job, tv, tv.first + p0 + p, n_c - p, &run) + head_off;
       kern.scores(q, g, job.k + off, job.kv_dim, run, hd, job.scale, row.e + hb * e_stride + p0 + p, e_stride);
     }
   }
@@ -169,8 +175,7 @@ void chunk_output(const AttentionJob& job, const TokenView& tv, int h0, int h1, 
     for (int h = 0; h < g; ++h) std::fill(out + h * o_stride, out + h * o_stride + hd, 0.f);
     // One fma chain per output element over the chunk in increasing p, continued page by page.
     for (int p = 0, run; p < n_c; p += run) {
-      const int64_t off = kv_offset(job, tv, tv.first + p0 + p, &run) + head_off;
-      run = std::min(run, n_c - p);
+      const int64_t off = kv_offset(job, tv, tv.first + p0 + p, n_c - p, &run) + head_off;
       kern.weighted_sum(row.e + hb * e_stride + p0 + p, g, e_stride, job.v + off, job.kv_dim, run, hd, out, o_stride);
     }
   }
