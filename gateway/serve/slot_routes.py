@@ -35,7 +35,12 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> HT
 
 def plain_filename(value) -> str | None:
     """The file name, or None when it is not a plain name inside the directory."""
-    if not isinstance(value, str) or not 0 < len(value.encode("utf-8")) <= 255:
+    if not isinstance(value, str):
+        return None
+    try:
+        if not 0 < len(value.encode("utf-8")) <= 255:
+            return None
+    except UnicodeEncodeError:  # a lone surrogate: no file system name
         return None
     if "/" in value or "\\" in value or "\0" in value or ".." in value or value == ".":
         return None

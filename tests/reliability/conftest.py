@@ -120,6 +120,14 @@ def _start(tmp_path_factory, name: str, *args: str, real_model: bool = True, env
 
 
 BATTERY_ARGS = ("--replicas", "2", "--ctx-size", "256", "--keepalive-interval-s", "1", "--heartbeat-timeout-s", "30")
+
+
+def _battery_args(run_dir: Path) -> tuple:
+    """BATTERY_ARGS plus a prefix-cache directory of its own, so the fuzzers reach the slot-file
+    routes (without one every /slots call is a 501 by design)."""
+    cache_dir = run_dir / "prefix-cache"
+    cache_dir.mkdir(exist_ok=True)
+    return (*BATTERY_ARGS, "--prefix-cache-dir", str(cache_dir))
 _battery_launch: dict = {}  # "srv": the SmolLM2 server launched once collection shows a test needs it
 
 
@@ -133,7 +141,8 @@ def pytest_collection_modifyitems(session, config, items):
         return
     if any("battery" in getattr(item, "fixturenames", ()) for item in items) and not serving_stack_missing():
         # config._tmp_path_factory is what pytest's own tmp_path_factory fixture returns
-        _battery_launch["srv"] = start_server(Path(config._tmp_path_factory.mktemp("battery")), *BATTERY_ARGS)
+        run_dir = Path(config._tmp_path_factory.mktemp("battery"))
+        _battery_launch["srv"] = start_server(run_dir, *_battery_args(run_dir))
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -147,7 +156,8 @@ def battery(tmp_path_factory):
     """SmolLM2, two lanes of one thread each, 256-token context, 1 s keep-alive comments."""
     srv = _battery_launch.get("srv")
     if srv is None:
-        srv = _start(tmp_path_factory, "battery", *BATTERY_ARGS)
+        run_dir = tmp_path_factory.mktemp("battery-dir")
+        srv = _start(tmp_path_factory, "battery", *_battery_args(run_dir))
     else:
         srv.wait_ready()
     w = watch(srv)
