@@ -37,6 +37,22 @@ def weights(qtype, seed=0):
     return raw, arr, Q.interleave(int(qtype), raw, n_in_for(qtype), N_OUT)
 
 
+def on_every_path(run):
+    """run(path name) with each usable kernel path active; asserts every result equals the scalar path's
+    bit for bit and returns them by path."""
+    before = Q.active_isa()
+    try:
+        outs = {}
+        for name in ISAS:
+            assert Q.set_isa(name)
+            outs[name] = run(name)
+    finally:
+        Q.set_isa(before)
+    for name, y in outs.items():
+        np.testing.assert_array_equal(y.view(np.uint32), outs["scalar"].view(np.uint32), err_msg=name)
+    return outs
+
+
 def test_supported_types_and_shapes():
     for qt in TYPES:
         assert Q.interleave_supported(int(qt), 256, 32)
@@ -86,18 +102,14 @@ def test_paths_bit_identical_and_close_to_row_layout(qtype):
     N_IN = n_in_for(qtype)
     x = np.random.default_rng(9).standard_normal((13, N_IN)).astype(np.float32)
     _, scale = qref.reference_matmul(qtype, arr, x)
-    before = Q.active_isa()
-    try:
-        outs = {}
-        for name in ISAS:
-            assert Q.set_isa(name)
-            outs[name] = Q.matmul(int(qtype), il, N_IN, N_OUT, x, threads=2, interleaved=True)
-            rows = Q.matmul(int(qtype), raw, N_IN, N_OUT, x, threads=2)
-            assert np.all(np.abs(outs[name] - rows) <= RTOL * scale), name
-    finally:
-        Q.set_isa(before)
-    for name, y in outs.items():
-        np.testing.assert_array_equal(y, outs["scalar"], err_msg=name)
+
+    def run(name):
+        y = Q.matmul(int(qtype), il, N_IN, N_OUT, x, threads=2, interleaved=True)
+        rows = Q.matmul(int(qtype), raw, N_IN, N_OUT, x, threads=2)
+        assert np.all(np.abs(y - rows) <= RTOL * scale), name
+        return y
+
+    on_every_path(run)
 
 
 @pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
@@ -121,21 +133,17 @@ def test_low_bit_types_equal_the_row_layout_bit_for_bit(qtype):
     N_IN = n_in_for(qtype)
     x = np.random.default_rng(17).standard_normal((11, N_IN)).astype(np.float32)
     x[4, :64] = 0.0
-    before = Q.active_isa()
-    try:
-        outs = {}
-        for name in ISAS:
-            assert Q.set_isa(name)
-            outs[name] = Q.matmul(int(qtype), il, N_IN, N_OUT, x, interleaved=True)
-            np.testing.assert_array_equal(outs[name].view(np.uint32),
-                                          Q.matmul(int(qtype), raw, N_IN, N_OUT, x).view(np.uint32), err_msg=name)
-            for r in (0, 4, 10):
-                np.testing.assert_array_equal(Q.matmul(int(qtype), il, N_IN, N_OUT, x[r:r + 1], interleaved=True)[0],
-                                              outs[name][r], err_msg=name)
-    finally:
-        Q.set_isa(before)
-    for name, y in outs.items():
-        np.testing.assert_array_equal(y.view(np.uint32), outs["scalar"].view(np.uint32), err_msg=name)
+
+    def run(name):
+        y = Q.matmul(int(qtype), il, N_IN, N_OUT, x, interleaved=True)
+        np.testing.assert_array_equal(y.view(np.uint32), Q.matmul(int(qtype), raw, N_IN, N_OUT, x).view(np.uint32),
+                                      err_msg=name)
+        for r in (0, 4, 10):
+            np.testing.assert_array_equal(Q.matmul(int(qtype), il, N_IN, N_OUT, x[r:r + 1], interleaved=True)[0],
+                                          y[r], err_msg=name)
+        return y
+
+    on_every_path(run)
 
 
 @pytest.mark.parametrize("qtype", [QT.Q2_K, QT.Q3_K], ids=lambda t: t.name)
@@ -157,17 +165,13 @@ def test_extreme_low_bit_codes_stay_exact(qtype):
     il = Q.interleave(int(qtype), raw, n_in, N_OUT)
     x = np.where(np.arange(n_in) % 3 == 0, 1.0, -1.0).astype(np.float32)[None, :].repeat(3, 0)
     x[1] = 1.0
-    before = Q.active_isa()
-    try:
-        outs = {}
-        for name in ISAS:
-            assert Q.set_isa(name)
-            outs[name] = Q.matmul(int(qtype), il, n_in, N_OUT, x, interleaved=True)
-            np.testing.assert_array_equal(outs[name], Q.matmul(int(qtype), raw, n_in, N_OUT, x), err_msg=name)
-    finally:
-        Q.set_isa(before)
-    for name, y in outs.items():
-        np.testing.assert_array_equal(y, outs["scalar"], err_msg=name)
+
+    def run(name):
+        y = Q.matmul(int(qtype), il, n_in, N_OUT, x, interleaved=True)
+        np.testing.assert_array_equal(y, Q.matmul(int(qtype), raw, n_in, N_OUT, x), err_msg=name)
+        return y
+
+    outs = on_every_path(run)
     ref, scale = qref.reference_matmul(qtype, blocks.reshape(N_OUT, -1), x)  # the gguf package's dequantization
     assert np.all(np.abs(outs["scalar"] - ref) <= RTOL * scale + 1e-30)
     for row in (0, 20):
@@ -188,13 +192,4 @@ def test_q8_k_quantizer_edge_cases_identical_on_every_path(qtype):
     x[2, :256] = 0.0                       # an all-zero super-block
     x[3, 256:512] = np.linspace(-1, 1, 256, dtype=np.float32)
     x[4] = np.round(x[4] * 127) / 127      # many exact halves after scaling
-    before = Q.active_isa()
-    try:
-        outs = {}
-        for name in ISAS:
-            assert Q.set_isa(name)
-            outs[name] = Q.matmul(int(qtype), il, n_in, N_OUT, x, interleaved=True)
-    finally:
-        Q.set_isa(before)
-    for name, y in outs.items():
-        np.testing.assert_array_equal(y, outs["scalar"], err_msg=name)
+    on_every_path(lambda name: Q.matmul(int(qtype), il, n_in, N_OUT, x, interleaved=True))
