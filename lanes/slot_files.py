@@ -18,11 +18,13 @@ _waits: dict[int, asyncio.Future] = {}
 
 
 class SlotFileError(Exception):
-    """The lane refused (bad_request: the slot or name was wrong) or the file operation failed."""
+    """Why an action did not happen: `kind` is "bad_request" (the slot or name was wrong), "unavailable"
+    (the owning lane is down or restarting, or did not answer: worth a retry) or "failed" (the lane's
+    file operation failed)."""
 
-    def __init__(self, message: str, bad_request: bool) -> None:
+    def __init__(self, message: str, kind: str) -> None:
         super().__init__(message)
-        self.bad_request = bad_request
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -42,10 +44,10 @@ async def run(pool, model: str, action: str, slot_id: int, filename: str) -> Slo
     """One action on server-wide slot slot_id; SlotFileError when the lane refuses or fails, or is down."""
     replicas = pool.replicas_of(model)
     if not 0 <= slot_id < num_slots(pool, model):
-        raise SlotFileError(f"slot {slot_id} does not exist (this server has {num_slots(pool, model)})", True)
+        raise SlotFileError(f"slot {slot_id} does not exist (this server has {num_slots(pool, model)})", "bad_request")
     replica = replicas[slot_id // replicas[0].spec.num_slots]
     if replica.channels is None:
-        raise SlotFileError(f"the lane of slot {slot_id} is not running", False)
+        raise SlotFileError(f"the lane of slot {slot_id} is not running (restarting?)", "unavailable")
     op_id = next(_op_ids)
     future = asyncio.get_running_loop().create_future()
     _waits[op_id] = future
@@ -54,11 +56,11 @@ async def run(pool, model: str, action: str, slot_id: int, filename: str) -> Slo
                                                                     filename))
         done, message = await asyncio.wait_for(future, TIMEOUT_S)
     except asyncio.TimeoutError:
-        raise SlotFileError(f"the lane did not answer within {TIMEOUT_S:.0f} s", False) from None
+        raise SlotFileError(f"the lane did not answer within {TIMEOUT_S:.0f} s", "unavailable") from None
     finally:
         _waits.pop(op_id, None)
     if not done["ok"]:
-        raise SlotFileError(message, bool(done["bad_request"]))
+        raise SlotFileError(message, "bad_request" if done["bad_request"] else "failed")
     return SlotFileResult(done["n_tokens"], done["n_bytes"], done["elapsed_ns"] / 1e6)
 
 

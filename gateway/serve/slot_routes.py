@@ -33,6 +33,16 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> HT
     return _answer({"error": {"code": status, "message": message, "type": kind}}, status)
 
 
+def _slot_error(exc: slot_files.SlotFileError, retry_after_s: int) -> HTTPResponse:
+    if exc.kind == "bad_request":
+        return _error(400, str(exc))
+    if exc.kind == "unavailable":  # as every route answers while a lane restarts
+        response = _error(503, str(exc), "unavailable_error")
+        response.headers["Retry-After"] = str(retry_after_s)
+        return response
+    return _error(500, str(exc), "server_error")
+
+
 def plain_filename(value) -> str | None:
     """The file name, or None when it is not a plain name inside the directory."""
     if not isinstance(value, str):
@@ -73,7 +83,7 @@ async def slot_action(request, id_slot: int):
     except APIError as exc:
         return _error(exc.status, exc.message)
     except slot_files.SlotFileError as exc:
-        return _error(400, str(exc)) if exc.bad_request else _error(500, str(exc), "server_error")
+        return _slot_error(exc, state.config.retry_after_s)
     state.log.info("slot_file", action=action, id_slot=id_slot, n_tokens=done.n_tokens, n_bytes=done.n_bytes)
     if action == "erase":
         return _answer({"id_slot": id_slot, "n_erased": done.n_tokens})

@@ -136,7 +136,7 @@ def _operations(lenient: bool) -> dict[tuple[str, str], dict]:
                                           "(?action=save|restore|erase; files in --prefix-cache-dir)",
                                           _content({"type": "object", "required": ["id_slot"]}),
                                           body=_closed(slot_routes.SLOT_FIELDS, lenient=lenient), body_required=False,
-                                          errors=(400, 401, 404, 500, 501), error_schema=r.LLAMA_ERROR,
+                                          errors=(400, 401, 404, 500, 501, 503), error_schema=r.LLAMA_ERROR,
                                           params=[{"name": "id_slot", "in": "path", "required": True,
                                                    "schema": {"type": "integer"}},
                                                   {"name": "action", "in": "query", "required": True,
