@@ -13,7 +13,8 @@ import dataclasses
 from lanes.wire import Stats
 
 GAUGE_FIELDS = frozenset({"active_sequences", "waiting_sequences", "prompt_cache_bytes",
-                          "prompt_cache_budget_bytes", "prompt_cache_entries"})
+                          "prompt_cache_budget_bytes", "prompt_cache_entries", "kv_pages_free", "kv_pages_total",
+                          "prompt_cache_disk_bytes", "prompt_cache_disk_budget_bytes"})
 _FIELDS = tuple(f.name for f in dataclasses.fields(Stats))
 
 

@@ -333,6 +333,12 @@ class Stats:
     prompt_cache_stores: int = 0
     prompt_cache_evictions: int = 0
     prompt_cache_entries: int = 0
+    kv_pages_free: int = 0
+    kv_pages_total: int = 0
+    prompt_cache_disk_reads: int = 0
+    prompt_cache_disk_writes: int = 0
+    prompt_cache_disk_bytes: int = 0
+    prompt_cache_disk_budget_bytes: int = 0  # 0: no disk tier
 
 
 def decode_stats(payload: bytes) -> Stats:

@@ -301,7 +301,8 @@ PYBIND11_MODULE(_ring, m) {
      py::arg("num_slots"), py::arg("max_batch_tokens"), py::arg("n_embd") = 0);
   m.def("encode_stats", [](uint64_t num_steps, uint32_t active, uint32_t waiting, uint64_t pc_bytes,
                            uint64_t pc_budget, uint32_t pc_entries, uint64_t pc_hits, uint64_t pc_hit_tokens,
-                           uint64_t pc_stores, uint64_t pc_evictions) {
+                           uint64_t pc_stores, uint64_t pc_evictions, uint32_t pages_free, uint32_t pages_total,
+                           uint64_t disk_reads, uint64_t disk_writes, uint64_t disk_bytes, uint64_t disk_budget) {
     wire::StatsRecord s{};
     s.num_steps = num_steps;
     s.active_sequences = active;
@@ -313,11 +314,19 @@ PYBIND11_MODULE(_ring, m) {
     s.prompt_cache_hit_tokens = pc_hit_tokens;
     s.prompt_cache_stores = pc_stores;
     s.prompt_cache_evictions = pc_evictions;
+    s.kv_pages_free = pages_free;
+    s.kv_pages_total = pages_total;
+    s.prompt_cache_disk_reads = disk_reads;
+    s.prompt_cache_disk_writes = disk_writes;
+    s.prompt_cache_disk_bytes = disk_bytes;
+    s.prompt_cache_disk_budget_bytes = disk_budget;
     return struct_bytes(s);
   }, py::arg("num_steps"), py::arg("active_sequences"), py::arg("waiting_sequences"),
      py::arg("prompt_cache_bytes"), py::arg("prompt_cache_budget_bytes"), py::arg("prompt_cache_entries"),
      py::arg("prompt_cache_hits"), py::arg("prompt_cache_hit_tokens"), py::arg("prompt_cache_stores"),
-     py::arg("prompt_cache_evictions"));
+     py::arg("prompt_cache_evictions"), py::arg("kv_pages_free") = 0, py::arg("kv_pages_total") = 0,
+     py::arg("prompt_cache_disk_reads") = 0, py::arg("prompt_cache_disk_writes") = 0,
+     py::arg("prompt_cache_disk_bytes") = 0, py::arg("prompt_cache_disk_budget_bytes") = 0);
   m.def("encode_embedding", [](uint64_t rid, uint32_t choice, uint32_t prompt_tokens, const std::vector<float>& v) {
     const wire::EmbeddingHeader h{rid, choice, uint32_t(v.size()), prompt_tokens, 0};
     std::string out(reinterpret_cast<const char*>(&h), sizeof h);

@@ -394,6 +394,12 @@ void LaneLoop::publish_stats(uint64_t now_ns) {
   stats_.prompt_cache_stores = pc.stores;
   stats_.prompt_cache_evictions = pc.evictions;
   stats_.prompt_cache_entries = uint32_t(pc.entries);
+  stats_.kv_pages_free = uint32_t(pc.pages_free);
+  stats_.kv_pages_total = uint32_t(pc.pages_total);
+  stats_.prompt_cache_disk_reads = pc.disk_reads;
+  stats_.prompt_cache_disk_writes = pc.disk_writes;
+  stats_.prompt_cache_disk_bytes = uint64_t(pc.disk_bytes_used);
+  stats_.prompt_cache_disk_budget_bytes = uint64_t(pc.disk_max_bytes);
   const ring::Piece piece{&stats_, sizeof stats_};
   emit(RecordType::Stats, &piece, 1, false);
 }

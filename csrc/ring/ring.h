@@ -18,7 +18,7 @@
 namespace ls::ring {
 
 constexpr uint32_t kMagic = 0x474E524Cu;   // "LRNG" little-endian
-constexpr uint32_t kVersion = 4;  // 4: SLOT_FILE / SLOT_FILE_DONE records (slot files)
+constexpr uint32_t kVersion = 5;  // 5: K/V pages and the disk tier in STATS
 constexpr size_t kCacheLineBytes = 128;    // two 64-B lines: adjacent-line prefetch pairs them
 constexpr size_t kSegmentHeaderBytes = 512;
 constexpr size_t kRecordAlignBytes = 8;

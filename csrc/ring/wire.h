@@ -255,8 +255,9 @@ inline constexpr uint64_t kStepTimeBoundsNs[kStepBuckets - 1] = {
     100'000'000, 200'000'000, 500'000'000, 1'000'000'000, 5'000'000'000};
 inline constexpr uint64_t kBatchTokenBounds[kStepBuckets - 1] = {1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 256};
 using StepBucketCounts = uint64_t[kStepBuckets];  // non-cumulative counts per bucket
-// The lane's prompt cache (engine/prefix_tree.h PromptCacheStats, in whole K/V pages): bytes, budget
-// and entries are its state now; hits, hit tokens, stores and evictions are cumulative over the lane process.
+// The lane's prompt cache (engine/prefix_tree.h PromptCacheStats, in whole K/V pages): bytes, budget,
+// entries, pages and disk bytes / budget are its state now; hits, hit tokens, stores, evictions and disk
+// reads / writes are cumulative over the lane process.
 #define LS_WIRE_PROMPT_CACHE_STATS(X)                                                \
   X(uint64_t, prompt_cache_bytes)        /* cached pages no sequence maps */         \
   X(uint64_t, prompt_cache_budget_bytes) /* its byte budget (0: the cache is off) */ \
@@ -265,7 +266,13 @@ using StepBucketCounts = uint64_t[kStepBuckets];  // non-cumulative counts per b
   X(uint64_t, prompt_cache_stores)       /* pages cached */                          \
   X(uint64_t, prompt_cache_evictions)    /* pages dropped for room or the budget */  \
   X(uint32_t, prompt_cache_entries)                                                  \
-  X(uint32_t, prompt_cache_reserved)     /* explicit padding to the 8-byte size */
+  X(uint32_t, kv_pages_free)             /* K/V pool pages nobody holds now */       \
+  X(uint32_t, kv_pages_total)            /* K/V pool pages of the lane */            \
+  X(uint32_t, prompt_cache_reserved)     /* explicit padding to the 8-byte size */  \
+  X(uint64_t, prompt_cache_disk_reads)   /* pages read back from the disk tier */    \
+  X(uint64_t, prompt_cache_disk_writes)  /* pages written to it */                   \
+  X(uint64_t, prompt_cache_disk_bytes)   /* its page files now */                    \
+  X(uint64_t, prompt_cache_disk_budget_bytes) /* their budget (0: no disk tier) */
 #define LS_WIRE_STATS_RECORD(X)                                                      \
   X(uint64_t, num_steps)                                                             \
   X(uint64_t, step_ns_sum)                                                           \

@@ -77,7 +77,10 @@ def prompt_cache_info(stats) -> dict | None:
         return None
     return {"bytes": stats.prompt_cache_bytes, "budget_bytes": stats.prompt_cache_budget_bytes,
             "entries": stats.prompt_cache_entries, "hits": stats.prompt_cache_hits,
-            "hit_tokens": stats.prompt_cache_hit_tokens, "evictions": stats.prompt_cache_evictions}
+            "hit_tokens": stats.prompt_cache_hit_tokens, "evictions": stats.prompt_cache_evictions,
+            "kv_pages": stats.kv_pages_total, "kv_pages_free": stats.kv_pages_free,
+            "disk_reads": stats.prompt_cache_disk_reads, "disk_writes": stats.prompt_cache_disk_writes,
+            "disk_bytes": stats.prompt_cache_disk_bytes, "disk_budget_bytes": stats.prompt_cache_disk_budget_bytes}
 
 
 def readiness(state) -> tuple[int, dict]:

@@ -86,6 +86,16 @@ PROMPT_CACHE_METRICS = (
     ("laneserve_prompt_cache_stores", "K/V pages stored in the prompt cache", "prompt_cache_stores", False),
     ("laneserve_prompt_cache_evictions", "Cached K/V pages dropped for room or the budget", "prompt_cache_evictions",
      False),
+    ("laneserve_kv_pages_free", "K/V pool pages no sequence or cached prefix holds", "kv_pages_free", True),
+    ("laneserve_kv_pages", "K/V pool pages of the lanes (64 positions each)", "kv_pages_total", True),
+    ("laneserve_prompt_cache_disk_reads", "Cached K/V pages read back from --prefix-cache-dir",
+     "prompt_cache_disk_reads", False),
+    ("laneserve_prompt_cache_disk_writes", "Cached K/V pages written to --prefix-cache-dir",
+     "prompt_cache_disk_writes", False),
+    ("laneserve_prompt_cache_disk_bytes", "Bytes of the lanes' page files in --prefix-cache-dir",
+     "prompt_cache_disk_bytes", True),
+    ("laneserve_prompt_cache_disk_budget_bytes", "Byte budget of those page files (0: no disk tier)",
+     "prompt_cache_disk_budget_bytes", True),
 )
 
 

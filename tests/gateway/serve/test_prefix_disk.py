@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import httpx
 
+from .cache_figures import settled_figures
+
 SYSTEM = "You are a lighthouse keeper. " + "".join(
     f"Rule {i}: answer plainly, name the place and keep it short. " for i in range(22))
 MESSAGES = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Where are you?"}]
@@ -39,6 +41,11 @@ def test_a_restarted_server_serves_a_known_prompt_from_disk(own_server, tmp_path
     assert after.usage.prompt_tokens_details.cached_tokens >= min(whole_pages, before.usage.prompt_tokens - 1) - 64
     assert after.usage.prompt_tokens_details.cached_tokens >= 256
     assert after.choices[0].message.content == before.choices[0].message.content
+    samples, ready = settled_figures(second.base_url, lambda s: s.get("laneserve_prompt_cache_disk_reads_total", 0) >= 4)
+    assert samples["laneserve_prompt_cache_disk_reads_total"] >= 4, samples  # the 256 cached tokens came from disk
+    assert 0 < samples["laneserve_prompt_cache_disk_bytes"] <= samples["laneserve_prompt_cache_disk_budget_bytes"]
+    assert samples["laneserve_prompt_cache_disk_budget_bytes"] <= 4096 << 20, samples
+    assert ready["models"]["smollm2"]["prompt_cache"]["disk_reads"] == samples["laneserve_prompt_cache_disk_reads_total"]
 
     saved = _slots(second, 0, "save", {"filename": "conv.bin"})
     assert saved.status_code == 200, saved.text

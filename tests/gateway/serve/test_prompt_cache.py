@@ -4,12 +4,9 @@ and answers as it would without the cache; the lanes' prompt cache figures (STAT
 /metrics, /health/ready and `laneserve ps`."""
 from __future__ import annotations
 
-import time
-
-import httpx
-from prometheus_client.parser import text_string_to_metric_families
-
 from gateway.cli.ps import render
+
+from .cache_figures import settled_figures
 
 PERSONAS = ["a ship's navigator", "a baker in Lyon", "a retired astronomer"]
 RULES = "Speak plainly, never use lists and keep every answer to one sentence. " * 8
@@ -30,24 +27,6 @@ def _turns(client, cache_seed: int) -> list:
     return first_usage, r
 
 
-def _prompt_cache_metrics(base_url: str) -> dict:
-    """laneserve_prompt_cache_* samples of model smollm2."""
-    text = httpx.get(base_url + "/metrics", timeout=10).text
-    return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
-            if s.name.startswith("laneserve_prompt_cache_") and s.labels.get("model") == "smollm2"}
-
-
-def _figures(base_url: str, settled) -> tuple[dict, dict]:
-    """(/metrics prompt cache samples, /health/ready body) once `settled(samples)`: a lane sends
-    its STATS when it goes idle, just after the last DONE."""
-    deadline = time.monotonic() + 10
-    while True:
-        samples = _prompt_cache_metrics(base_url)
-        if settled(samples) or time.monotonic() > deadline:
-            return samples, httpx.get(base_url + "/health/ready", timeout=10).json()
-        time.sleep(0.05)
-
-
 def _run(own_server, cache_mib: str):
     from openai import OpenAI
 
@@ -63,7 +42,7 @@ def test_a_displaced_conversation_keeps_its_prefill(own_server):
     assert second.usage.prompt_tokens > first_usage[0].prompt_tokens > 120
     cached = second.usage.prompt_tokens_details.cached_tokens
     assert cached >= first_usage[0].prompt_tokens, second.usage
-    samples, ready = _figures(base_url, lambda s: s.get("laneserve_prompt_cache_hit_tokens_total", 0) >= cached)
+    samples, ready = settled_figures(base_url, lambda s: s.get("laneserve_prompt_cache_hit_tokens_total", 0) >= cached)
     # The cache's figures, summed over the model's (one) lane.
     assert samples["laneserve_prompt_cache_budget_bytes"] == 64 << 20, samples
     assert samples["laneserve_prompt_cache_entries"] >= 1, samples
@@ -76,7 +55,10 @@ def test_a_displaced_conversation_keeps_its_prefill(own_server):
     assert info == {"bytes": samples["laneserve_prompt_cache_bytes"], "budget_bytes": 64 << 20,
                     "entries": samples["laneserve_prompt_cache_entries"],
                     "hits": samples["laneserve_prompt_cache_hits_total"],
-                    "hit_tokens": samples["laneserve_prompt_cache_hit_tokens_total"], "evictions": 0}
+                    "hit_tokens": samples["laneserve_prompt_cache_hit_tokens_total"], "evictions": 0,
+                    "kv_pages": samples["laneserve_kv_pages"], "kv_pages_free": samples["laneserve_kv_pages_free"],
+                    "disk_reads": 0, "disk_writes": 0, "disk_bytes": 0, "disk_budget_bytes": 0}
+    assert 0 < samples["laneserve_kv_pages_free"] < samples["laneserve_kv_pages"], samples
     table = render(ready, {}).split("\n\n")[-1].splitlines()
     assert table[0].split()[:3] == ["MODEL", "PROMPT", "CACHE"]
     row = table[1].split()
@@ -84,7 +66,7 @@ def test_a_displaced_conversation_keeps_its_prefill(own_server):
     assert row[-4:] == [str(info["entries"]), str(info["hits"]), str(info["hit_tokens"]), "0"]
 
     first_off, second_off, base_url_off = _run(own_server, "0")
-    samples_off, ready_off = _figures(base_url_off, lambda s: "laneserve_prompt_cache_budget_bytes" in s)
+    samples_off, ready_off = settled_figures(base_url_off, lambda s: "laneserve_prompt_cache_budget_bytes" in s)
     assert second_off.usage.prompt_tokens_details.cached_tokens < 16  # the template's opening at most
     assert second_off.choices[0].message.content == second.choices[0].message.content  # same tokens, seeded
     assert samples_off["laneserve_prompt_cache_budget_bytes"] == 0, samples_off
