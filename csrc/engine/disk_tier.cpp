@@ -241,8 +241,17 @@ DiskTier::~DiskTier() {
 uint64_t DiskTier::prefix_hash(const int32_t* ids, int32_t n) { return fnv1a64(ids, size_t(n) * sizeof(int32_t)); }
 
 bool DiskTier::contains(uint64_t hash) const {
-  std::lock_guard<std::mutex> lk(impl_->mu);
-  return impl_->index.count(hash) > 0;
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lk(s.mu);
+  if (s.index.count(hash) > 0) return true;
+  // Not written by this lane nor found at start: another lane sharing the directory may have
+  // written it since (one stat per page looked up; a damaged file is removed by get()).
+  struct stat st{};
+  if (::stat(s.file_of(hash).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  s.index[hash] = Impl::Entry{int64_t(st.st_size), ++s.clock, true};
+  s.bytes_used += int64_t(st.st_size);
+  s.enforce_budget();
+  return s.index.count(hash) > 0;
 }
 
 bool DiskTier::put(const int32_t* ids, int32_t n, uint64_t hash, const uint8_t* data) {

@@ -16,7 +16,8 @@
 // and renamed into place, so a reader never sees a partial file and lanes of the same model may
 // share the directory. Budget: the files of this identity, least recently used (written or
 // read; a read also sets the file's mtime, so the order survives a restart) removed first
-// beyond min(max_bytes, half the filesystem's free space at construction).
+// beyond min(max_bytes, half the filesystem's free space at construction). Lanes sharing the
+// directory read each other's pages: a page missing from the index is looked up as a file.
 // Thread-safety: put/get/contains/stats from one thread (the engine's); the writer is internal.
 #pragma once
 
@@ -58,7 +59,8 @@ class DiskTier {
 
   // The name of the page ending at ids[n): hash of ids[0, n).
   static uint64_t prefix_hash(const int32_t* ids, int32_t n);
-  bool contains(uint64_t hash) const;  // written or queued
+  // Written or queued by this tier, or written since by another lane sharing the directory.
+  bool contains(uint64_t hash) const;
   // Queues the page ending at ids[n): page_bytes from data, or page `page` of kv. False: dropped
   // (queue full) or already there.
   bool put(const int32_t* ids, int32_t n, uint64_t hash, const uint8_t* data);

@@ -1,5 +1,6 @@
 """The prefix cache's disk tier alone (csrc/engine/disk_tier.h, over bytes, no model): page files
-written by one tier are read by a new one (a restart), a corrupt, truncated or stale file (another
+written by one tier are read by a new one (a restart) and by another running one (lanes sharing the
+directory), a corrupt, truncated or stale file (another
 model or K/V layout) or one holding another prefix is ignored and removed, and the files stay within
 their budget, least recently used out first."""
 import os
@@ -48,6 +49,18 @@ def test_a_page_survives_a_new_tier(tmp_path):
     assert again.get(ids(128)) == page(2) and again.get(ids(64)) == page(1)
     assert again.get(ids(64, start=1)) is None  # another prefix: never written
     assert again.stats()["reads"] == 2
+
+
+def test_lanes_sharing_the_dir_read_each_others_new_pages(tmp_path):
+    reader = tier(tmp_path)  # started before the page existed
+    assert not reader.contains(ids(64))
+    writer = tier(tmp_path)
+    assert writer.put(ids(64), page(3))
+    writer.flush()
+    assert reader.contains(ids(64)) and reader.get(ids(64)) == page(3)
+    assert reader.stats()["reads"] == 1 and reader.stats()["files"] == 1
+    assert not reader.put(ids(64), page(3))  # known now: not written twice
+    assert reader.get(ids(64, start=5)) is None
 
 
 @pytest.mark.parametrize("damage", ["flip_data_byte", "flip_id", "truncate", "append"])
