@@ -17,9 +17,8 @@ import subprocess
 import sys
 import time
 
-from lanes import lane_stats, slot_files, wire
-from lanes.api import ChoiceDone, Embedding, LaneBusy, LaneError, ScoredChunk, SERVING_STATES
-from lanes.audio.records import transcript_part
+from lanes import lane_records, lane_stats, wire
+from lanes.api import LaneBusy, LaneError, SERVING_STATES
 from lanes.channels import LaneChannels, request_ring_capacity
 from lanes.doorbell import SemaphoreWaiter
 from lanes.stream import RequestStream
@@ -219,62 +218,12 @@ class LaneReplica:
     # --- records --------------------------------------------------------------------------
     def dispatch(self, record) -> None:
         rtype, payload = record
-        if rtype == wire.DONE:
-            rid, choice, reason, pt, ct, cached, flags, pre, dec, stop_string, _ = wire.decode_done(payload)
-            stream = self.streams.get(rid)
-            if stream is None:
-                return
-            reader = self.channels.reader
-            text = reader.take_text(rid, choice)
-            reasoning = reader.take_text(rid, choice, wire.CHANNELS["reasoning"])
-            _, first_ns, next_number = reader.route_stats(rid)
-            if first_ns and not stream.first_direct_ns:
-                stream.first_direct_ns = first_ns
-            last = bool(flags & wire.DONE_LAST_CHOICE)
-            stream.push_done(ChoiceDone(choice, wire.FINISH_NAMES.get(reason, "stop"), pt, ct, pre, dec, cached, text,
-                                        reasoning, next_number, stop_string - 1),
-                             last)
-            if last:
-                self._request_over(rid)
-        elif rtype == wire.LOGPROBS:
-            rid, choice, positions, num_prompt, content, reasoning = wire.decode_logprobs(payload)
-            stream = self.streams.get(rid)
-            if stream is not None:
-                stream.push_item(ScoredChunk(choice, positions, num_prompt, content, reasoning))
-        elif rtype == wire.EMBEDDING:
-            rid, choice, prompt_tokens, vector = wire.decode_embedding(payload)
-            stream = self.streams.get(rid)
-            if stream is not None:
-                stream.push_embedding(Embedding(choice, vector, prompt_tokens))
-        elif rtype == wire.TRANSCRIPT:  # audio lanes: metadata of a transcription (lanes/audio/)
-            rid, part = transcript_part(payload)
-            stream = self.streams.get(rid)
-            if stream is not None and part is not None:
-                stream.push_transcript(part)
-        elif rtype == wire.STATS:
-            self.stats = wire.decode_stats(payload)
-        elif rtype == wire.ADAPTER:
-            self.pool.adapter_status(self, *wire.decode_adapter_status(payload))
-        elif rtype == wire.SLOT_FILE_DONE:
-            slot_files.answered(payload)
-        elif rtype == wire.ERROR:
-            rid, code, message = wire.decode_error(payload)
-            if rid == 0:
-                self.last_error = message
-                log.warning("lane %s (pid %s): %s: %s", self.name, self.pid, code, message)
-            elif rid in self.streams:
-                self.streams[rid].fail(LaneError(code, message))
-                self._request_over(rid)
-        elif rtype == wire.HELLO:
-            self.hello = wire.decode_hello(payload)
-            self.load_failures = 0  # the limit counts consecutive failed loads
-            self.state = "ready"
-            self.ready_ns = time.monotonic_ns()
-            self.pool.capacity_changed(self.spec.name)
-        elif rtype == wire.DELTA:  # only a malformed delta reaches here (the native pump takes the rest)
-            log.warning("lane %s sent a malformed DELTA record (%d bytes)", self.name, len(payload))
+        handler = lane_records.HANDLERS.get(rtype)
+        if handler is not None:
+            handler(self, payload)
 
-    def _request_over(self, rid: int) -> None:
+    def request_over(self, rid: int) -> None:
+        """The request's last record arrived (or it failed): its slot is free again."""
         self.streams.pop(rid, None)
         if self.channels is not None:
             self.channels.reader.remove_route(rid)
