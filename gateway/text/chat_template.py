@@ -2,7 +2,8 @@
 
 Templates come from model files (untrusted), so they run sandboxed (gateway/text/template_sandbox.py:
 jinja2's immutable sandbox plus bounds on loops, repetition and recursion) with HF's conventions:
-trim_blocks/lstrip_blocks, `raise_exception`, `strftime_now`, a `tojson` that keeps non-ASCII.
+trim_blocks/lstrip_blocks, `raise_exception`, `strftime_now`, a `tojson` that keeps non-ASCII, and
+llama-server's `date_string` (today).
 A template's own `raise_exception("...")` (e.g. roles must alternate) becomes a 400.
 Gemma 3's GGUF has no template, so we ship one; without a template llama.cpp
 falls back to ChatML, which is wrong for Gemma — a model with neither gets no chat route.
@@ -69,7 +70,9 @@ class ChatTemplate:
         self._eos = eos_token
 
     def render(self, messages: list[dict], template_kwargs: dict | None = None) -> str:
-        context = dict(template_kwargs or {})
+        # Llama 3.x templates print date_string (their own default is a fixed day in 2024):
+        # today's, as llama-server passes it; a request's chat_template_kwargs may set another.
+        context = {"date_string": _strftime_now("%d %b %Y"), **(template_kwargs or {})}
         context.update(messages=messages, add_generation_prompt=True, bos_token=self._bos, eos_token=self._eos)
         budget = start_render()
         try:

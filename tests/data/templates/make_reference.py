@@ -1,0 +1,72 @@
+"""Renders every chat template in this directory with llama-server's own template engine
+(`--jinja --chat-template-file`, POST /apply-template) on a few conversations, into rendered.json,
+which tests/gateway/text/test_model_templates.py compares our jinja2 sandbox against.
+
+The *.jinja files are the chat templates the models' GGUFs carry (llama.cpp keeps copies under
+models/templates). llama-server needs a model for its BOS/EOS strings: the tiny qwen3moe file of
+tests/data/arch; its strings are recorded too, and so is the date, for templates that print it.
+
+    python tests/data/templates/make_reference.py --llama-server /work/llama-build/build/bin/llama-server
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+MODEL = HERE.parent / "arch" / "qwen3moe-q4_k_m.gguf"
+PORT = 18777
+CONVERSATIONS = [
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+     {"role": "assistant", "content": "Hello! How can I help?"}, {"role": "user", "content": "Where is Lyon?"}],
+    [{"role": "user", "content": "Name a colour."}],
+    [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"},
+     {"role": "user", "content": "And 3+3, ça va ? ✓"}],
+]
+
+
+def render_all(server: str, template: Path) -> list[dict]:
+    proc = subprocess.Popen([server, "-m", str(MODEL), "--jinja", "--chat-template-file", str(template),
+                             "--host", "127.0.0.1", "--port", str(PORT), "-t", "1", "-c", "256"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{PORT}"
+        for _ in range(120):
+            try:
+                if httpx.get(base + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        props = httpx.get(base + "/props", timeout=10).json()
+        out = []
+        for messages in CONVERSATIONS:
+            r = httpx.post(base + "/apply-template", json={"messages": messages}, timeout=30)
+            r.raise_for_status()
+            out.append({"messages": messages, "prompt": r.json()["prompt"]})
+        return [{"bos_token": props.get("bos_token", ""), "eos_token": props.get("eos_token", "")}] + out
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--llama-server", required=True)
+    args = ap.parse_args()
+    result = {"date": datetime.date.today().isoformat(), "templates": {}}
+    for template in sorted(HERE.glob("*.jinja")):
+        tokens, *cases = render_all(args.llama_server, template)
+        result["templates"][template.name] = {**tokens, "cases": cases}
+        print(template.name, "ok", flush=True)
+    (HERE / "rendered.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
