@@ -45,7 +45,7 @@ QUESTIONS = ["Where are you right now?", "What do you see there?", "Why does it 
 
 
 def system_prompt(rng: random.Random, index: int) -> str:
-    words = [rng.choice(_WORDS) for _ in range(rng.randrange(300, 600))]  # ~400-800 tokens
+    words = [rng.choice(_WORDS) for _ in range(rng.randrange(390, 790))]  # 400-800 tokens (SmolLM2, Gemma 3)
     return f"Conversation {index}. You remember these words in order: " + " ".join(words) + "."
 
 
@@ -85,6 +85,7 @@ async def run_load(url: str, model: str, conversations: int, turns: int, concurr
     rng = random.Random(11)
     histories = [[{"role": "system", "content": system_prompt(rng, i)}] for i in range(conversations)]
     later_ttfts, tokens, cached, prompt = [], 0, 0, 0
+    turn_usage: list[tuple[int, int, int, int]] = []  # (conversation, turn, prompt tokens, cached tokens)
     sem = asyncio.Semaphore(concurrency)
     # A new connection per request: llama-server (cpp-httplib) drops reused keep-alive connections
     # under this load ("Server disconnected without sending a response"); loopback connects are cheap.
@@ -92,21 +93,22 @@ async def run_load(url: str, model: str, conversations: int, turns: int, concurr
     async with httpx.AsyncClient(base_url=url, timeout=600.0, limits=limits) as client:
         t0 = time.monotonic()
         for t in range(turns):
-            async def one(history: list) -> None:
+            async def one(index: int, history: list) -> None:
                 nonlocal tokens, cached, prompt
                 async with sem:
                     history.append({"role": "user", "content": QUESTIONS[t % len(QUESTIONS)]})
                     ttft, answer, usage = await turn(client, model, history, max_tokens)
                     history.append({"role": "assistant", "content": answer})
                     tokens += usage.get("completion_tokens", 0)
+                    turn_usage.append((index, t, usage.get("prompt_tokens", 0), cached_tokens(usage)))
                     if t > 0:
                         later_ttfts.append(ttft)
                         cached += cached_tokens(usage)
                         prompt += usage.get("prompt_tokens", 0)
-            await asyncio.gather(*(one(h) for h in histories))
+            await asyncio.gather(*(one(i, h) for i, h in enumerate(histories)))
         wall_s = time.monotonic() - t0
     return {"ttft_p50_s": statistics.median(later_ttfts), "tok_s": tokens / wall_s, "wall_s": wall_s,
-            "cached_share": cached / max(prompt, 1)}
+            "cached_share": cached / max(prompt, 1), "turn_usage": sorted(turn_usage)}
 
 
 def start_server(kind: str, args: argparse.Namespace) -> ProcessServer:
