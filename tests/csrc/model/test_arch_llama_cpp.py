@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from arch_cases import CASES, JINJA_RENDERED, LLAMA_QUANTIZED, MESSAGES, sha256
+from arch_cases import CASES, JINJA_RENDERED, LLAMA_QUANTIZED, MESSAGES, SAME_AS_LLAMA_QUANTIZED, sha256
 from golden import first_near_tie
 from lowbit_common import file_weights
 from tiny_gguf import Q, reference_logits, write_tiny_gguf
@@ -71,6 +71,13 @@ def test_teacher_forced_logits_match_llama_cpp(case):
     if cfg.n_expert:
         assert router_min_gap(cfg, weights, ffn_inputs) >= ROUTER_GAP
         assert rec["llama_batch_vs_one_token_max_abs"] <= 0.5 * rec["llama_ref_max_abs"]
+
+
+@pytest.mark.parametrize("name", sorted(SAME_AS_LLAMA_QUANTIZED))
+def test_written_quantized_tensors_are_llama_quantizes(name):
+    """The gguf package's MXFP4 experts are byte for byte what llama-quantize MXFP4_MOE makes (checked when
+    the reference was made), so the case runs the tensors released gpt-oss files carry."""
+    assert REF[name]["same_as_llama_quantized"] is True
 
 
 def test_greedy_follows_llama_cpp_to_first_near_tie(case):

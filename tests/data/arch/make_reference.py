@@ -9,7 +9,8 @@ over IDS teacher-forced (all logits) and greedily for GREEDY steps, renders MESS
 template through llama.cpp's llama_chat_apply_template (JINJA_RENDERED cases: llama-cpp-python's
 Jinja2ChatFormatter, llama.cpp's Python-side Jinja renderer), and stores in reference.json: the file's sha256,
 the logits, llama.cpp's maximum distance to the float64 reference forward, greedy ids with their
-top-1/top-2 margins, and the rendering; MoE cases also the smallest router logit gap between the last
+top-1/top-2 margins, and the rendering (SAME_AS_LLAMA_QUANTIZED cases: also that llama.cpp's quantizer makes
+their tensors); MoE cases also the smallest router logit gap between the last
 chosen and the first unchosen expert over the prompt (tiny_moe.router_min_gap) and llama.cpp's distance
 between its batched logits and the same prompt decoded one token per batch, and quantized ones
 their tensor types.
@@ -26,7 +27,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "csrc" / "model"))
-from arch_cases import CASES, IDS, JINJA_RENDERED, LLAMA_QUANTIZED, MESSAGES, sha256  # noqa: E402
+from arch_cases import CASES, IDS, JINJA_RENDERED, LLAMA_QUANTIZED, MESSAGES, SAME_AS_LLAMA_QUANTIZED, sha256  # noqa: E402
 from llama_cpp_run import one_token_at_a_time, quantize, teacher_forced_and_greedy  # noqa: E402
 from lowbit_common import file_weights  # noqa: E402
 from tiny_gguf import reference_logits, write_tiny_gguf  # noqa: E402
@@ -53,6 +54,22 @@ def render(name: str, cfg) -> str:
     n = llama_cpp.llama_chat_apply_template(cfg.chat_template.encode(), msgs, len(MESSAGES), True, buf, len(buf))
     assert 0 < n < len(buf), n
     return buf.raw[:n].decode()
+
+
+def tensors(path: Path) -> dict[str, tuple[str, bytes]]:
+    import gguf
+
+    return {t.name: (t.tensor_type.name, bytes(t.data)) for t in gguf.GGUFReader(str(path)).tensors}
+
+
+def same_as_llama_quantized(name: str, path: Path, tmp: str) -> bool:
+    """True when llama.cpp's quantizer, run on SAME_AS_LLAMA_QUANTIZED's F32 case, writes exactly path's tensors."""
+    src_name, ftype = SAME_AS_LLAMA_QUANTIZED[name]
+    src_cfg, src_seed = CASES[src_name]
+    src, dst = Path(tmp) / f"{name}-src.gguf", Path(tmp) / f"{name}-llama.gguf"
+    write_tiny_gguf(src, src_cfg, seed=src_seed)
+    quantize(src, dst, ftype)
+    return tensors(dst) == tensors(path)
 
 
 def main() -> None:
@@ -85,6 +102,9 @@ def main() -> None:
                 out[name]["llama_batch_vs_one_token_max_abs"] = float(np.abs(logits - single).max())
             if types is not None:
                 out[name]["tensor_types"] = types
+            if name in SAME_AS_LLAMA_QUANTIZED:
+                out[name]["same_as_llama_quantized"] = same_as_llama_quantized(name, path, tmp)
+                assert out[name]["same_as_llama_quantized"], f"{name}: llama.cpp's quantizer writes other tensors"
             print(name, out[name]["llama_ref_max_abs"], out[name]["logit_std"], out[name].get("router_min_gap"),
                   out[name].get("llama_batch_vs_one_token_max_abs"),
                   types, repr(out[name]["chat"]))
