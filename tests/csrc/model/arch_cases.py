@@ -44,7 +44,7 @@ QWEN3MOE_256 = dict(QWEN3MOE, n_expert=4, n_embd=256, head_dim=64, n_ff_exp=256,
 # llama-quantize MXFP4_MOE (how released gpt-oss files are made) turns gpt-oss-f32 into the very same tensors.
 # Its chat template is gpt-oss's own (llama.cpp's models/templates/openai-gpt-oss-120b.jinja).
 GPTOSS = {"arch": "gpt-oss", "n_expert": 4, "n_expert_used": 2, "n_ff_exp": 32, "sliding_window": 4,
-          "rope_scaling": "yarn", "rope_factor": 4.0, "rope_orig_ctx": 64, "tokenizer_pre": "smollm", "tied": False,
+          "rope_scaling": "yarn", "rope_factor": 4.0, "rope_orig_ctx": 64, "tokenizer_pre": "gpt-4o", "tied": False,
           "output_std": 1.5}
 GPTOSS_TEMPLATE = (Path(__file__).resolve().parents[2] / "data" / "arch" / "gpt-oss.jinja").read_text("utf-8")
 
