@@ -43,7 +43,7 @@ WORKING_SET = 128 << 20
 TYPES = {"q4_0": (2, 32, 18, (0,)), "q4_1": (3, 32, 20, (0, 2)), "q8_0": (8, 32, 34, (0,)),
          "q2_k": (10, 256, 84, (80, 82)), "q3_k": (11, 256, 110, (108,)), "q4_k": (12, 256, 144, (0, 2)),
          "q5_k": (13, 256, 176, (0, 2)), "q6_k": (14, 256, 210, (208,)), "iq4_nl": (20, 32, 18, (0,)),
-         "iq4_xs": (23, 256, 136, (0,))}
+         "iq4_xs": (23, 256, 136, (0,)), "mxfp4": (39, 32, 17, ())}  # mxfp4: its E8M0 byte set below
 
 
 def typed_shapes(args, rng):
@@ -55,6 +55,8 @@ def typed_shapes(args, rng):
         blocks = rng.integers(0, 256, size=(n_in * n_out // be, bb), dtype=np.uint8)
         for off in fields:
             blocks[:, off:off + 2] = (rng.uniform(-1, 1, size=(blocks.shape[0], 1)) * 0.01).astype(np.float16).view(np.uint8)
+        if name == "mxfp4":
+            blocks[:, 0] = rng.integers(116, 128, size=blocks.shape[0])  # scales 2^-12 .. 2^-1
         label = f"{name} {n_in}x{n_out}"
         shapes.append((label, qt, n_in, n_out, 1))
         bufs[label] = blocks.reshape(-1)

@@ -12,6 +12,7 @@ const GgmlTypeInfo& ggml_type_info(GgmlType t) {
   static const GgmlTypeInfo kQ4_K = {"Q4_K", 256, 144}, kQ5_K = {"Q5_K", 256, 176};
   static const GgmlTypeInfo kQ6_K = {"Q6_K", 256, 210}, kQ8_K = {"Q8_K", 256, 292};
   static const GgmlTypeInfo kIQ4_NL = {"IQ4_NL", 32, 18}, kIQ4_XS = {"IQ4_XS", 256, 136};
+  static const GgmlTypeInfo kMXFP4 = {"MXFP4", 32, 17};
   switch (t) {
     case GgmlType::F32: return kF32;
     case GgmlType::F16: return kF16;
@@ -30,6 +31,7 @@ const GgmlTypeInfo& ggml_type_info(GgmlType t) {
     case GgmlType::Q8_K: return kQ8_K;
     case GgmlType::IQ4_NL: return kIQ4_NL;
     case GgmlType::IQ4_XS: return kIQ4_XS;
+    case GgmlType::MXFP4: return kMXFP4;
   }
   return kUnknown;
 }
@@ -40,6 +42,7 @@ bool ggml_type_supported(GgmlType t) {
     case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
     case GgmlType::Q8_0: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
     case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::IQ4_NL: case GgmlType::IQ4_XS:
+    case GgmlType::MXFP4:
       return true;
     default:
       return false;

@@ -156,8 +156,10 @@ void chunk_output(const AttentionJob& job, const TokenView& tv, int h0, int h1, 
     const float* l = row.l + h * max_chunks;
     float mx = m[0];
     for (int cc = 1; cc < tv.n_chunks; ++cc) mx = std::max(mx, m[cc]);
+    if (job.sinks) mx = std::max(mx, job.sinks[h]);  // ggml's soft_max with sinks: in the max and the sum
     float sum = 0.f;
     for (int cc = 0; cc < tv.n_chunks; ++cc) sum += l[cc] * std::exp(m[cc] - mx);
+    if (job.sinks) sum += std::exp(job.sinks[h] - mx);
     kern.normalize(row.e + h * e_stride + p0, n_c, std::exp(m[c] - mx) * (1.0f / sum));
   }
   const int64_t head_off = int64_t(h0 / job.group) * hd;

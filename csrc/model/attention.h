@@ -11,6 +11,8 @@
 // L = Σ_c l_c·exp(m_c − M) (increasing c), w_p = fp16(e_p · (exp(m_c − M) / L)) and the chunk
 // output o_c = Σ_p w_p·v_p (increasing p); the result is o_0 + o_1 + … (increasing c). With one
 // chunk (n_pos ≤ C, every Gemma sliding-window layer) this is exactly plain softmax attention.
+// Attention sinks (gpt-oss): head h's sink logit S_h joins the softmax without a value, so
+// M = max(max_c m_c, S_h) and L gains exp(S_h − M) after the chunk terms.
 // The chunk boundaries depend only on the token's positions, never on the thread count or on
 // what else shares the batch, and every sum has one fixed order, so each (token, head) result
 // is bit-identical whatever the batch, token order, thread count or scheduling mode (for a
@@ -83,6 +85,7 @@ struct AttentionJob {
   int window;                  // > 0: a token at pos attends to [pos−window+1, pos]; 0: to [0, pos]
   int ctx_size;                // per-sequence positions (score row length)
   float scale;                 // multiplies q·k
+  const float* sinks = nullptr;  // [n_head] or null: head h's softmax has one more logit sinks[h] (unscaled), no value
   const AttentionKernels* kern;
 };
 

@@ -194,6 +194,7 @@ void ModelRuntime::attention(int il, const BatchToken* tokens, int n) {
   job.window = c.is_local(il) ? c.sliding_window : 0;
   job.ctx_size = ctx_size_;
   job.scale = c.arch == Arch::Gemma3 ? 1.0f : c.attn_scale;  // gemma pre-scales q
+  job.sinks = layers_[il].attn_sinks.empty() ? nullptr : layers_[il].attn_sinks.data();
   job.kern = attn_kern_;
   run_attention(*pool_, job, n, attn_scratch_);
 }

@@ -1,5 +1,5 @@
 // Transformer forward pass over GGUF weights used in place (llama, qwen2, qwen3, gemma3, granite, olmo2,
-// smollm3, phi3; qwen3moe and llama files with experts run the mixture-of-experts FFN of model/moe.cpp).
+// smollm3, phi3; qwen3moe, gpt-oss and llama files with experts run the mixture-of-experts FFN of model/moe.cpp).
 //
 // Continuous batching: one forward_batch() runs tokens of many sequences (slots) together, so
 // every weight matrix is read once per step for the whole batch; each token attends only to
@@ -31,7 +31,7 @@
 
 namespace ls {
 
-enum class Arch { Llama, Qwen2, Qwen3, Gemma3, Granite, Olmo2, SmolLM3, Phi3, Qwen3Moe };
+enum class Arch { Llama, Qwen2, Qwen3, Gemma3, Granite, Olmo2, SmolLM3, Phi3, Qwen3Moe, GptOss };
 enum class RopeStyle { Norm, Neox };  // adjacent pairs (llama, granite, smollm3) vs halves (qwen2/3, gemma3, olmo2, phi3)
 
 struct ModelConfig {
@@ -52,11 +52,14 @@ struct ModelConfig {
   float embd_scale = 1.f;        // gemma: sqrt(n_embd); granite: granite.embedding_scale
   float residual_scale = 1.f;    // granite: multiplies each block's output before the residual add
   float logit_scale = 1.f;       // granite: logits are multiplied by 1/logit_scale (llama.cpp's order)
-  int32_t sliding_window = 0;    // gemma3 local layers; 0 = none
+  int32_t sliding_window = 0;    // gemma3 / gpt-oss local layers; 0 = none
   int32_t swa_pattern = 0;       // layer il is local iff swa_pattern > 0 && il % swa_pattern != swa_pattern-1
   // Mixture of experts (0 = dense FFN): every layer routes each token to its n_expert_used best of
   // n_expert expert FFNs of n_ff_exp rows (qwen3moe: expert_feed_forward_length; llama: feed_forward_length).
   int32_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
+  // gpt-oss (llama.cpp's SOFTMAX_WEIGHT gating and LLM_FFN_SWIGLU_OAI_MOE): the top k of the raw router
+  // logits, then a softmax over those k (no renormalisation); experts run swiglu_oai (moe.h), with biases.
+  bool moe_oai = false;
   int32_t no_rope_step = 0;      // smollm3: layer il skips RoPE iff (il + 1) % no_rope_step == 0 (llama.cpp: 4)
   bool uses_rope(int il) const { return no_rope_step <= 0 || (il + 1) % no_rope_step != 0; }
   bool is_local(int il) const { return sliding_window > 0 && swa_pattern > 0 && il % swa_pattern != swa_pattern - 1; }
@@ -84,9 +87,12 @@ struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm, post_attn_norm, post_ffw_norm, q_norm, k_norm;
   // Biases (empty if absent): q/k/v on every arch (qwen2 has them); output and FFN ones on llama.
   std::vector<float> bq, bk, bv, bo, b_gate, b_up, b_down;
+  std::vector<float> attn_sinks;                    // gpt-oss: [n_head] one extra softmax logit per head
   Weight wq, wk, wv, wo, w_gate, w_up, w_down;
   Weight ffn_gate_inp;                              // MoE router [n_embd → n_expert]; else empty
   ExpertWeights gate_exps, up_exps, down_exps;      // MoE experts; else empty
+  // gpt-oss biases (empty if absent): router [n_expert]; experts [n_expert][n_ff_exp] (gate, up), [n_expert][n_embd] (down).
+  std::vector<float> b_router, b_gate_exps, b_up_exps, b_down_exps;
 };
 
 class ModelRuntime {

@@ -120,35 +120,58 @@ void load_rope_scaling(const GgufFile& f, ModelConfig& c) {
                                            double(1 << 24)));
 }
 
-// The expert keys, checked against the one routing llama.cpp runs for llama and qwen3moe (softmax
-// over all experts, top k, weights renormalised, unscaled, no expert groups): llama.cpp does not read
-// these keys for them, so a file that states another routing is refused rather than run differently.
+// The expert keys, checked against the one routing llama.cpp runs for each architecture (llama and
+// qwen3moe: softmax over all experts, top k, weights renormalised; gpt-oss: top k of the logits, softmax
+// over those, not renormalised; unscaled, no expert groups): llama.cpp does not read these keys for
+// them, so a file that states another routing is refused rather than run differently.
 void load_moe_config(const GgufFile& f, ModelConfig& c) {
+  const bool oss = c.arch == Arch::GptOss;
   const int64_t n_expert = f.get_int(key(c, "expert_count"), 0), n_used = f.get_int(key(c, "expert_used_count"), 0);
   if (n_expert <= 0) {
-    if (c.arch == Arch::Qwen3Moe) f.fail("missing or invalid " + key(c, "expert_count") + " (qwen3moe needs experts)");
+    if (c.arch == Arch::Qwen3Moe || oss)
+      f.fail("missing or invalid " + key(c, "expert_count") + " (" + c.arch_name + " needs experts)");
     return;  // dense
   }
-  if (c.arch != Arch::Llama && c.arch != Arch::Qwen3Moe)
-    f.fail(c.arch_name + " files with experts (" + key(c, "expert_count") + ") are not supported (MoE: llama, qwen3moe)");
+  if (c.arch != Arch::Llama && c.arch != Arch::Qwen3Moe && !oss)
+    f.fail(c.arch_name + " files with experts (" + key(c, "expert_count") + ") are not supported (MoE: llama, qwen3moe, gpt-oss)");
   if (n_expert > kMaxExperts) f.fail("invalid " + key(c, "expert_count") + " " + std::to_string(n_expert));
   if (n_used <= 0 || n_used > n_expert) f.fail("missing or invalid " + key(c, "expert_used_count"));
   static const char* const kGating[] = {"none", "softmax", "sigmoid", "softmax_weight", "sqrt_softplus"};
-  const int64_t gating = f.get_int(key(c, "expert_gating_func"), 1);
-  if (gating != 1)
+  const int64_t want_gating = oss ? 3 : 1;
+  const int64_t gating = f.get_int(key(c, "expert_gating_func"), want_gating);
+  if (gating != want_gating)
     f.fail("unsupported " + key(c, "expert_gating_func") + " " + std::to_string(gating) +
            (gating >= 0 && gating <= 4 ? std::string(" (") + kGating[gating] + ")" : std::string(" (unknown)")) +
-           ": " + c.arch_name + " experts are routed by softmax (1)");
-  if (!f.get_bool(key(c, "expert_weights_norm"), true))
-    f.fail("unsupported " + key(c, "expert_weights_norm") + " false: " + c.arch_name + " renormalises the chosen experts' weights");
+           ": " + c.arch_name + " experts are routed by " + kGating[want_gating] + " (" + std::to_string(want_gating) + ")");
+  if (f.get_bool(key(c, "expert_weights_norm"), !oss) == oss)
+    f.fail("unsupported " + key(c, "expert_weights_norm") + (oss ? " true: " : " false: ") + c.arch_name +
+           (oss ? " does not renormalise" : " renormalises") + " the chosen experts' weights");
   const double scale = f.get_float(key(c, "expert_weights_scale"), 0.0);
   if (scale != 0.0 && scale != 1.0) f.fail("unsupported " + key(c, "expert_weights_scale") + " (" + c.arch_name + " does not scale)");
   if (f.get_int(key(c, "expert_group_count"), 0) > 1) f.fail("unsupported " + key(c, "expert_group_count") + " (expert groups)");
   c.n_expert = int32_t(n_expert);
   c.n_expert_used = int32_t(n_used);
-  // llama.cpp: qwen3moe's experts are expert_feed_forward_length wide (else n_ff / n_used); llama's n_ff.
-  c.n_ff_exp = c.arch == Arch::Qwen3Moe ? int32_t(f.get_int(key(c, "expert_feed_forward_length"), c.n_ff / n_used)) : c.n_ff;
+  // llama.cpp: qwen3moe's experts are expert_feed_forward_length wide (else n_ff / n_used); gpt-oss's
+  // expert_feed_forward_length (required); llama's n_ff.
+  c.n_ff_exp = c.arch == Arch::Qwen3Moe ? int32_t(f.get_int(key(c, "expert_feed_forward_length"), c.n_ff / n_used))
+               : oss                    ? int32_t(f.get_int(key(c, "expert_feed_forward_length"), 0))
+                                        : c.n_ff;
+  c.moe_oai = oss;
   if (c.n_ff_exp <= 0 || c.n_ff_exp > (1 << 24)) f.fail("invalid " + key(c, "expert_feed_forward_length"));
+}
+
+// gpt-oss (llama.cpp's llama_model_openai_moe): every other layer (0, 2, …) attends to a sliding
+// window, with its own rope base if the file gives one and the global layers' rope scaling; q·k is
+// scaled by 1/sqrt(n_rot), whatever attention.scale says.
+void load_gpt_oss_config(const GgufFile& f, ModelConfig& c) {
+  c.sliding_window = int32_t(f.get_int(key(c, "attention.sliding_window"), 0));
+  if (c.sliding_window <= 0) f.fail("missing or invalid " + key(c, "attention.sliding_window"));
+  c.swa_pattern = int32_t(f.get_int(key(c, "attention.sliding_window_pattern"), 2));
+  if (c.swa_pattern != 2) f.fail("unsupported " + key(c, "attention.sliding_window_pattern") + " (gpt-oss alternates: 2)");
+  c.rope_base_local = float(f.get_float(key(c, "rope.freq_base_swa"), c.rope_base));
+  c.rope_scaling_local = c.rope_scaling;
+  c.attn_scale = 1.0f / std::sqrt(float(c.n_rot));
+  if (c.n_ff_exp <= 0) f.fail("missing or invalid " + key(c, "expert_feed_forward_length"));
 }
 
 // Rows [r0, r0 + n) of a 2-D weight in the file's row layout (slices of phi3's fused tensors).
@@ -172,7 +195,8 @@ void ModelRuntime::load_config(const GgufFile& f) {
   // files' windows do not describe how the models were trained), and we match llama.cpp.
   else if (c.arch_name == "phi3") c.arch = Arch::Phi3;
   else if (c.arch_name == "qwen3moe") c.arch = Arch::Qwen3Moe;
-  else f.fail("unsupported architecture '" + c.arch_name + "' (supported: llama, qwen2, qwen3, gemma3, granite, olmo2, smollm3, phi3, qwen3moe)");
+  else if (c.arch_name == "gpt-oss") c.arch = Arch::GptOss;
+  else f.fail("unsupported architecture '" + c.arch_name + "' (supported: llama, qwen2, qwen3, gemma3, granite, olmo2, smollm3, phi3, qwen3moe, gpt-oss)");
 
   auto req_int = [&](const char* suffix) {
     int64_t v = f.get_int(key(c, suffix), -1);
@@ -181,7 +205,8 @@ void ModelRuntime::load_config(const GgufFile& f) {
   };
   c.n_layer = req_int("block_count");
   c.n_embd = req_int("embedding_length");
-  c.n_ff = req_int("feed_forward_length");
+  // gpt-oss files need no feed_forward_length (llama.cpp does not require it; every layer is MoE).
+  c.n_ff = c.arch == Arch::GptOss ? int32_t(f.get_int(key(c, "feed_forward_length"), 0)) : req_int("feed_forward_length");
   load_moe_config(f, c);
   c.n_head = req_int("attention.head_count");
   c.n_head_kv = int32_t(f.get_int(key(c, "attention.head_count_kv"), c.n_head));
@@ -213,15 +238,18 @@ void ModelRuntime::load_config(const GgufFile& f) {
     // q is scaled by 1/sqrt(query_pre_attn_scalar) = 1/sqrt(head_dim) for the small models.
     c.attn_scale = 1.0f / std::sqrt(float(c.head_dim));
   }
+  if (c.arch == Arch::GptOss) load_gpt_oss_config(f, c);
 }
 
 // Which optional tensors each architecture reads follows llama.cpp's loaders (src/models/*.cpp):
 // q/k/v biases on all; attention-output and FFN biases and rope_freqs on llama and granite only;
-// the LM head bias on qwen2 only. Anything else is refused by refuse_unused().
+// the LM head bias on qwen2 only; gpt-oss's attention-output, router and expert biases and sinks
+// (all required there). Anything else is refused by refuse_unused().
 void ModelRuntime::load_weights(const GgufFile& f) {
   ModelConfig& c = cfg_;
   TensorReader r(f);
   const bool llama = c.arch == Arch::Llama || c.arch == Arch::Granite;  // granite = llama's tensors
+  const bool oss = c.arch == Arch::GptOss;
   const GgufTensor* emb = r.find("token_embd.weight");
   if (!emb) f.fail("missing tensor token_embd.weight");
   if (emb->n_dims != 2 || emb->ne[0] != c.n_embd) f.fail("token_embd.weight has the wrong width");
@@ -244,7 +272,8 @@ void ModelRuntime::load_weights(const GgufFile& f) {
     const std::string p = "blk." + std::to_string(il) + ".";
     if (c.arch != Arch::Olmo2) {  // olmo2 normalises block outputs only (post-norms below)
       L.attn_norm = r.vector(p + "attn_norm.weight", E);
-      L.ffn_norm = r.vector(p + "ffn_norm.weight", E);
+      // gpt-oss's FFN pre-norm is named post_attention_norm (it follows the attention residual).
+      L.ffn_norm = r.vector(p + (oss ? "post_attention_norm.weight" : "ffn_norm.weight"), E);
     }
     if (c.arch == Arch::Phi3) {  // fused q|k|v rows
       const Weight qkv = r.weight(p + "attn_qkv.weight", E, q_dim + 2 * kv_dim);
@@ -257,11 +286,17 @@ void ModelRuntime::load_weights(const GgufFile& f) {
       L.wv = r.weight(p + "attn_v.weight", E, kv_dim);
     }
     L.wo = r.weight(p + "attn_output.weight", q_dim, E);
-    if (c.n_expert > 0) {  // router and experts (llama.cpp reads no FFN biases for them)
+    if (c.n_expert > 0) {  // router and experts (llama.cpp reads FFN biases for them on gpt-oss only)
       L.ffn_gate_inp = r.weight(p + "ffn_gate_inp.weight", E, c.n_expert);
       L.gate_exps = r.experts(p + "ffn_gate_exps.weight", E, c.n_ff_exp, c.n_expert);
       L.up_exps = r.experts(p + "ffn_up_exps.weight", E, c.n_ff_exp, c.n_expert);
       L.down_exps = r.experts(p + "ffn_down_exps.weight", c.n_ff_exp, E, c.n_expert);
+      if (oss) {
+        L.b_router = r.vector(p + "ffn_gate_inp.bias", c.n_expert);
+        L.b_gate_exps = r.vector(p + "ffn_gate_exps.bias", int64_t(c.n_expert) * c.n_ff_exp);
+        L.b_up_exps = r.vector(p + "ffn_up_exps.bias", int64_t(c.n_expert) * c.n_ff_exp);
+        L.b_down_exps = r.vector(p + "ffn_down_exps.bias", int64_t(c.n_expert) * E);
+      }
     } else if (c.arch == Arch::Phi3) {  // fused gate|up rows (ggml_swiglu: the first half is the gate)
       const Weight gate_up = r.weight(p + "ffn_up.weight", E, 2 * int64_t(c.n_ff));
       L.w_gate = weight_rows(gate_up, 0, c.n_ff);
@@ -274,9 +309,8 @@ void ModelRuntime::load_weights(const GgufFile& f) {
     L.bq = r.vector(p + "attn_q.bias", q_dim, false);
     L.bk = r.vector(p + "attn_k.bias", kv_dim, false);
     L.bv = r.vector(p + "attn_v.bias", kv_dim, false);
-    if (llama) {
-      L.bo = r.vector(p + "attn_output.bias", E, false);
-    }
+    if (llama || oss) L.bo = r.vector(p + "attn_output.bias", E, oss);
+    if (oss) L.attn_sinks = r.vector(p + "attn_sinks.weight", c.n_head);
     if (llama && c.n_expert == 0) {
       L.b_gate = r.vector(p + "ffn_gate.bias", c.n_ff, false);
       L.b_up = r.vector(p + "ffn_up.bias", c.n_ff, false);

@@ -1,4 +1,4 @@
-// The mixture-of-experts FFN (qwen3moe, llama/Mixtral): route each token to its best experts, run
+// The mixture-of-experts FFN (qwen3moe, llama/Mixtral, gpt-oss): route each token to its best experts, run
 // every chosen expert once over all the tokens that chose it, and sum each token's expert outputs.
 //
 // Why grouped: an expert's weights are the cost of a step (Qwen3-30B-A3B reads 8 of 128 experts of
@@ -32,23 +32,36 @@ Weight ExpertWeights::expert(int e) const {
   return w;
 }
 
-void moe_route(const float* logits, int n_expert, int k, int32_t* ids, float* weights) {
-  // Softmax as ggml's CPU op: exp(x − max) in float, the sum in double, then × (1 / sum).
+namespace {
+
+// Softmax as ggml's CPU op: exp(x − max) in float, the sum in double, then × (1 / sum).
+void softmax_ggml(const float* x, int n, float* out) {
   float max = -INFINITY;
-  for (int e = 0; e < n_expert; ++e) max = std::max(max, logits[e]);
-  float probs[kMaxExperts];
+  for (int e = 0; e < n; ++e) max = std::max(max, x[e]);
   double sum = 0.0;
-  for (int e = 0; e < n_expert; ++e) {
-    probs[e] = std::exp(logits[e] - max);
-    sum += double(probs[e]);
+  for (int e = 0; e < n; ++e) {
+    out[e] = std::exp(x[e] - max);
+    sum += double(out[e]);
   }
   const float inv = float(1.0 / sum);
-  for (int e = 0; e < n_expert; ++e) probs[e] *= inv;
-  // Top k, best first (ggml_argsort_top_k: a descending sort of the probabilities).
+  for (int e = 0; e < n; ++e) out[e] *= inv;
+}
+
+// The k best of v[0..n) into order[0..k), best first (ggml_argsort_top_k: a descending sort; equal
+// values keep the lower index first). order has room for n entries (the rest is left permuted).
+void top_k(const float* v, int n, int k, int32_t* order) {
+  std::iota(order, order + n, 0);
+  std::partial_sort(order, order + k, order + n,
+                    [&](int32_t a, int32_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); });
+}
+
+}  // namespace
+
+void moe_route(const float* logits, int n_expert, int k, int32_t* ids, float* weights) {
+  float probs[kMaxExperts];
+  softmax_ggml(logits, n_expert, probs);
   int32_t order[kMaxExperts];
-  std::iota(order, order + n_expert, 0);
-  std::partial_sort(order, order + k, order + n_expert,
-                    [&](int32_t a, int32_t b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); });
+  top_k(probs, n_expert, k, order);
   // norm_w: divide by the float sum of the chosen probabilities (ggml_sum_rows, in order), clamped.
   float chosen = 0.0f;
   for (int j = 0; j < k; ++j) chosen += probs[order[j]];
@@ -59,6 +72,25 @@ void moe_route(const float* logits, int n_expert, int k, int32_t* ids, float* we
   }
 }
 
+void moe_route_softmax_weight(const float* logits, int n_expert, int k, int32_t* ids, float* weights) {
+  int32_t order[kMaxExperts];
+  top_k(logits, n_expert, k, order);
+  float chosen[kMaxExperts];
+  for (int j = 0; j < k; ++j) {
+    ids[j] = order[j];
+    chosen[j] = logits[order[j]];
+  }
+  softmax_ggml(chosen, k, weights);
+}
+
+void swiglu_oai_mul(float* gate, const float* up, int64_t n) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;  // llama.cpp's constants for gpt-oss (no GGUF key)
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = std::min(gate[i], kLimit), y = std::clamp(up[i], -kLimit, kLimit);
+    gate[i] = x / (1.f + std::exp(kAlpha * (-x))) * (y + 1.f);
+  }
+}
+
 void ModelRuntime::moe_ffn(const LayerWeights& L, const float* x, int n, float* y) {
   const ModelConfig& c = cfg_;
   const int64_t E = c.n_embd, F = c.n_ff_exp;
@@ -66,9 +98,12 @@ void ModelRuntime::moe_ffn(const LayerWeights& L, const float* x, int n, float* 
 
   // 1. Router: logits of every expert, then each token's choice (independent per token).
   project(L.ffn_gate_inp, x, n, moe_logits_.data());
-  for (int i = 0; i < n; ++i)
-    moe_route(moe_logits_.data() + int64_t(i) * c.n_expert, c.n_expert, K, moe_ids_.data() + int64_t(i) * K,
-              moe_weights_.data() + int64_t(i) * K);
+  for (int i = 0; i < n; ++i) {
+    float* logits = moe_logits_.data() + int64_t(i) * c.n_expert;
+    if (!L.b_router.empty()) add_f32(logits, L.b_router.data(), c.n_expert);
+    auto route = c.moe_oai ? &moe_route_softmax_weight : &moe_route;
+    route(logits, c.n_expert, K, moe_ids_.data() + int64_t(i) * K, moe_weights_.data() + int64_t(i) * K);
+  }
 
   // 2. Group the (token, slot) pairs by expert (counting sort: stable, so token order within a group).
   std::fill(moe_first_.begin(), moe_first_.end(), 0);
@@ -86,10 +121,19 @@ void ModelRuntime::moe_ffn(const LayerWeights& L, const float* x, int n, float* 
       std::memcpy(moe_x_.data() + int64_t(r) * E, x + int64_t(moe_pairs_[r0 + r] / K) * E, sizeof(float) * size_t(E));
     const Weight gate = L.gate_exps.expert(e), up = L.up_exps.expert(e), down = L.down_exps.expert(e);
     project3(gate, ffn_a_.data(), up, ffn_b_.data(), nullptr, nullptr, moe_x_.data(), m);
+    if (!L.b_gate_exps.empty())  // gpt-oss: each expert's own biases (ggml_add_id)
+      for (int r = 0; r < m; ++r) {
+        add_f32(ffn_a_.data() + int64_t(r) * F, L.b_gate_exps.data() + int64_t(e) * F, F);
+        add_f32(ffn_b_.data() + int64_t(r) * F, L.b_up_exps.data() + int64_t(e) * F, F);
+      }
     pool_->parallel_for(int64_t(m) * F, 1024, [&](int64_t b, int64_t end) {
-      silu_mul(ffn_a_.data() + b, ffn_b_.data() + b, end - b);
+      if (c.moe_oai) swiglu_oai_mul(ffn_a_.data() + b, ffn_b_.data() + b, end - b);
+      else silu_mul(ffn_a_.data() + b, ffn_b_.data() + b, end - b);
     });
-    project(down, ffn_a_.data(), m, moe_y_.data() + int64_t(r0) * E);
+    float* y_e = moe_y_.data() + int64_t(r0) * E;
+    project(down, ffn_a_.data(), m, y_e);
+    if (!L.b_down_exps.empty())
+      for (int r = 0; r < m; ++r) add_f32(y_e + int64_t(r) * E, L.b_down_exps.data() + int64_t(e) * E, E);
   }
 
   // 4. Each token: Σ_j weight_j · expert_j(x), adds in selection order (llama.cpp: ggml_mul, then

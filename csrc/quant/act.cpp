@@ -18,8 +18,9 @@ ActFormat act_format(GgmlType wt) {
     case GgmlType::Q8_0: return {ActKind::Q8_0, ActOrder::Natural, 128};
     case GgmlType::Q4_0: return {ActKind::Q8_0, ActOrder::PairPerm, 8};
     case GgmlType::Q5_0: return {ActKind::Q8_0, ActOrder::PairPerm, 16};
-    // IQ4_NL: the zmm interleaved kernel runs table value + 128 (unsigned); the others ignore the bias.
-    case GgmlType::IQ4_NL: return {ActKind::Q8_0, ActOrder::PairPerm, 128};
+    // IQ4_NL / MXFP4: the zmm interleaved kernel runs table value + 128 (unsigned); the others ignore the bias.
+    case GgmlType::IQ4_NL:
+    case GgmlType::MXFP4: return {ActKind::Q8_0, ActOrder::PairPerm, 128};
     case GgmlType::Q4_1:
     case GgmlType::Q5_1: return {ActKind::Q8_1, ActOrder::PairPerm, 0};
     case GgmlType::Q2_K:

@@ -118,6 +118,14 @@ void deq_iq4_nl(const uint8_t* b, float* y) {
     y[j + 16] = d * float(kIq4Values[b[2 + j] >> 4]);
   }
 }
+// MXFP4: an E8M0 byte, then IQ4_NL-style nibbles indexing kMxfp4Values (ggml's dequantize_row_mxfp4).
+void deq_mxfp4(const uint8_t* b, float* y) {
+  const float d = e8m0_half_to_f32(b[0]);
+  for (int j = 0; j < 16; ++j) {
+    y[j] = float(kMxfp4Values[b[1 + j] & 15]) * d;
+    y[j + 16] = float(kMxfp4Values[b[1 + j] >> 4]) * d;
+  }
+}
 // IQ4_XS: fp16 d, u16 scales_h, 4 bytes scales_l, then per 32-element sub-block 16 bytes of
 // IQ4_NL-style nibbles.
 void deq_iq4_xs(const uint8_t* b, float* y) {
@@ -166,6 +174,7 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
     case GgmlType::Q2_K: for (int64_t b = 0; b < nb; ++b) deq_q2_k(p + b * bs, dst + 256 * b); return;
     case GgmlType::Q3_K: for (int64_t b = 0; b < nb; ++b) deq_q3_k(p + b * bs, dst + 256 * b); return;
     case GgmlType::IQ4_NL: for (int64_t b = 0; b < nb; ++b) deq_iq4_nl(p + b * bs, dst + 32 * b); return;
+    case GgmlType::MXFP4: for (int64_t b = 0; b < nb; ++b) deq_mxfp4(p + b * bs, dst + 32 * b); return;
     case GgmlType::IQ4_XS: for (int64_t b = 0; b < nb; ++b) deq_iq4_xs(p + b * bs, dst + 256 * b); return;
     default: break;
   }

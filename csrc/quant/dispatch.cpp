@@ -20,7 +20,7 @@ constexpr int kNumIsa = 4;
 constexpr GgmlType kTestTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                                    GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
                                    GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q2_K,
-                                   GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+                                   GgmlType::Q3_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::MXFP4};
 
 uint32_t lcg(uint32_t& s) {
   s = s * 1664525u + 1013904223u;
@@ -71,6 +71,9 @@ std::vector<uint8_t> test_weights(GgmlType t, int64_t n_in, int64_t n_out, uint3
         put_f16(b, 0.05f * uniform(seed));
         put_f16(b + 2, 0.05f * uniform(seed));
         break;
+      case GgmlType::MXFP4:  // E8M0 scales around 2^-6, now and then a denormal one (e < 2)
+        b[0] = (lcg(seed) & 15) == 0 ? uint8_t(lcg(seed) % 3) : uint8_t(116 + lcg(seed) % 12);
+        break;
       default: put_f16(b, 0.05f * uniform(seed)); break;
     }
   }
@@ -82,7 +85,7 @@ bool il_self_test(const KernelTable& cand, const KernelTable& ref) {
   MatmulScratch s1, s2;
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
                      GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
-                     GgmlType::Q2_K, GgmlType::Q3_K}) {
+                     GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::MXFP4}) {
     if (!cand.il_rows[slot(t)]) continue;
     const int64_t n_in = ggml_type_info(t).block_elems == 256 ? 512 : 224, n_out = 32, n_rows = 11;  // 8 + 3 rows
     const std::vector<uint8_t> w = test_weights(t, n_in, n_out, 4242u + uint32_t(t));

@@ -11,7 +11,7 @@ struct YIl {
   static constexpr IlFormat F = il_format(T);
   static constexpr ActOrder kOrder = T == GgmlType::Q8_0 ? ActOrder::Natural : ActOrder::PairPerm;
   // Without VNNI, Q8_0 uses |w| × sign(a, w) (no bias); otherwise unsigned codes + act bias.
-  // IQ4_NL always runs |w| × sign(a, w), VNNI or not (its activations' −128·Σq bias serves the zmm kernel).
+  // IQ4_NL / MXFP4 always run |w| × sign(a, w), VNNI or not (its activations' −128·Σq bias serves the zmm kernel).
   static constexpr bool kSignTrick = (F.q8 && !LS_VNNI) || F.iq4;
   static constexpr bool kBias = !F.min && !kSignTrick;
   static constexpr int kMaxR = 4, kHalves = 2, kBlockElems = 32;
@@ -39,12 +39,21 @@ struct YIl {
       u[4 + j] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
     }
     if (F.iq4) {
-      const __m256i tab = iq4_table();
+      const __m256i tab = iq4_table(nl_table(T));
       for (int j = 0; j < 8; ++j) u[j] = _mm256_shuffle_epi8(tab, u[j]);
     }
     if (F.q5) {
       for (int j = 0; j < 8; ++j) u[j] = _mm256_or_si256(u[j], bits_to_0x10(load_u32(rec + F.h_off + 8 * j + 4 * h)));
     }
+  }
+
+  // Row scales of half h of a record: fp16 d, or MXFP4's E8M0 bytes (as il_zmm.h's ZIl::scales).
+  static __m256 scales(const uint8_t* rec, int h) {
+    if (!F.mx) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 16 * h)));
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rec + 8 * h)));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
   }
 
   template <int R>
@@ -63,7 +72,7 @@ struct YIl {
       if (prefetch) prefetch_row(rec + kPrefetchBytes, F.rec_bytes);
       __m256i u[8];
       unpack(rec, h, u);
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 16 * h)));
+      const __m256 dw = scales(rec, h);
       const __m256 mw = F.min ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + F.m_off + 16 * h)))
                               : _mm256_setzero_ps();
 #pragma GCC unroll 4
@@ -110,4 +119,5 @@ inline void fill_il_ymm(KernelTable& t) {
   t.il_rows[slot(GgmlType::Q5_0)] = &run_il_groups<YIl<GgmlType::Q5_0>>;
   t.il_rows[slot(GgmlType::Q5_1)] = &run_il_groups<YIl<GgmlType::Q5_1>>;
   t.il_rows[slot(GgmlType::IQ4_NL)] = &run_il_groups<YIl<GgmlType::IQ4_NL>>;
+  t.il_rows[slot(GgmlType::MXFP4)] = &run_il_groups<YIl<GgmlType::MXFP4>>;
 }

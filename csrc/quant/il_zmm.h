@@ -14,7 +14,7 @@ struct ZIl {
   static constexpr int kMaxR = 8, kHalves = 1, kBlockElems = 32;
   static size_t group_bytes(size_t w_stride, int64_t) { return w_stride * kInterleaveRows; }
 
-  // The 8 steps of one record as unsigned codes (Q8_0: w + 128; IQ4_NL: its table value + 128, the
+  // The 8 steps of one record as unsigned codes (Q8_0: w + 128; IQ4_NL / MXFP4: its table value + 128, the
   // activations' −128·Σq bias making the dot exact: the row kernel's integer per block).
   static void unpack(const uint8_t* rec, __m512i* u) {
     if (F.q8) {
@@ -29,7 +29,7 @@ struct ZIl {
       u[4 + j] = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
     }
     if (F.iq4) {
-      const __m128i t = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)), _mm_set1_epi8(char(0x80)));
+      const __m128i t = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(nl_table(T))), _mm_set1_epi8(char(0x80)));
       const __m512i tab = _mm512_broadcast_i32x4(t);
       for (int j = 0; j < 8; ++j) u[j] = _mm512_shuffle_epi8(tab, u[j]);
     }
@@ -41,6 +41,15 @@ struct ZIl {
         u[j] = _mm512_mask_add_epi8(u[j], _cvtu64_mask64(m), u[j], x10);
       }
     }
+  }
+
+  // Row scales of a record: fp16 d, or MXFP4's E8M0 bytes as 2^(e-128) (e8m0_half_to_f32, denormal for e < 2).
+  static __m512 scales(const uint8_t* rec) {
+    if (!F.mx) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec)));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), normal, tiny));
   }
 
   template <int R>
@@ -60,7 +69,7 @@ struct ZIl {
       if (prefetch) prefetch_row(rec + kPrefetchBytes, F.rec_bytes);
       __m512i u[8];
       unpack(rec, u);
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+      const __m512 dw = scales(rec);
       const __m512 mw = F.min ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + F.m_off)))
                               : _mm512_setzero_ps();
 #pragma GCC unroll 8

@@ -15,7 +15,7 @@ using quant::il_superblock;
 
 bool interleavable_type(GgmlType t) {
   return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1 ||
-         t == GgmlType::Q8_0 || t == GgmlType::IQ4_NL || il_superblock(t);
+         t == GgmlType::Q8_0 || t == GgmlType::IQ4_NL || t == GgmlType::MXFP4 || il_superblock(t);
 }
 
 // K-quant super-block `sb` of 16 rows (rows[i] = row i's first byte) → one record.
@@ -76,6 +76,7 @@ BlockFields block_fields(GgmlType t) {
   switch (t) {
     case GgmlType::Q4_0:
     case GgmlType::IQ4_NL: return {18, -1, -1, 2};
+    case GgmlType::MXFP4: return {17, -1, -1, 1};
     case GgmlType::Q4_1: return {20, 2, -1, 4};
     case GgmlType::Q5_0: return {22, -1, 2, 6};
     case GgmlType::Q5_1: return {24, 2, 4, 8};
@@ -123,7 +124,8 @@ void interleave_weights(GgmlType t, const void* src, int64_t n_in, int64_t n_out
       uint64_t masks[8] = {};
       for (int i = 0; i < kInterleaveRows; ++i) {
         const uint8_t* blk = s + size_t(g * kInterleaveRows + i) * row_bytes + size_t(b) * size_t(bf.bytes);
-        std::memcpy(rec + 2 * i, blk, 2);
+        if (f.mx) rec[i] = blk[0];
+        else std::memcpy(rec + 2 * i, blk, 2);
         if (f.min) std::memcpy(rec + f.m_off + 2 * i, blk + bf.m, 2);
         for (int j = 0; j < n_steps; ++j) std::memcpy(rec + f.qs_off + 64 * j + 4 * i, blk + bf.qs + 4 * j, 4);
         if (f.q5) {
@@ -142,13 +144,13 @@ namespace quant {
 namespace {
 
 // Code of element e (0..31) of row i in a record, as the signed weight value minus nothing:
-// Q8_0 the int8; IQ4_NL its table value; Q4/Q5 the unsigned code (bias 8/16 handled by the caller).
+// Q8_0 the int8; IQ4_NL / MXFP4 its table value; Q4/Q5 the unsigned code (bias 8/16 handled by the caller).
 inline int il_code(const IlFormat& f, const uint8_t* rec, int i, int e) {
   if (f.q8) return int(int8_t(rec[f.qs_off + 64 * (e >> 2) + 4 * i + (e & 3)]));
   const int j = (e & 15) >> 2;
   const uint8_t byte = rec[f.qs_off + 64 * j + 4 * i + (e & 3)];
   int u = e < 16 ? (byte & 15) : (byte >> 4);
-  if (f.iq4) return kIq4Values[u];
+  if (f.iq4) return f.mx ? kMxfp4Values[u] : kIq4Values[u];
   if (f.q5) {
     uint64_t m;
     std::memcpy(&m, rec + f.h_off + 8 * (e >> 2), 8);
@@ -178,7 +180,7 @@ void il_rows_scalar(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, c
         for (int i = 0; i < kInterleaveRows; ++i) {
           int32_t dot = 0;
           for (int e = 0; e < 32; ++e) dot += (il_code(f, rec, i, e) - off) * int32_t(q[act_index(order, b, e)]);
-          const float s = fp16_to_f32(load_u16(rec + 2 * i)) * sc[2 * b];
+          const float s = il_scale(f, rec, i) * sc[2 * b];
           acc[i] = std::fma(float(dot), s, acc[i]);
           if (f.min) acc[i] = std::fma(fp16_to_f32(load_u16(rec + f.m_off + 2 * i)), sc[2 * b + 1], acc[i]);
         }
@@ -276,6 +278,7 @@ void fill_il_scalar(KernelTable& t) {
   t.il_rows[slot(GgmlType::Q2_K)] = &kil_rows_scalar<GgmlType::Q2_K>;
   t.il_rows[slot(GgmlType::Q3_K)] = &kil_rows_scalar<GgmlType::Q3_K>;
   t.il_rows[slot(GgmlType::IQ4_NL)] = &il_rows_scalar<GgmlType::IQ4_NL>;
+  t.il_rows[slot(GgmlType::MXFP4)] = &il_rows_scalar<GgmlType::MXFP4>;
   t.il_rows[slot(GgmlType::Q4_0)] = &il_rows_scalar<GgmlType::Q4_0>;
   t.il_rows[slot(GgmlType::Q4_1)] = &il_rows_scalar<GgmlType::Q4_1>;
   t.il_rows[slot(GgmlType::Q5_0)] = &il_rows_scalar<GgmlType::Q5_0>;
@@ -332,7 +335,7 @@ void dequantize_weight_row(GgmlType t, WeightLayout layout, const void* w, int64
   const int off = quant::il_offset(t);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* rec = base + size_t(g * nb + b) * size_t(f.rec_bytes);
-    const float d = quant::fp16_to_f32(quant::load_u16(rec + 2 * i));
+    const float d = quant::il_scale(f, rec, i);
     const float m = f.min ? quant::fp16_to_f32(quant::load_u16(rec + f.m_off + 2 * i)) : 0.f;
     // Same expressions as dequantize_row (d·code + m, or d·(code − offset)): bit-identical.
     for (int e = 0; e < 32; ++e) {

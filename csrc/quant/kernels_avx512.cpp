@@ -217,6 +217,7 @@ void fill_avx512_vnni(KernelTable& t) {
   t.il_rows[slot(GgmlType::Q5_K)] = &run_il_groups<ZKIl<GgmlType::Q5_K>>;
   t.il_rows[slot(GgmlType::Q6_K)] = &run_il_groups<ZKIl<GgmlType::Q6_K>>;
   t.il_rows[slot(GgmlType::IQ4_NL)] = &run_il_groups<ZIl<GgmlType::IQ4_NL>>;
+  t.il_rows[slot(GgmlType::MXFP4)] = &run_il_groups<ZIl<GgmlType::MXFP4>>;
   t.il_rows[slot(GgmlType::IQ4_XS)] = &run_il_groups<ZKIl<GgmlType::IQ4_XS>>;
   t.il_rows[slot(GgmlType::Q2_K)] = &run_il_groups<ZLowIl<GgmlType::Q2_K>>;
   t.il_rows[slot(GgmlType::Q3_K)] = &run_il_groups<ZLowIl<GgmlType::Q3_K>>;

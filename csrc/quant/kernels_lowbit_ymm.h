@@ -1,4 +1,4 @@
-// 256-bit row kernels for the low-bit types Q2_K, Q3_K, IQ4_XS (against Q8_K) and IQ4_NL
+// 256-bit row kernels for the low-bit types Q2_K, Q3_K, IQ4_XS (against Q8_K) and IQ4_NL / MXFP4
 // (against Q8_0 in PairPerm order). A kernel BODY like kernels_ymm.h (no include guard): each ISA
 // file includes it after kernels_ymm.h (for hsum8 / f16), inside namespace ls::quant { namespace {.
 //
@@ -77,8 +77,8 @@ struct YLowK {
 inline __m256i iq4_pairs(__m256i w, __m256i q) {
   return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(q, w));
 }
-inline __m256i iq4_table() {
-  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
+inline __m256i iq4_table(const int8_t* values = kIq4Values) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
 }
 
 // IQ4_XS against Q8_K: per 32-element sub-block 16 nibble bytes → [low nibbles | high nibbles]
@@ -111,23 +111,29 @@ struct YIq4Xs {
   }
 };
 
-// IQ4_NL against Q8_0 (PairPerm): two blocks per step as [lo nibbles blk0 | lo blk1] and
+// IQ4_NL / MXFP4 against Q8_0 (PairPerm): two blocks per step as [lo nibbles blk0 | lo blk1] and
 // [hi blk0 | hi blk1], like YSimple; int32 lanes 0-3 belong to blk0, 4-7 to blk1.
-struct YIq4Nl {
+template <GgmlType T>
+struct YNl32 {
+  static constexpr bool kMx = T == GgmlType::MXFP4;
+  static constexpr int kBytes = kMx ? 17 : 18, kQs = kMx ? 1 : 2;  // block bytes, offset of the nibbles
+  // Weight scale of the block at p (fp16 → float and E8M0 → float are exact on every path).
+  static float scale(const uint8_t* p) { return kMx ? e8m0_half_to_f32(p[0]) : f16(p); }
+
   template <int R>
   static void dot(const uint8_t* wrow, const ActView& a, int64_t r, float* out) {
     const int64_t nb = a.n_in / 32;
     float acc[R] = {};
-    const __m256i tab = iq4_table(), m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i tab = iq4_table(nl_table(T)), m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < nb; b += 2) {
-      const uint8_t* p0 = wrow + b * 18;
+      const uint8_t* p0 = wrow + b * kBytes;
       const bool two = b + 1 < nb;  // else the second block is the activations' zero pad
-      const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + 2));
-      const __m128i q1 = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + 20)) : _mm_setzero_si128();
+      const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + kQs));
+      const __m128i q1 = two ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + kBytes + kQs)) : _mm_setzero_si128();
       const __m256i x = _mm256_set_m128i(q1, q0);
       const __m256i lo = _mm256_shuffle_epi8(tab, _mm256_and_si256(x, m4));
       const __m256i hi = _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srli_epi16(x, 4), m4));
-      const float d0 = f16(p0), d1 = two ? f16(p0 + 18) : 0.f;  // fp16 → float is exact on every path
+      const float d0 = scale(p0), d1 = two ? scale(p0 + kBytes) : 0.f;
 #pragma GCC unroll 4
       for (int k = 0; k < R; ++k) {
         const int8_t* q = a.q(r + k) + b * 32;
@@ -151,5 +157,6 @@ inline void fill_lowbit_ymm(KernelTable& t) {
   t.rows[slot(GgmlType::Q2_K)] = &run_rows<YLowK<GgmlType::Q2_K>>;
   t.rows[slot(GgmlType::Q3_K)] = &run_rows<YLowK<GgmlType::Q3_K>>;
   t.rows[slot(GgmlType::IQ4_XS)] = &run_rows<YIq4Xs>;
-  t.rows[slot(GgmlType::IQ4_NL)] = &run_rows<YIq4Nl>;
+  t.rows[slot(GgmlType::IQ4_NL)] = &run_rows<YNl32<GgmlType::IQ4_NL>>;
+  t.rows[slot(GgmlType::MXFP4)] = &run_rows<YNl32<GgmlType::MXFP4>>;
 }

@@ -12,7 +12,8 @@ namespace {
 // Integer code of element i of a simple 32-block, and the per-block offset already applied.
 template <GgmlType T>
 struct Simple {
-  static constexpr int kBytes = T == GgmlType::Q4_0 || T == GgmlType::IQ4_NL ? 18 : T == GgmlType::Q4_1 ? 20
+  static constexpr int kBytes = T == GgmlType::Q4_0 || T == GgmlType::IQ4_NL ? 18 : T == GgmlType::MXFP4 ? 17
+                              : T == GgmlType::Q4_1 ? 20
                               : T == GgmlType::Q5_0 ? 22 : T == GgmlType::Q5_1 ? 24 : 34;
   static constexpr bool kHasMin = T == GgmlType::Q4_1 || T == GgmlType::Q5_1;
 
@@ -23,6 +24,7 @@ struct Simple {
       case GgmlType::Q4_0: return (i < 16 ? b[2 + i] & 15 : b[2 + i - 16] >> 4) - 8;
       case GgmlType::Q4_1: return i < 16 ? b[4 + i] & 15 : b[4 + i - 16] >> 4;
       case GgmlType::IQ4_NL: return kIq4Values[i < 16 ? b[2 + i] & 15 : b[2 + i - 16] >> 4];
+      case GgmlType::MXFP4: return kMxfp4Values[i < 16 ? b[1 + i] & 15 : b[1 + i - 16] >> 4];
       case GgmlType::Q5_0: {
         const int nib = i < 16 ? b[6 + i] & 15 : b[6 + i - 16] >> 4;
         return (nib | int((load_u32(b + 2) >> i) & 1) << 4) - 16;
@@ -41,7 +43,7 @@ struct Simple {
     float acc[R] = {};
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = wrow + b * kBytes;
-      const float d = fp16_to_f32(load_u16(blk));
+      const float d = T == GgmlType::MXFP4 ? e8m0_half_to_f32(blk[0]) : fp16_to_f32(load_u16(blk));
       const float m = kHasMin ? fp16_to_f32(load_u16(blk + 2)) : 0.f;
       int codes[32];
       for (int i = 0; i < 32; ++i) codes[i] = code(blk, i);
@@ -50,7 +52,7 @@ struct Simple {
         const float* sc = a.sc(r + k);
         int isum = 0;
         for (int i = 0; i < 32; ++i) isum += codes[i] * q[act_index(order, b, i)];
-        if (T == GgmlType::IQ4_NL) {  // kernels_lowbit_ymm.h's order, so every path is bit-identical
+        if (T == GgmlType::IQ4_NL || T == GgmlType::MXFP4) {  // kernels_lowbit_ymm.h's order, so every path is bit-identical
           acc[k] = std::fma(float(isum), d * sc[2 * b], acc[k]);
           continue;
         }
@@ -203,6 +205,7 @@ void fill_scalar(KernelTable& t) {
   t.rows[slot(GgmlType::Q3_K)] = &run_rows<KQuant<GgmlType::Q3_K>>;
   t.rows[slot(GgmlType::IQ4_XS)] = &run_rows<KQuant<GgmlType::IQ4_XS>>;
   t.rows[slot(GgmlType::IQ4_NL)] = &run_rows<Simple<GgmlType::IQ4_NL>>;
+  t.rows[slot(GgmlType::MXFP4)] = &run_rows<Simple<GgmlType::MXFP4>>;
 }
 
 }  // namespace ls::quant

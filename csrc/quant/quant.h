@@ -5,7 +5,7 @@
 // elements in ggml blocks (row stride = ggml_row_bytes(type, n_in)).
 // Products: y[r][o] = sum_i W[o][i] * x[r][i] for r < n_rows, o < n_out.
 // Activations are quantized once per call into the format the weight type pairs with
-// (Q8_0 for Q8_0/Q4_0/Q5_0/IQ4_NL, Q8_1 for Q4_1/Q5_1, Q8_K for K-quants and IQ4_XS; F32/F16/BF16
+// (Q8_0 for Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4, Q8_1 for Q4_1/Q5_1, Q8_K for K-quants and IQ4_XS; F32/F16/BF16
 // use fp32), as llama.cpp pairs them.
 //
 // Numerics: activation quantization follows llama.cpp's x86 path (round half to even) and is
@@ -58,7 +58,7 @@ struct MatmulScratch {
 size_t matmul_scratch_bytes(GgmlType wt, int64_t n_in, int64_t n_rows);
 
 // ---- Row-interleaved weights (the matrix × matrix layout) ----
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, and the 256-element types Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, and the 256-element types Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
 // matrices with n_out a multiple of 16 can be repacked once at load into groups of 16 output rows: for each
 // group and each block (K types: super-block), one record holds that block of all 16 rows (scales
 // first, then the codes 4 bytes per row side by side), so one broadcast of 4 activation bytes feeds
@@ -66,10 +66,10 @@ size_t matmul_scratch_bytes(GgmlType wt, int64_t n_in, int64_t n_rows);
 // replaces the original in use.
 // Numerics (every ISA path, bit-identical to each other and for any batch or thread split):
 // per output (row o, activation row r), over blocks b in order,
-//   acc = fma(float(int_dot_b), f32(d_w,b) · d_a,b, acc);  Q4_1/Q5_1 then acc = fma(m_w,b, s_a,b, acc).
+//   acc = fma(float(int_dot_b), f32(d_w,b) · d_a,b, acc) (MXFP4: d_w = its E8M0 scale halved);  Q4_1/Q5_1 then acc = fma(m_w,b, s_a,b, acc).
 // K types per super-block: the exact int32 Σ scale·dot (Q6_K / Q3_K: with its −32 / −4 folded in via
 // the activation block sums), acc = fma(float(sumi), d_w·d_a, acc); Q4_K / Q5_K / Q2_K then
-// accm = fma(float(Σ min·bsum), dmin_w·d_a, accm), and the output is acc − accm. IQ4_NL, IQ4_XS, Q2_K
+// accm = fma(float(Σ min·bsum), dmin_w·d_a, accm), and the output is acc − accm. IQ4_NL, MXFP4, IQ4_XS, Q2_K
 // and Q3_K keep their row kernels' integers and float order, so the two layouts give the same bits.
 enum class WeightLayout : uint8_t { Rows = 0, Interleaved16 = 1 };
 constexpr int kInterleaveRows = 16;

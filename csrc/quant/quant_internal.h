@@ -41,6 +41,17 @@ inline void k_scale_min(const uint8_t* s, int j, int& sc, int& m) {
 // IQ4_NL / IQ4_XS: the 16 non-linear code values (ggml's kvalues_iq4nl).
 inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                           1,    13,   25,  38,  53,  69,  89,  113};
+// MXFP4: the 16 code values (ggml's kvalues_mxfp4, twice the E2M1 values) and the block's E8M0 scale
+// halved to match (ggml's GGML_E8M0_TO_FP32_HALF: 2^(e-128), a denormal for e < 2).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+inline float e8m0_half_to_f32(uint8_t e) {
+  const uint32_t bits = e < 2 ? uint32_t(0x00200000) << e : uint32_t(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+// The code table of a 4-bit table type (IQ4_NL / IQ4_XS / MXFP4).
+constexpr const int8_t* nl_table(GgmlType t) { return t == GgmlType::MXFP4 ? kMxfp4Values : kIq4Values; }
 
 // Q3_K: signed scale of 16-element sub-block i (0..15) from the 12 packed bytes s (low 4 bits
 // in s[0..7] by nibble, high 2 bits in s[8..11] by bit pair), minus 32.
@@ -133,22 +144,30 @@ using QuantFn = void (*)(GgmlType wt, const float* x, int64_t n_in, int64_t r0, 
 //              Q4/Q5 (4 steps): row bytes qs[4j..4j+3]; low nibbles are elements 4j..4j+3,
 //              high nibbles elements 16+4j..16+4j+3 (step 4+j). Q8_0 (8 steps): int8 q[4j..4j+3].
 //              IQ4_NL: Q4_0's record; a nibble indexes kIq4Values instead of meaning nibble − 8.
+//              MXFP4: [0, 16) the E8M0 byte of rows 0..15 instead of fp16 d, codes from 16 (16 × 17 bytes,
+//              the original size); a nibble indexes kMxfp4Values.
 // So "step j" (j = 0..7) always pairs with activation elements 4j..4j+3 of the block.
 struct IlFormat {
   int rec_bytes = 0, m_off = 0, h_off = 0, qs_off = 0;
-  bool min = false, q5 = false, q8 = false, iq4 = false;
+  bool min = false, q5 = false, q8 = false, iq4 = false, mx = false;  // iq4: codes index a table (nl_table)
 };
 constexpr IlFormat il_format(GgmlType t) {
   IlFormat f;
-  f.iq4 = t == GgmlType::IQ4_NL;
+  f.mx = t == GgmlType::MXFP4;
+  f.iq4 = t == GgmlType::IQ4_NL || f.mx;
   f.min = t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
   f.q5 = t == GgmlType::Q5_0 || t == GgmlType::Q5_1;
   f.q8 = t == GgmlType::Q8_0;
   f.m_off = 32;
   f.h_off = f.min ? 64 : 32;
   f.qs_off = f.h_off + (f.q5 ? 64 : 0);
+  if (f.mx) f.qs_off = 16;
   f.rec_bytes = f.qs_off + (f.q8 ? 512 : 256);
   return f;
+}
+// The weight scale of row i of a 32-block record.
+inline float il_scale(const IlFormat& f, const uint8_t* rec, int i) {
+  return f.mx ? e8m0_half_to_f32(rec[i]) : fp16_to_f32(load_u16(rec + 2 * i));
 }
 // K-quant records: one 256-element super-block of 16 rows ("step" = 4 consecutive elements).
 //   Q4_K: [0,32) fp16 d; [32,64) fp16 dmin; [64,192) 6-bit scales as bytes [sub j][row];
@@ -199,7 +218,7 @@ inline int32_t act_bias_of(const ActView& a, int64_t r, ActOrder o, int64_t b) {
   return v;
 }
 
-constexpr int kNumTypeSlots = 31;  // indexed by GgmlType id
+constexpr int kNumTypeSlots = 40;  // indexed by GgmlType id
 struct KernelTable {
   RowsFn rows[kNumTypeSlots] = {};
   // Kernels over Interleaved16 weights: o0, o1 multiples of 16; w_stride = original row bytes.

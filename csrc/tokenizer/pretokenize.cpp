@@ -5,6 +5,10 @@
 //   llama3:  (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //   qwen2:   same as llama3 with \p{N} instead of \p{N}{1,3}
 //   starcoder family (smollm, ...): \p{N} first, then gpt2 over every resulting piece.
+//   gpt-4o (gpt-oss, llama4), as llama.cpp rewrites it for its std::regex (letters split by ASCII case
+//   only: a non-ASCII letter counts as both "upper" U and "lower" W; C = '[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]):
+//     [^\r\n\p{L}\p{N}]?U*W+C?|[^\r\n\p{L}\p{N}]?U+W*C?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//     with U = (?=\p{L})[^a-z] and W = (?=\p{L})[^A-Z].
 // Regexes run in sequence; each re-splits every current piece and keeps both the matches and
 // the unmatched gaps as pieces.
 #include <algorithm>
@@ -98,6 +102,59 @@ size_t match_llama3(const Cursor& c, size_t i, size_t max_digits) {
   return k - i;
 }
 
+// gpt-4o's letter alternatives from s (after the optional prefix); returns the end, or s if neither matches.
+size_t gpt4o_letters(const Cursor& c, size_t s) {
+  auto upper = [&](size_t i) { return c.L(i) && !(c.cp[i] >= 'a' && c.cp[i] <= 'z'); };
+  auto lower = [&](size_t i) { return c.L(i) && !(c.cp[i] >= 'A' && c.cp[i] <= 'Z'); };
+  size_t u_end = s;
+  while (u_end < c.end && upper(u_end)) ++u_end;
+  // U*W+: U* gives back one letter at a time until a W starts (a non-ASCII letter is both), then W+ is greedy.
+  size_t w = u_end;
+  while (w > s && !(w < c.end && lower(w))) --w;
+  size_t end = s;
+  if (w < c.end && lower(w)) {
+    end = w;
+    while (end < c.end && lower(end)) ++end;
+  } else if (u_end > s) {
+    end = u_end;  // U+W*: no W follows the U run (else U*W+ matched)
+  } else {
+    return s;
+  }
+  if (end < c.end && c.cp[end] == '\'') end += contraction(c, end, true);
+  return end;
+}
+
+size_t match_gpt4o(const Cursor& c, size_t i) {
+  const uint32_t ch = c.cp[i];
+  // [^\r\n\p{L}\p{N}]? then the letters (without the prefix they must start at i)
+  if (ch != '\r' && ch != '\n' && !c.L(i) && !c.N(i) && i + 1 < c.end) {
+    const size_t e = gpt4o_letters(c, i + 1);
+    if (e > i + 1) return e - i;
+  }
+  if (const size_t e = gpt4o_letters(c, i); e > i) return e - i;
+  // \p{N}{1,3}
+  if (c.N(i)) {
+    size_t k = i;
+    while (k < c.end && k - i < 3 && c.N(k)) ++k;
+    return k - i;
+  }
+  //  ?[^\s\p{L}\p{N}]+[\r\n/]*
+  const size_t j = i + (ch == ' ' ? 1 : 0);
+  if (j < c.end && c.other(j)) {
+    size_t k = c.run_other(j);
+    while (k < c.end && (c.cp[k] == '\r' || c.cp[k] == '\n' || c.cp[k] == '/')) ++k;
+    return k - i;
+  }
+  if (!c.S(i)) return 0;
+  const size_t k = c.run_space(i);
+  for (size_t p = k; p > i; --p) {  // \s*[\r\n]+
+    if (c.cp[p - 1] == '\r' || c.cp[p - 1] == '\n') return p - i;
+  }
+  if (k == c.end) return k - i;  // \s+(?!\S)
+  if (k - i >= 2) return k - i - 1;
+  return k - i;  // \s+
+}
+
 template <class Match>
 void split_all(const std::vector<Range>& in, std::vector<Range>& out, Match match) {
   out.clear();
@@ -123,11 +180,13 @@ bool pre_kind_from_name(std::string_view name, PreKind* kind, bool* ignore_merge
                                       "minerva-7b"};
   static const char* const kLlama3[] = {"llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral"};
   static const char* const kQwen2[] = {"qwen2", "deepseek-r1-qwen"};
+  static const char* const kGpt4o[] = {"gpt-4o", "llama4"};
   *ignore_merges = false;
   for (const char* n : kGpt2) if (name == n) { *kind = PreKind::Gpt2; return true; }
   for (const char* n : kStar) if (name == n) { *kind = PreKind::NumThenGpt2; return true; }
   for (const char* n : kLlama3) if (name == n) { *kind = PreKind::Llama3; *ignore_merges = true; return true; }
   for (const char* n : kQwen2) if (name == n) { *kind = PreKind::Qwen2; return true; }
+  for (const char* n : kGpt4o) if (name == n) { *kind = PreKind::Gpt4o; return true; }
   return false;
 }
 
@@ -181,6 +240,9 @@ void pretokenize(PreKind kind, std::string_view text, PreScratch& s, std::string
       break;
     case PreKind::Qwen2:
       run([](const Cursor& c, size_t i) { return match_llama3(c, i, 1); });
+      break;
+    case PreKind::Gpt4o:
+      run([](const Cursor& c, size_t i) { return match_gpt4o(c, i); });
       break;
   }
   out.clear();

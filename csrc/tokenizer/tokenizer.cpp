@@ -172,6 +172,13 @@ void TokenizerImpl::setup_special(const GgufFile& f) {
     eog.push_back(id);
   }
   eog.erase(std::remove(eog.begin(), eog.end(), -1), eog.end());
+  // o200k_harmony (gpt-oss): <|end|> closes one message of a turn (the reasoning before the answer), so
+  // with <|return|> and <|call|> present it is no end of generation but a user-defined token (as llama.cpp).
+  const int32_t end_id = vocab_.find("<|end|>");
+  if (end_id >= 0 && vocab_.find("<|return|>") >= 0 && vocab_.find("<|call|>") >= 0) {
+    eog.erase(std::remove(eog.begin(), eog.end(), end_id), eog.end());
+    types_[end_id] = TokenType::UserDefined;
+  }
   std::sort(eog.begin(), eog.end());
   eog.erase(std::unique(eog.begin(), eog.end()), eog.end());
   eog_ids_ = eog;

@@ -95,7 +95,7 @@ class PairMap {
 };
 
 // ---- pre-tokenizers (pretokenize.cpp) ----
-enum class PreKind { Gpt2, NumThenGpt2, Llama3, Qwen2 };
+enum class PreKind { Gpt2, NumThenGpt2, Llama3, Qwen2, Gpt4o };
 // Maps a `tokenizer.ggml.pre` name; false if unknown. ignore_merges as the reference sets it.
 bool pre_kind_from_name(std::string_view name, PreKind* kind, bool* ignore_merges);
 

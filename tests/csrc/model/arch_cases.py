@@ -38,6 +38,16 @@ MIXTRAL = {"arch": "llama", "n_expert": 8, "n_expert_used": 2, "n_ff": 64, "toke
 QWEN3MOE_256 = dict(QWEN3MOE, n_expert=4, n_embd=256, head_dim=64, n_ff_exp=256, weight_type=Q.F32,
                     embd_type=Q.F32)
 
+# gpt-oss: 4 experts, 2 per token, 32 wide; a 4-position window on layer 0 (full attention on layer 1) and
+# YaRN (factor 4 over a 64-position original context), so the window, the sinks and the ramp all matter in
+# the 24-token prompt. MXFP4 experts written by the gguf package: make_reference.py checks that llama.cpp's
+# llama-quantize MXFP4_MOE (how released gpt-oss files are made) turns gpt-oss-f32 into the very same tensors.
+# Its chat template is gpt-oss's own (llama.cpp's models/templates/openai-gpt-oss-120b.jinja).
+GPTOSS = {"arch": "gpt-oss", "n_expert": 4, "n_expert_used": 2, "n_ff_exp": 32, "sliding_window": 4,
+          "rope_scaling": "yarn", "rope_factor": 4.0, "rope_orig_ctx": 64, "tokenizer_pre": "gpt-4o", "tied": False,
+          "output_std": 1.5}
+GPTOSS_TEMPLATE = (Path(__file__).resolve().parents[2] / "data" / "arch" / "gpt-oss.jinja").read_text("utf-8")
+
 # ChatML as Qwen3 files carry it (without the tool and thinking branches), llama.cpp's built-in "chatml".
 CHATML_TEMPLATE = (
     "{%- for message in messages -%}"
@@ -59,7 +69,15 @@ CASES = {
     "qwen3moe-q4_k_m": (TinyConfig(**QWEN3MOE_256), 17),
     "mixtral-f32": (TinyConfig(**MIXTRAL, weight_type=Q.F32, embd_type=Q.F32), 53),
     "mixtral-q8_0": (TinyConfig(**MIXTRAL, weight_type=Q.Q8_0), 57),
+    "gpt-oss-f32": (TinyConfig(**GPTOSS, weight_type=Q.F32, embd_type=Q.F32), 3),
+    "gpt-oss-mxfp4": (TinyConfig(**GPTOSS, weight_type=Q.Q8_0, expert_type=Q.MXFP4, chat_template=GPTOSS_TEMPLATE), 3),
 }
+# Cases whose chat template llama.cpp renders with its Jinja engine rather than llama_chat_apply_template's
+# built-in formats (gpt-oss's real template; make_reference.py renders it with llama-cpp-python's
+# Jinja2ChatFormatter, whose strftime_now gives the day's date: the test puts its own date in).
+JINJA_RENDERED = {"gpt-oss-mxfp4"}
+# name -> (case, llama.cpp file type): llama.cpp's quantizer makes this case's tensors from the other case's F32 file.
+SAME_AS_LLAMA_QUANTIZED = {"gpt-oss-mxfp4": ("gpt-oss-f32", "LLAMA_FTYPE_MOSTLY_MXFP4_MOE")}
 # name -> llama.cpp file type (llama_cpp.LLAMA_FTYPE_MOSTLY_*) its F32 file is quantized to
 LLAMA_QUANTIZED = {"qwen3moe-q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M"}
 IDS = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 10, 84, 104, 101, 32, 113, 117,

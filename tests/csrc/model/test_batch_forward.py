@@ -32,8 +32,12 @@ TINY = {
     # MoE: tokens grouped per expert (repacked Q8_0 experts; fp32-activation F16 experts).
     "qwen3moe-q8_0": TinyConfig(arch="qwen3moe", n_expert=8, n_expert_used=2, n_ff_exp=32, eps=1e-6),
     "mixtral-f16": TinyConfig(arch="llama", n_expert=4, n_expert_used=2, n_ff=64, weight_type=Q.F16),
+    # gpt-oss: sinks, a 4-position window on even layers, YaRN, biased router and experts (repacked MXFP4).
+    "gpt-oss-mxfp4": TinyConfig(arch="gpt-oss", n_layer=4, n_expert=8, n_expert_used=2, n_ff_exp=32, sliding_window=4,
+                                rope_scaling="yarn", rope_factor=4.0, rope_orig_ctx=64, tied=False,
+                                expert_type=Q.MXFP4),
 }
-MOE = ["mixtral-f16", "qwen3moe-q8_0"]
+MOE = ["gpt-oss-mxfp4", "mixtral-f16", "qwen3moe-q8_0"]
 
 
 @pytest.fixture(scope="session")
@@ -65,7 +69,7 @@ def test_kquant_moe_batched_sequences_equal_each_sequence_alone(checker):
         assert check in out, out
 
 
-@pytest.mark.parametrize("name", ["llama", "gemma3-swa", "qwen3moe-q8_0"])
+@pytest.mark.parametrize("name", ["llama", "gemma3-swa", "qwen3moe-q8_0", "gpt-oss-mxfp4"])
 def test_portable_kernels_are_equally_deterministic(checker, tmp_path, name):
     """The same guarantees with LANESERVE's scalar matmul path and the portable fp16 attention."""
     out = run_checker(checker, "equivalence", str(_tiny(tmp_path, name)), "portable")

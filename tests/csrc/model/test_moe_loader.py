@@ -59,3 +59,31 @@ def test_shared_expert_tensor_is_refused_by_name(tmp_path):
 def test_dense_ffn_tensor_in_a_moe_file_is_refused_by_name(tmp_path):
     cfg = TinyConfig(**MIXTRAL, extra_tensors=("blk.1.ffn_down.weight",))
     refused(tmp_path, cfg, "unsupported tensor blk.1.ffn_down.weight for architecture llama")
+
+
+GPTOSS = {"arch": "gpt-oss", "n_expert": 4, "n_expert_used": 2, "n_ff_exp": 32, "tied": False}
+
+
+@pytest.mark.parametrize("name", ["blk.0.attn_sinks.weight", "blk.1.ffn_gate_inp.bias", "blk.0.ffn_up_exps.bias",
+                                  "blk.1.ffn_down_exps.bias", "blk.0.attn_output.bias", "blk.1.post_attention_norm.weight"])
+def test_gpt_oss_missing_tensor_is_refused_by_name(tmp_path, name):
+    refused(tmp_path, TinyConfig(**GPTOSS, drop_tensors=(name,)), f"missing tensor {name.replace('.', '[.]')}")
+
+
+@pytest.mark.parametrize("value, what", [(1, "softmax"), (2, "sigmoid")])
+def test_gpt_oss_other_gating_function_is_refused_naming_it(tmp_path, value, what):
+    cfg = TinyConfig(**GPTOSS, moe_kv=(("expert_gating_func", value),))
+    refused(tmp_path, cfg, rf"unsupported gpt-oss[.]expert_gating_func {value} \({what}\): .* softmax_weight \(3\)")
+
+
+def test_gpt_oss_own_routing_keys_are_accepted_and_renormalising_is_refused(tmp_path):
+    path = tmp_path / "moe.gguf"
+    write_tiny_gguf(path, TinyConfig(**GPTOSS, moe_kv=(("expert_gating_func", 3), ("expert_weights_norm", False))))
+    assert Model(path, threads=1, ctx_size=32).logits([1, 2, 3]).shape[0] == 3
+    cfg = TinyConfig(**GPTOSS, moe_kv=(("expert_weights_norm", True),))
+    refused(tmp_path, cfg, "unsupported gpt-oss[.]expert_weights_norm true: gpt-oss does not renormalise")
+
+
+def test_gpt_oss_other_window_pattern_is_refused(tmp_path):
+    cfg = TinyConfig(**GPTOSS, moe_kv=(("attention.sliding_window_pattern", 3),))
+    refused(tmp_path, cfg, "unsupported gpt-oss[.]attention[.]sliding_window_pattern")

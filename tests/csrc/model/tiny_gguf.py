@@ -15,26 +15,10 @@ from pathlib import Path
 
 import gguf
 import numpy as np
-from tiny_moe import add_moe_tensors, moe_ffn_reference, write_moe_keys
+from tiny_moe import add_moe_tensors, moe_ffn_reference
+from tiny_writer import GRANITE_SCALES, finish_writer, start_writer, tensor_adder
 
 Q = gguf.GGMLQuantizationType
-
-
-# granite's multipliers in the tiny files: all ≠ 1 (attention 0.1 ≠ 1/sqrt(16)), so each one matters.
-GRANITE_SCALES = {"embedding": 3.0, "residual": 0.5, "attention": 0.1, "logit": 2.5}
-
-
-def byte_vocab() -> list[str]:
-    """GPT-2 byte-level alphabet: 256 single-character tokens, in byte order."""
-    printable = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    mapping, extra = {}, 0
-    for b in range(256):
-        if b in printable:
-            mapping[b] = chr(b)
-        else:
-            mapping[b] = chr(0x100 + extra)
-            extra += 1
-    return [mapping[b] for b in range(256)]
 
 
 @dataclass(frozen=True)
@@ -82,69 +66,15 @@ class TinyConfig:
 
 def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.ndarray]:
     """Writes the file; returns the float64 dequantized weights by tensor name."""
+    if cfg.arch == "gpt-oss":
+        from tiny_gptoss import write_gptoss_gguf
+
+        return write_gptoss_gguf(path, cfg, seed)
     rng = np.random.default_rng(seed)
-    tokens = byte_vocab() + ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    # A few merges so BPE has something to do: "Ġt", "he", "Ġthe".
-    tokens += ["Ġt", "he", "Ġthe"]
-    merges = ["Ġ t", "h e", "Ġt he"]
-    n_vocab = len(tokens)
-    types = [1] * 256 + [3, 3, 3] + [1, 1, 1]
-
-    w = gguf.GGUFWriter(str(path), cfg.arch)
+    w, n_vocab = start_writer(path, cfg)
     a = cfg.arch
-    w.add_block_count(cfg.n_layer)
-    w.add_embedding_length(cfg.n_embd)
-    w.add_feed_forward_length(cfg.n_ff)
-    w.add_head_count(cfg.n_head)
-    w.add_head_count_kv(cfg.n_head_kv)
-    w.add_key_length(cfg.head_dim)
-    w.add_value_length(cfg.head_dim)
-    w.add_context_length(cfg.n_ctx_train)
-    w.add_layer_norm_rms_eps(cfg.eps)
-    w.add_rope_freq_base(cfg.rope_base)
-    w.add_rope_dimension_count(cfg.head_dim)
-    if cfg.n_expert:
-        write_moe_keys(w, cfg)
-    if cfg.rope_scaling is not None:
-        w.add_rope_scaling_type(gguf.RopeScalingType(cfg.rope_scaling))
-    if cfg.rope_factor:
-        w.add_rope_scaling_factor(cfg.rope_factor)
-    if cfg.rope_orig_ctx:
-        w.add_rope_scaling_orig_ctx_len(cfg.rope_orig_ctx)
-    if cfg.rope_attn_factor is not None:
-        w.add_rope_scaling_attn_factors(cfg.rope_attn_factor)
-    if a in ("gemma3", "phi3"):  # phi3: written, but llama.cpp disables Phi's sliding window
-        w.add_sliding_window(cfg.sliding_window)
-    if a == "granite":
-        w.add_embedding_scale(GRANITE_SCALES["embedding"])
-        w.add_residual_scale(GRANITE_SCALES["residual"])
-        w.add_attention_scale(GRANITE_SCALES["attention"])
-        w.add_logit_scale(GRANITE_SCALES["logit"])
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre(cfg.tokenizer_pre)
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_bos_token_id(257)
-    w.add_eos_token_id(258)
-    w.add_add_bos_token(False)
-    if cfg.chat_template is not None:
-        w.add_chat_template(cfg.chat_template)
-
     weights: dict[str, np.ndarray] = {}
-
-    def add(name: str, arr: np.ndarray, qtype: Q) -> None:
-        arr = arr.astype(np.float32)
-        if name in cfg.drop_tensors:
-            return
-        if qtype == Q.F32:
-            data = arr
-        else:
-            data = gguf.quants.quantize(arr, qtype)
-        w.add_tensor(name, data, raw_dtype=None if qtype == Q.F32 else qtype)
-        weights[name] = (
-            arr.astype(np.float64) if qtype == Q.F32 else gguf.quants.dequantize(data, qtype).astype(np.float64)
-        )
+    add = tensor_adder(w, cfg, weights)
 
     E, hd = cfg.n_embd, cfg.head_dim
     qd, kvd = cfg.n_head * hd, cfg.n_head_kv * hd
@@ -199,10 +129,7 @@ def write_tiny_gguf(path: Path, cfg: TinyConfig, seed: int = 0) -> dict[str, np.
         if a in ("gemma3", "olmo2"):
             add(p + "post_attention_norm.weight", norm(E), Q.F32)
             add(p + "post_ffw_norm.weight", norm(E), Q.F32)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish_writer(w)
     return weights
 
 
@@ -294,6 +221,10 @@ def _rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, neox: bool) -> np.nda
 def reference_logits(cfg: TinyConfig, W: dict[str, np.ndarray], ids: list[int], ffn_inputs: list | None = None) -> np.ndarray:
     """float64 forward pass; returns [len(ids), n_vocab] logits (and appends each layer's FFN input
     [len(ids), n_embd] to ffn_inputs when given)."""
+    if cfg.arch == "gpt-oss":
+        from tiny_gptoss import gptoss_reference_logits
+
+        return gptoss_reference_logits(cfg, W, ids, ffn_inputs)
     if cfg.arch == "phi3":
         W = _unfuse_phi3(cfg, W)
     n, E, hd = len(ids), cfg.n_embd, cfg.head_dim

@@ -13,7 +13,7 @@ import numpy as np
 def write_moe_keys(w: gguf.GGUFWriter, cfg) -> None:
     w.add_expert_count(cfg.n_expert)
     w.add_expert_used_count(cfg.n_expert_used)
-    if cfg.arch == "qwen3moe":
+    if cfg.arch in ("qwen3moe", "gpt-oss"):
         w.add_expert_feed_forward_length(cfg.n_ff_exp)
     for name, value in cfg.moe_kv:  # extra keys (the loader tests' refused routings)
         key = f"{cfg.arch}.{name}"
@@ -66,6 +66,7 @@ def router_min_gap(cfg, W: dict[str, np.ndarray], ffn_inputs: list[np.ndarray]) 
     a routing another implementation's rounding could flip when it is tiny."""
     gaps = []
     for il, h in enumerate(ffn_inputs):
-        top = -np.sort(-(h @ W[f"blk.{il}.ffn_gate_inp.weight"].T), axis=-1)
+        logits = h @ W[f"blk.{il}.ffn_gate_inp.weight"].T + W.get(f"blk.{il}.ffn_gate_inp.bias", 0.0)  # gpt-oss: bias
+        top = -np.sort(-logits, axis=-1)
         gaps.append(float((top[:, cfg.n_expert_used - 1] - top[:, cfg.n_expert_used]).min()))
     return min(gaps)

@@ -4,15 +4,15 @@ import numpy as np
 from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
-SIMPLE = [QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.IQ4_NL]
+SIMPLE = [QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.IQ4_NL, QT.MXFP4]
 KQUANTS = [QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.Q2_K, QT.Q3_K, QT.IQ4_XS]  # 256-element blocks, Q8_K activations
 FLOATS = [QT.F32, QT.F16, QT.BF16]
 ALL_TYPES = FLOATS + SIMPLE + KQUANTS
 
 BLOCK = {QT.F32: 1, QT.F16: 1, QT.BF16: 1, QT.Q8_0: 32, QT.Q4_0: 32, QT.Q4_1: 32, QT.Q5_0: 32,
-         QT.Q5_1: 32, QT.IQ4_NL: 32, QT.Q4_K: 256, QT.Q5_K: 256, QT.Q6_K: 256, QT.Q2_K: 256, QT.Q3_K: 256,
+         QT.Q5_1: 32, QT.IQ4_NL: 32, QT.MXFP4: 32, QT.Q4_K: 256, QT.Q5_K: 256, QT.Q6_K: 256, QT.Q2_K: 256, QT.Q3_K: 256,
          QT.IQ4_XS: 256}
-BLOCK_BYTES = {QT.Q8_0: 34, QT.Q4_0: 18, QT.Q4_1: 20, QT.Q5_0: 22, QT.Q5_1: 24, QT.IQ4_NL: 18,
+BLOCK_BYTES = {QT.Q8_0: 34, QT.Q4_0: 18, QT.Q4_1: 20, QT.Q5_0: 22, QT.Q5_1: 24, QT.IQ4_NL: 18, QT.MXFP4: 17,
                QT.Q4_K: 144, QT.Q5_K: 176, QT.Q6_K: 210, QT.Q2_K: 84, QT.Q3_K: 110, QT.IQ4_XS: 136}
 # Offsets of the fp16 scale fields inside a block of the types written as random bytes (every
 # other byte pattern is a valid block; the gguf package has no quantizer for these types).
@@ -22,6 +22,13 @@ K_SCALE_OFFSETS = {QT.Q4_K: (0, 2), QT.Q5_K: (0, 2), QT.Q6_K: (208,), QT.Q2_K: (
 
 def random_weights(qtype, n_out, n_in, rng):
     """(raw bytes, ndarray the gguf package dequantizes) for an n_out x n_in weight matrix."""
+    if qtype == QT.MXFP4:  # random codes; E8M0 scales around 2^-6, one block in 16 with a denormal scale (e < 2)
+        nb = n_out * n_in // 32
+        blocks = rng.integers(0, 256, size=(nb, 17), dtype=np.uint8)
+        blocks[:, 0] = np.where(rng.integers(0, 16, size=nb) == 0, rng.integers(0, 3, size=nb),
+                                rng.integers(116, 128, size=nb))
+        arr = blocks.reshape(n_out, -1)
+        return arr.tobytes(), arr
     if qtype in K_SCALE_OFFSETS:
         nb = n_out * n_in // BLOCK[qtype]
         blocks = rng.integers(0, 256, size=(nb, BLOCK_BYTES[qtype]), dtype=np.uint8)
@@ -42,7 +49,7 @@ def dequantize(arr, qtype):
 
 
 def act_format(qtype):
-    if qtype in (QT.Q8_0, QT.Q4_0, QT.Q5_0, QT.IQ4_NL):
+    if qtype in (QT.Q8_0, QT.Q4_0, QT.Q5_0, QT.IQ4_NL, QT.MXFP4):
         return "q8_0"
     if qtype in (QT.Q4_1, QT.Q5_1):
         return "q8_1"

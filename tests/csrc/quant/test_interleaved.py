@@ -1,5 +1,5 @@
 """Row-interleaved weights (the layout the model repacks Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/Q4_K/Q5_K/Q6_K/IQ4_NL/IQ4_XS/
-Q2_K/Q3_K matrices into at load): lossless repacking, matmul against the NumPy emulation on every usable ISA path for every
+Q2_K/Q3_K/MXFP4 matrices into at load): lossless repacking, matmul against the NumPy emulation on every usable ISA path for every
 batch size 1..64, bit-identity across paths, threads, batch sizes and tile positions."""
 import importlib.util
 import pathlib
@@ -19,11 +19,11 @@ ISAS = Q.usable_isas()
 RTOL = 5e-5  # as in test_quant_kernels.py: fp32 rounding relative to Σ|w·x|
 N_OUT = 48  # 3 groups of 16 rows
 TYPES = [QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q4_K, QT.Q5_K, QT.Q6_K,
-         QT.IQ4_NL, QT.IQ4_XS, QT.Q2_K, QT.Q3_K]  # the interleavable types
+         QT.IQ4_NL, QT.IQ4_XS, QT.Q2_K, QT.Q3_K, QT.MXFP4]  # the interleavable types
 # Bytes a 16-row record adds to the rows' own (scales stored one byte each).
 RECORD_EXTRA_BYTES = {QT.Q4_K: 64, QT.Q5_K: 64, QT.IQ4_XS: 32, QT.Q3_K: 64}
 # Types whose interleaved kernels keep the row kernels' integer per super-block (block) and float order.
-LOW_BIT = [QT.IQ4_NL, QT.IQ4_XS, QT.Q2_K, QT.Q3_K]
+LOW_BIT = [QT.IQ4_NL, QT.IQ4_XS, QT.Q2_K, QT.Q3_K, QT.MXFP4]
 
 
 def n_in_for(qtype):

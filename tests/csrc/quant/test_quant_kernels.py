@@ -133,16 +133,16 @@ def test_paths_agree_with_scalar(qtype):
         assert np.all(np.abs(y - outs["scalar"]) <= RTOL * scale), name
 
 
-LOW_BIT = [QT.Q2_K, QT.Q3_K, QT.IQ4_NL, QT.IQ4_XS]
+LOW_BIT = [QT.Q2_K, QT.Q3_K, QT.IQ4_NL, QT.IQ4_XS, QT.MXFP4]
 
 
 @pytest.mark.parametrize("qtype", LOW_BIT, ids=lambda t: t.name)
 def test_low_bit_paths_bit_identical_to_scalar(qtype):
-    """Q2_K / Q3_K / IQ4_XS reduce each super-block (IQ4_NL each block) to one exact int32 and
+    """Q2_K / Q3_K / IQ4_XS reduce each super-block (IQ4_NL / MXFP4 each block) to one exact int32 and
     accumulate with one fma in block order on every path: the SIMD kernels equal the scalar
     reference bit for bit, for GEMV and 4-row tiles alike."""
     rng = np.random.default_rng(13)
-    n_in, n_out = (1280, 41) if qtype in qref.KQUANTS else (608, 41)  # IQ4_NL: 19 blocks (odd)
+    n_in, n_out = (1280, 41) if qtype in qref.KQUANTS else (608, 41)  # IQ4_NL / MXFP4: 19 blocks (odd)
     raw, _ = qref.random_weights(qtype, n_out, n_in, rng)
     x = rng.standard_normal((6, n_in)).astype(np.float32)
     before = Q.active_isa()
@@ -165,7 +165,7 @@ def test_low_bit_types_are_interleaved_when_n_out_allows():
     for qt in LOW_BIT:
         assert Q.interleave_supported(int(qt), 256, 32)
         assert not Q.interleave_supported(int(qt), 256, 41)
-        assert not Q.interleave_supported(int(qt), 128 if qt != QT.IQ4_NL else 48, 32)
+        assert not Q.interleave_supported(int(qt), 128 if qt not in (QT.IQ4_NL, QT.MXFP4) else 48, 32)
 
 
 def test_rejects_bad_arguments():

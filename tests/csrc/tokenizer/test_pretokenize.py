@@ -38,11 +38,16 @@ _CONTR = r"'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]"
 LLAMA3 = (rf"{_CONTR}|[^\r\n{L}{N}]?[{L}]+|[{N}]{{1,3}}| ?[^{S}{L}{N}]+[\r\n]*|[{S}]*[\r\n]+"
           rf"|[{S}]+(?![^{S}])|[{S}]+")
 QWEN2 = LLAMA3.replace(f"[{N}]{{1,3}}", f"[{N}]")
+# gpt-4o as llama.cpp runs it (its std::regex rewrite: letters split by ASCII case only).
+_U, _W = rf"(?:(?=[{L}])[^a-z])", rf"(?:(?=[{L}])[^A-Z])"
+GPT4O = (rf"[^\r\n{L}{N}]?{_U}*{_W}+(?:{_CONTR})?|[^\r\n{L}{N}]?{_U}+{_W}*(?:{_CONTR})?|[{N}]{{1,3}}"
+         rf"| ?[^{S}{L}{N}]+[\r\n/]*|[{S}]*[\r\n]+|[{S}]+(?![^{S}])|[{S}]+")
 PATTERNS = {
     "gpt2": [re.compile(GPT2)],
     "smollm": [re.compile(f"[{N}]"), re.compile(GPT2)],
     "llama-bpe": [re.compile(LLAMA3)],
     "qwen2": [re.compile(QWEN2)],
+    "gpt-4o": [re.compile(GPT4O)],
 }
 
 
@@ -83,6 +88,10 @@ def test_known_splits():
     assert rt._pretokenize("smollm", "city\t\t\tend") == [b"city", b"\t\t", b"\t", b"end"]
     assert rt._pretokenize("llama-bpe", "I'LL 12345\n\n x") == [b"I", b"'LL", b" ", b"123", b"45", b"\n\n", b" x"]
     assert rt._pretokenize("qwen2", "ab 12") == [b"ab", b" ", b"1", b"2"]
+    g = lambda s: [p.decode() for p in rt._pretokenize("gpt-4o", s)]  # noqa: E731
+    assert g("HelloWorld HTTPServer I'LL don't 12345 a/b\n\n x") == [
+        "Hello", "World", " HTTPServer", " I'LL", " don't", " ", "123", "45", " a", "/b", "\n\n", " x"]
+    assert g("ÉtéÉTÉ Straße") == ["ÉtéÉ", "TÉ", " Straße"]  # a non-ASCII letter is both "upper" and "lower"
 
 
 def test_invalid_utf8_becomes_replacement_character():

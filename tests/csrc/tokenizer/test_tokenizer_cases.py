@@ -2,6 +2,7 @@
 import gguf
 import lanes._runtime as rt
 import pytest
+from pair_vocab import byte_char
 
 
 def pieces(tok, ids):
@@ -85,13 +86,6 @@ def test_missing_file():
 
 
 # ---- synthetic vocabularies ----
-def byte_char(b: int) -> str:
-    """GPT-2 byte-level map."""
-    keep = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    if b in keep:
-        return chr(b)
-    return chr(0x100 + [x for x in range(256) if x not in keep].index(b))
-
 
 def write_gguf(path, model, tokens, pre=None, merges=None, scores=None, types=None, extra=None):
     w = gguf.GGUFWriter(str(path), "llama")
@@ -176,3 +170,16 @@ def test_arbitrary_bytes_never_crash(smollm2, gemma3, data, parse_special):
     for tok in (smollm2, gemma3):
         ids = tok.encode(data, add_special=True, parse_special=parse_special)
         assert all(0 <= i < tok.n_vocab for i in ids)
+
+
+def test_harmony_end_is_no_end_of_generation(tmp_path):
+    """gpt-oss's o200k_harmony vocabulary: with <|return|> and <|call|> present, <|end|> (which closes the
+    reasoning message before the answer) ends no generation and prints like text, as in llama.cpp."""
+    toks = bpe_vocab(["<|end|>", "<|return|>", "<|call|>", "<|start|>"])
+    types = [1] * 256 + [3, 3, 3, 3]
+    tok = rt.Tokenizer(write_gguf(tmp_path / "h.gguf", "gpt2", toks, pre="gpt-4o", merges=["a b"], types=types))
+    assert tok.eog_ids == [257, 258]
+    assert tok.token_type(256) == rt.TokenType.USER_DEFINED and tok.piece(256) == b"<|end|>"
+    without = rt.Tokenizer(write_gguf(tmp_path / "e.gguf", "gpt2", bpe_vocab(["<|end|>"]), pre="gpt-4o", merges=["a b"],
+                                      types=[1] * 256 + [3]))
+    assert without.eog_ids == [256]
