@@ -7,6 +7,19 @@ namespace ls {
 
 constexpr int32_t P = kKvPagePositions;
 
+namespace {
+// The least recently used live node for which ok(node) holds, or -1.
+template <class Nodes, class Ok>
+int32_t least_recent(const Nodes& nodes, Ok ok) {
+  int32_t best = -1;
+  for (int32_t i = 0; i < int32_t(nodes.size()); ++i)
+    if (nodes[size_t(i)].live && ok(nodes[size_t(i)]) &&
+        (best < 0 || nodes[size_t(i)].last_used < nodes[size_t(best)].last_used))
+      best = i;
+  return best;
+}
+}  // namespace
+
 int32_t PrefixTree::new_node() {
   int32_t i;
   if (!free_nodes_.empty()) {
@@ -146,13 +159,9 @@ int32_t PrefixTree::evictable(uint64_t before) const {
 }
 
 bool PrefixTree::evict_one(uint64_t before) {
-  int32_t best = -1;
-  for (int32_t i = 0; i < int32_t(nodes_.size()); ++i) {
-    const Node& nd = nodes_[size_t(i)];
-    if (!nd.live || nd.page < 0 || !nd.children.empty() || nd.last_used >= before || pool_->refs(nd.page) != 1)
-      continue;
-    if (best < 0 || nd.last_used < nodes_[size_t(best)].last_used) best = i;
-  }
+  const int32_t best = least_recent(nodes_, [&](const Node& n) {
+    return n.page >= 0 && n.children.empty() && n.last_used < before && pool_->refs(n.page) == 1;
+  });
   if (best < 0) return false;
   Node& nd = nodes_[size_t(best)];
   auto& siblings = nodes_[size_t(nd.parent)].children;
@@ -175,12 +184,8 @@ int32_t PrefixTree::window_evictable(uint64_t before) const {
 }
 
 bool PrefixTree::evict_window_one(uint64_t before) {
-  int32_t best = -1;
-  for (int32_t i = 0; i < int32_t(nodes_.size()); ++i) {
-    const Node& nd = nodes_[size_t(i)];
-    if (!nd.live || nd.wpage < 0 || nd.last_used >= before || wpool_->refs(nd.wpage) != 1) continue;
-    if (best < 0 || nd.last_used < nodes_[size_t(best)].last_used) best = i;
-  }
+  const int32_t best = least_recent(
+      nodes_, [&](const Node& n) { return n.wpage >= 0 && n.last_used < before && wpool_->refs(n.wpage) == 1; });
   if (best < 0) return false;
   wpool_->unref(nodes_[size_t(best)].wpage);
   nodes_[size_t(best)].wpage = -1;

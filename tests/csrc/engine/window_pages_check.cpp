@@ -17,6 +17,18 @@ using namespace ls::batch;
 namespace {
 constexpr int32_t P = kKvPagePositions, W = 512;
 
+// A full pool, a window pool and a tree over both.
+struct Pools {
+  PagePool full;
+  WindowPages wp;
+  PrefixTree tree;
+  Pools(int32_t n_full, int32_t n_window) : full(n_full), tree() {
+    wp.pool = PagePool(n_window);
+    wp.window = W;
+    tree = PrefixTree(&full, &wp.pool);
+  }
+};
+
 void check_usable_prefix() {
   auto held_but = [](int32_t missing) { return [missing](int32_t j) { return j != missing; }; };
   report(usable_window_prefix(600, W, held_but(-1)) == 600, "usable/all_held");
@@ -31,11 +43,9 @@ void check_usable_prefix() {
 }
 
 void check_sequence_holds_a_window() {
-  PagePool full(1);
-  WindowPages wp;
-  wp.pool = PagePool(64);
-  wp.window = W;
-  PrefixTree tree(&full, &wp.pool);
+  Pools pools(1, 64);
+  WindowPages& wp = pools.wp;
+  PrefixTree& tree = pools.tree;
   std::vector<int32_t> table(3000 / P + 2, -1);
   WindowSpan span;
   int32_t peak = 0;
@@ -60,11 +70,10 @@ void check_sequence_holds_a_window() {
 }
 
 void check_tree_window_pages() {
-  PagePool full(8);
-  WindowPages wp;
-  wp.pool = PagePool(8);
-  wp.window = W;
-  PrefixTree tree(&full, &wp.pool);
+  Pools pools(8, 8);
+  PagePool& full = pools.full;
+  WindowPages& wp = pools.wp;
+  PrefixTree& tree = pools.tree;
   std::vector<int32_t> key(3 * P);
   for (int32_t i = 0; i < 3 * P; ++i) key[size_t(i)] = 100 + i;
   int32_t pages[3], wpages[3] = {-1, wp.pool.alloc(), wp.pool.alloc()};  // page 0's window part let go
