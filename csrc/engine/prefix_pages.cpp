@@ -30,18 +30,30 @@ bool load_pages_from_disk(DiskTier& disk, KvCache& kv, PagePool& pages, WindowPa
                           uint8_t* buf, const int32_t* key, int32_t n_key, int32_t n_full, int32_t* table,
                           int32_t* wtable) {
   const uint64_t before = tree.clock();
-  uint64_t h = DiskTier::prefix_hash(key, n_full * kKvPagePositions);
-  int32_t j = n_full;
-  for (; (j + 1) * kKvPagePositions <= n_key; ++j) {
-    const int32_t* page_key = key + int64_t(j) * kKvPagePositions;
+  const uint64_t h0 = DiskTier::prefix_hash(key, n_full * kKvPagePositions);
+  uint64_t h = h0;
+  int32_t j_end = n_full;  // the disk holds pages [n_full, j_end)
+  for (; (j_end + 1) * kKvPagePositions <= n_key; ++j_end) {
+    const int32_t* page_key = key + int64_t(j_end) * kKvPagePositions;
     if (has_image(page_key)) break;
     h = fnv1a64(page_key, sizeof(int32_t) * kKvPagePositions, h);
     if (!disk.contains(h)) break;
+  }
+  if (j_end == n_full) return false;
+  // Window parts only from the first page the prompt's first computed position reads: the window
+  // pool holds a few windows, not a context.
+  const int32_t w_from =
+      wtable ? first_window_page(std::min(j_end * kKvPagePositions, n_key - 1), wpages.window) : j_end;
+  h = h0;
+  int32_t j = n_full;
+  for (; j < j_end; ++j) {
+    h = fnv1a64(key + int64_t(j) * kKvPagePositions, sizeof(int32_t) * kKvPagePositions, h);
     int32_t p = pages.alloc();
     while (p < 0 && tree.evict_one(before)) p = pages.alloc();
     if (p < 0) break;
-    const int32_t wp = wtable ? wpages.alloc(tree, before) : -1;
-    if ((wtable && wp < 0) || !disk.get(key, (j + 1) * kKvPagePositions, h, buf)) {
+    const bool windowed = j >= w_from;
+    const int32_t wp = windowed ? wpages.alloc(tree, before) : -1;
+    if ((windowed && wp < 0) || !disk.get(key, (j + 1) * kKvPagePositions, h, buf)) {
       pages.unref(p);
       if (wp >= 0) wpages.pool.unref(wp);
       break;
@@ -55,7 +67,7 @@ bool load_pages_from_disk(DiskTier& disk, KvCache& kv, PagePool& pages, WindowPa
   tree.insert(key, j * kKvPagePositions, table, LoraSet{}, /*tail=*/false, wtable);  // new nodes take their reference
   for (int32_t k = n_full; k < j; ++k) {
     pages.unref(table[k]);
-    if (wtable) wpages.pool.unref(wtable[k]);
+    if (wtable && wtable[k] >= 0) wpages.pool.unref(wtable[k]);
   }
   std::fill(table, table + j, -1);
   if (wtable) std::fill(wtable, wtable + j, -1);
@@ -95,7 +107,8 @@ void restore_pages(KvCache& kv, PagePool& pages, WindowPages& wpages, PrefixTree
     const int32_t page[kMaxKvGroups] = {table[size_t(j)], wtable[size_t(j)]};
     kv.write_page(page, data + size_t(j) * page_bytes);
   }
-  tree.insert(ids.data(), n_ids, table.data(), LoraSet{}, /*tail=*/true, wtable.data());  // the tree takes its references
+  // The tree takes its references.
+  tree.insert(ids.data(), n_ids, table.data(), LoraSet{}, /*tail=*/true, wtable.data());
   for (int32_t p : table) pages.unref(p);
   for (int32_t p : wtable)
     if (p >= 0) wpages.pool.unref(p);

@@ -2,7 +2,9 @@
 sequence holds a window's worth of window-group pages while it runs, in a K/V budget smaller than one
 whole context of every layer, and gives the tokens of the single-sequence engine (whose cache keeps every
 layer's every position); a cached prefix is reused only where its window is still held, always with the
-same tokens."""
+same tokens; a long prefix written to the disk tier comes back whole after a restart."""
+import gc
+
 import pytest
 
 import lanes
@@ -109,3 +111,18 @@ def test_a_model_without_sliding_layers_keeps_one_group():
     eng = _runtime.BatchEngine(str(lanes.smollm2_path()), threads=1, ctx_size=512, num_slots=1)
     st = eng.prompt_cache_stats()
     assert st["window_pages_total"] == st["window_pages_free"] == 0 and st["pages_total"] == 512 // PAGE
+
+
+def test_a_long_prompt_comes_back_from_disk_whole(path, reference, tmp_path):
+    """Pages go to disk as they fill, before their window part is let go: a new engine (a restart)
+    reads back a 2000-token prefix, window layers included."""
+    ids = long_prompt(reference, 2000)
+    first = engine(path, prefix_cache_dir=str(tmp_path))
+    run_alone(first, 1, ids, 4, **GREEDY)
+    del first  # its disk writer finishes the queued pages
+    gc.collect()
+    again = engine(path, prefix_cache_dir=str(tmp_path))
+    text, stats = run_alone(again, 1, ids, 12, **GREEDY)
+    assert stats["cached_tokens"] >= (len(ids) // PAGE - 1) * PAGE, stats
+    assert again.prompt_cache_stats()["disk_reads"] >= len(ids) // PAGE - 1
+    assert text == expected(reference, ids, 12)
