@@ -29,7 +29,9 @@ struct WindowSpan {
 };
 
 // The first page a token at pos reads in a layer of `window` positions.
-inline int32_t first_window_page(int32_t pos, int32_t window) { return std::max(0, pos - window + 1) / kKvPagePositions; }
+inline int32_t first_window_page(int32_t pos, int32_t window) {
+  return std::max(0, pos - window + 1) / kKvPagePositions;
+}
 
 // The longest prefix ≤ n whose next token (at position e, the first computed) finds the window
 // pages it reads before itself, pages [first_window_page(e), (e − 1) / P], all held: has(j) says

@@ -116,9 +116,8 @@ void ModelRuntime::init_kv(int64_t kv_bytes, int64_t extra_kv_bytes, bool window
                         : int64_t(n_seq_) * pages_per_seq_;
   if (extra_kv_bytes > 0) {
     const int64_t main_bytes = n_full * full_page_bytes + n_window * window_page_bytes;
-    const int64_t window_share = main_bytes > 0 ? int64_t(double(extra_kv_bytes) * double(n_window * window_page_bytes) /
-                                                          double(main_bytes))
-                                                : 0;
+    const double window_fraction = main_bytes > 0 ? double(n_window * window_page_bytes) / double(main_bytes) : 0.0;
+    const int64_t window_share = int64_t(double(extra_kv_bytes) * window_fraction);
     n_window += window_share / std::max<int64_t>(window_page_bytes, 1);
     n_full += (extra_kv_bytes - window_share) / full_page_bytes;
   }

@@ -199,7 +199,8 @@ class ModelRuntime {
 
   KvCache kv_;                          // per layer [K,V][n_page(group)][kKvPagePositions][kv_dim] fp16
   int32_t pages_per_seq_ = 0, max_window_pages_ = 0;
-  std::vector<int32_t> page_table_[kMaxKvGroups];  // per group [n_seq][pages_per_seq] page of each P positions, -1 unmapped
+  // Per group [n_seq][pages_per_seq]: the page of each P positions, -1 unmapped.
+  std::vector<int32_t> page_table_[kMaxKvGroups];
   const AttentionKernels* attn_kern_;   // chosen at construction (AVX-512, AVX2+F16C or portable)
   AttentionScratch attn_scratch_;       // softmax rows and chunk partials, sized for ctx_size
   // Activations, [max_batch][...]; rows beyond the largest batch run so far are never committed.
