@@ -14,6 +14,7 @@ from lanes.wire import Stats
 
 GAUGE_FIELDS = frozenset({"active_sequences", "waiting_sequences", "prompt_cache_bytes",
                           "prompt_cache_budget_bytes", "prompt_cache_entries", "kv_pages_free", "kv_pages_total",
+                          "kv_window_pages_free", "kv_window_pages_total",
                           "prompt_cache_disk_bytes", "prompt_cache_disk_budget_bytes"})
 _FIELDS = tuple(f.name for f in dataclasses.fields(Stats))
 

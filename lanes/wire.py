@@ -335,6 +335,8 @@ class Stats:
     prompt_cache_entries: int = 0
     kv_pages_free: int = 0
     kv_pages_total: int = 0
+    kv_window_pages_free: int = 0
+    kv_window_pages_total: int = 0  # the sliding-window layers' pool (0: the model has none)
     prompt_cache_disk_reads: int = 0
     prompt_cache_disk_writes: int = 0
     prompt_cache_disk_bytes: int = 0

@@ -103,6 +103,8 @@ void bind_batch_engine(py::module_& m) {
              d["evictions"] = s.evictions;
              d["pages_total"] = s.pages_total;
              d["pages_free"] = s.pages_free;
+             d["window_pages_total"] = s.window_pages_total;
+             d["window_pages_free"] = s.window_pages_free;
              d["disk_reads"] = s.disk_reads;
              d["disk_writes"] = s.disk_writes;
              d["disk_bytes_used"] = s.disk_bytes_used;
@@ -110,7 +112,7 @@ void bind_batch_engine(py::module_& m) {
              return d;
            },
            "The prefix cache's figures (engine/prefix_tree.h): bytes_used and entries (pages the tree holds), "
-           "max_bytes (the page pool), hits, hit_tokens, stores and evictions (pages), pages_total, pages_free; "
+           "max_bytes (the page pool), hits, hit_tokens, stores and evictions (pages), pages_total, pages_free, window_pages_total and window_pages_free (the sliding-window layers' own pool, 0 without); "
            "the disk tier's disk_reads and disk_writes (pages), disk_bytes_used, disk_max_bytes.")
       .def("save_slot", [](BatchEngine& e, int32_t slot, const std::string& filename) {
              const SlotFileResult r = e.save_slot(slot, filename);

@@ -10,9 +10,11 @@
 #include "engine/batch_slots.h"
 #include "engine/disk_tier.h"
 #include "engine/page_pool.h"
+#include "engine/prefix_pages.h"
 #include "engine/prefix_tree.h"
 #include "engine/sequence.h"
 #include "engine/slot_file.h"
+#include "engine/window_pages.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "model/repack_store.h"
@@ -33,7 +35,8 @@ struct BatchEngine::Impl {
   int32_t max_batch_tokens;
   SamplerScratch sampler_scratch;  // every slot's sampler works in it (step() samples one slot at a time)
   std::vector<Slot> slots;
-  PagePool pages;                    // holders of the model's K/V pages
+  PagePool pages;                    // holders of the model's K/V pages (the full group's)
+  WindowPages wpages;                // and of the window group's (sliding-window layers), if any
   PrefixTree tree;                   // cached pages by key ids (finished, displaced and running prefixes)
   int64_t cache_budget_bytes = 0;    // BatchEngineOptions::prompt_cache_bytes
   int32_t max_cached_pages = 0;      // its whole pages: what only the tree may hold
@@ -65,24 +68,34 @@ struct BatchEngine::Impl {
   Impl(const std::string& path, const BatchEngineOptions& o)
       : file(path),
         model(file, o.ctx_size, o.max_batch_tokens, o.threads, o.num_slots, o.repack_cache_dir, o.kv_cache_bytes,
-              o.prompt_cache_bytes),
+              o.prompt_cache_bytes, /*window_group=*/true),
         tokenizer(Tokenizer::from_gguf(file, /*keep_text_index=*/false)),  // lanes get token ids
         max_batch_tokens(model.max_batch()),
         sampler_scratch(model.config().n_vocab) {
     const int32_t n_vocab = model.config().n_vocab;
     if (tokenizer->n_vocab() > n_vocab) file.fail("tokenizer has more tokens than the output head");
-    if (model.n_pages() < model.pages_per_seq())
+    const bool windowed = model.n_kv_groups() > 1;
+    if (model.n_pages() < model.pages_per_seq()) {
+      const int64_t need = windowed ? model.kv_group_bytes_per_page(kKvFullGroup) * model.pages_per_seq() +
+                                          model.kv_group_bytes_per_page(kKvWindowGroup) * model.n_pages(kKvWindowGroup)
+                                    : model.kv_bytes_per_pos() * model.ctx_size();
       throw std::invalid_argument("the K/V cache must hold one whole context (" +
-                                  std::to_string((model.kv_bytes_per_pos() * model.ctx_size() + (1 << 20) - 1) >> 20) +
-                                  " MiB)");
+                                  std::to_string((need + (1 << 20) - 1) >> 20) + " MiB)");
+    }
     pages = PagePool(model.n_pages(), o.page_shuffle_seed);
-    tree = PrefixTree(&pages);
+    if (windowed) {
+      wpages.pool = PagePool(model.n_pages(kKvWindowGroup), o.page_shuffle_seed ? o.page_shuffle_seed + 1 : 0);
+      wpages.window = model.config().sliding_window;
+    }
+    tree = PrefixTree(&pages, windowed ? &wpages.pool : nullptr);
     recent_ends.assign(size_t(o.num_slots), 0);
     cache_budget_bytes = std::max<int64_t>(o.prompt_cache_bytes, 0);
-    max_cached_pages = int32_t(std::min<int64_t>(o.prompt_cache_bytes / model.kv_bytes_per_page(), model.n_pages()));
+    max_cached_pages = int32_t(std::min<int64_t>(
+        o.prompt_cache_bytes / model.kv_group_bytes_per_page(kKvFullGroup), model.n_pages()));
     slots.resize(o.num_slots);
     for (int i = 0; i < o.num_slots; ++i) {
-      std::fill(model.page_table(i), model.page_table(i) + model.pages_per_seq(), -1);
+      for (int g = 0; g < model.n_kv_groups(); ++g)
+        std::fill(model.page_table(i, g), model.page_table(i, g) + model.pages_per_seq(), -1);
       Slot& s = slots[size_t(i)];
       s.seq = std::make_unique<Sequence>(n_vocab, &sampler_scratch);
       s.kv_tokens.reserve(model.ctx_size());
@@ -110,51 +123,23 @@ struct BatchEngine::Impl {
     }
   }
 
-  // The whole pages of slot i's first n key ids that are not on disk yet go there too (base model
-  // only, and only up to the first page holding an image position). The hash of each page's
-  // prefix grows page by page (fnv1a64 streams: it equals DiskTier::prefix_hash).
+  // Slot i's whole pages of its first n key ids go to the disk tier (base model only;
+  // engine/prefix_pages.h). With a window group this runs whenever a page fills (advance()),
+  // while the slot still holds the page's window part.
   void spill(int i, int32_t n) {
     const Slot& s = slots[size_t(i)];
     if (!disk || s.kv_lora.n != 0) return;
-    const int32_t* key = s.kv_tokens.data();
-    uint64_t h = DiskTier::prefix_hash(key, 0);
-    for (int32_t j = 0; (j + 1) * kPage <= n; ++j) {
-      const int32_t* page_key = key + int64_t(j) * kPage;
-      if (std::any_of(page_key, page_key + kPage, [](int32_t id) { return id < 0; })) return;
-      h = fnv1a64(page_key, sizeof(int32_t) * kPage, h);
-      if (!disk->contains(h)) disk->put(key, (j + 1) * kPage, h, model.kv_cache(), model.page_table(i)[j]);
-    }
+    spill_pages(*disk, model.kv_cache(), s.kv_tokens.data(), n, model.page_table(i), window_table(i));
   }
 
-  // A base-model prompt's cached prefix ends after n_full whole pages: the following whole pages
-  // the disk tier holds are read into fresh pages and cached in the tree (as if computed here).
-  // Only pages last used before this match are evicted for room, so the matched ones stay.
-  // Returns whether any page was loaded (the caller matches again).
-  bool load_from_disk(const int32_t* key, int32_t n_key, int32_t n_full, int32_t* table) {
-    const uint64_t before = tree.clock();
-    uint64_t h = DiskTier::prefix_hash(key, n_full * kPage);
-    int32_t j = n_full;
-    for (; (j + 1) * kPage <= n_key; ++j) {
-      const int32_t* page_key = key + int64_t(j) * kPage;
-      if (std::any_of(page_key, page_key + kPage, [](int32_t id) { return id < 0; })) break;
-      h = fnv1a64(page_key, sizeof(int32_t) * kPage, h);
-      if (!disk->contains(h)) break;
-      int32_t p = pages.alloc();
-      while (p < 0 && tree.evict_one(before)) p = pages.alloc();
-      if (p < 0) break;
-      if (!disk->get(key, (j + 1) * kPage, h, disk_page.data())) {
-        pages.unref(p);
-        break;
-      }
-      model.kv_cache().write_page(p, disk_page.data());
-      table[j] = p;
-    }
-    if (j == n_full) return false;
-    tree.insert(key, j * kPage, table, LoraSet{}, /*tail=*/false);  // new nodes take their reference
-    for (int32_t k = n_full; k < j; ++k) pages.unref(table[k]);
-    std::fill(table, table + j, -1);
-    return true;
+  // Window pages running sequences may still take (admission counted them as available).
+  int64_t window_reserved() const {
+    int64_t n = 0;
+    for (const Slot& s : slots) n += s.busy ? std::max(0, s.win.cap - s.win.held()) : 0;
+    return n;
   }
+
+  int32_t* window_table(int i) { return wpages.on() ? model.page_table(i, kKvWindowGroup) : nullptr; }
 
   // A free page, evicting the least recently used cached page no sequence maps if none is free;
   // -1 when the pool is exhausted (admission's reserve rules that out for running sequences).
@@ -164,9 +149,11 @@ struct BatchEngine::Impl {
     return p;
   }
 
-  // Maps pages for slot i's positions up to last_pos. False when the pool is exhausted.
-  bool map_pages(int i, int32_t last_pos) {
+  // Maps pages for slot i's positions [first_pos, last_pos] (the window group's: only the
+  // window those positions read). False when a pool is exhausted.
+  bool map_pages(int i, int32_t first_pos, int32_t last_pos) {
     Slot& s = slots[size_t(i)];
+    if (wpages.on() && !wpages.map(s.win, model.page_table(i, kKvWindowGroup), first_pos, last_pos, tree)) return false;
     int32_t* table = model.page_table(i);
     while (s.n_mapped * kPage <= last_pos) {
       const int32_t p = alloc_page();
@@ -183,12 +170,14 @@ struct BatchEngine::Impl {
     Slot& s = slots[size_t(i)];
     int32_t* table = model.page_table(i);
     const int32_t n_cached = std::min<int32_t>(int32_t(s.kv_tokens.size()), s.n_mapped * kPage);
-    tree.insert(s.kv_tokens.data(), n_cached, table, s.kv_lora, /*tail=*/true);
+    int32_t* wtable = window_table(i);
+    tree.insert(s.kv_tokens.data(), n_cached, table, s.kv_lora, /*tail=*/true, wtable);
     spill(i, n_cached);
     for (int32_t j = 0; j < s.n_mapped; ++j) {
       pages.unref(table[j]);
       table[j] = -1;
     }
+    if (wtable) wpages.release(s.win, wtable);
     s.n_mapped = s.reserve = 0;
     s.busy = false;
     // The pages of the last num_slots ended sequences stay (what free slots held before pages:
@@ -206,7 +195,7 @@ struct BatchEngine::Impl {
   // A running sequence's page past w's n_full cached pages (a sibling's or a shared prompt's
   // page still being filled, not cached yet) may share more of w's next key ids than any cached
   // page: then *page / *len name it and the count (< P), for start() to copy.
-  void partial_from_running(const Waiting& w, int32_t n_full, int32_t* page, int32_t* len) {
+  void partial_from_running(const Waiting& w, int32_t n_full, int32_t* page, int32_t* len, int32_t* wpage) {
     const int32_t base = n_full * kPage;
     for (int i = 0; i < int(slots.size()); ++i) {
       const Slot& s = slots[size_t(i)];
@@ -216,9 +205,11 @@ struct BatchEngine::Impl {
       const int32_t lim = std::min({kPage - 1, int32_t(s.kv_tokens.size()) - base, int32_t(w.key.size()) - base});
       int32_t k = 0;
       while (k < lim && s.kv_tokens[size_t(base + k)] == w.key[size_t(base + k)]) ++k;
-      if (k > *len) {
+      const int32_t wp = wpages.on() ? model.page_table(i, kKvWindowGroup)[n_full] : -1;
+      if (k > *len && (!wpages.on() || wp >= 0)) {
         *len = k;
         *page = model.page_table(i)[n_full];
+        *wpage = wp;
       }
     }
   }
@@ -228,26 +219,6 @@ struct BatchEngine::Impl {
     int64_t extent = int64_t(w.req.prompt_ids.size()) + (w.embed ? 0 : int64_t(w.req.max_tokens));
     extent = std::min<int64_t>(extent, model.ctx_size());
     return int32_t((extent + kPage - 1) / kPage);
-  }
-
-  // A request's adapters, checked and referenced (throws std::invalid_argument before queuing).
-  LoraHold resolve_adapters(const std::vector<AdapterScale>& wanted) const {
-    LoraHold h;
-    for (const AdapterScale& a : wanted) {
-      if (a.scale == 0.f) continue;  // left out entirely
-      const auto it = adapters.find(a.id);
-      if (it == adapters.end()) throw std::invalid_argument("LoRA adapter " + std::to_string(a.id) + " is not loaded");
-      for (int32_t k = 0; k < h.set.n; ++k)
-        if (h.set.use[k].adapter == it->second.get())
-          throw std::invalid_argument("LoRA adapter " + std::to_string(a.id) + " is named twice");
-      if (h.set.n == kMaxLoraPerSeq)
-        throw std::invalid_argument("at most " + std::to_string(kMaxLoraPerSeq) + " LoRA adapters per request");
-      h.refs[h.set.n] = it->second;
-      h.set.use[h.set.n++] = LoraUse{it->second.get(), a.scale, it->second->serial()};
-    }
-    // refs only keep the adapters alive: their order need not follow the sorted uses.
-    h.set.sort();
-    return h;
   }
 
   bool sibling_prefilling(uint64_t request_id) const {
@@ -303,41 +274,70 @@ struct BatchEngine::Impl {
     Slot& d = slots[size_t(dst)];
     const auto& prompt = w.key;
     int32_t* table = model.page_table(dst);
+    int32_t* wtable = window_table(dst);
     // An embedding needs every token's hidden state, prompt logprobs every prompt row's logits:
     // they start at position 0.
     const bool from_start = w.embed || w.req.prompt_logprobs;
     const int32_t n_key = int32_t(prompt.size());
-    int32_t n_full = 0, part_page = -1, part_len = 0;
+    int32_t n_full = 0, part_page = -1, part_len = 0, part_wpage = -1;
     if (!from_start) {
-      n_full = tree.match(prompt.data(), n_key, w.lora.set, table, &part_page, &part_len);
-      if (disk && w.lora.set.n == 0 && load_from_disk(prompt.data(), n_key, n_full, table))
-        n_full = tree.match(prompt.data(), n_key, w.lora.set, table, &part_page, &part_len);
-      partial_from_running(w, n_full, &part_page, &part_len);
+      n_full = tree.match(prompt.data(), n_key, w.lora.set, table, &part_page, &part_len, wtable, &part_wpage);
+      if (disk && w.lora.set.n == 0 &&
+          load_pages_from_disk(*disk, model.kv_cache(), pages, wpages, tree, disk_page.data(), prompt.data(), n_key,
+                               n_full, table, wtable))
+        n_full = tree.match(prompt.data(), n_key, w.lora.set, table, &part_page, &part_len, wtable, &part_wpage);
+      partial_from_running(w, n_full, &part_page, &part_len, &part_wpage);
     }
     // The last prompt token is always computed (its logits give the first sampled token).
-    const int32_t cached = std::max(0, std::min(n_full * kPage + part_len, n_key - 1));
+    int32_t cached = std::max(0, std::min(n_full * kPage + part_len, n_key - 1));
+    if (wtable)  // page n_full is the partial page
+      cached = usable_window_prefix(cached, wpages.window,
+                                    [&](int32_t j) { return (j < n_full ? wtable[j] : part_wpage) >= 0; });
     const int32_t n_shared = cached / kPage, cow_len = cached % kPage;
     const int32_t cow_src = cow_len == 0 ? -1 : n_shared < n_full ? table[n_shared] : part_page;
+    const int32_t w_lo = wtable ? first_window_page(cached, wpages.window) : 0;
+    const int32_t cow_wsrc = !wtable || cow_len == 0 ? -1 : n_shared < n_full ? wtable[n_shared] : part_wpage;
     for (int32_t j = 0; j < n_shared; ++j) pages.ref(table[j]);
     if (cow_src >= 0) pages.ref(cow_src);  // not evicted before it is copied
+    for (int32_t j = w_lo; wtable && j < n_shared; ++j) wpages.pool.ref(wtable[j]);
+    if (cow_wsrc >= 0) wpages.pool.ref(cow_wsrc);
     const int32_t need = pages_for(w) - n_shared;
+    const int32_t w_cap = wtable ? std::min(pages_for(w), model.max_window_pages()) : 0;
     int64_t reserved = need;
     for (const Slot& s : slots) reserved += s.busy ? s.reserve : 0;
-    if (int64_t(pages.num_free()) + tree.evictable() < reserved) {
+    const int64_t w_reserved = wtable ? w_cap - (n_shared - w_lo) + window_reserved() : 0;
+    if (int64_t(pages.num_free()) + tree.evictable() < reserved ||
+        (wtable && int64_t(wpages.pool.num_free()) + tree.window_evictable() < w_reserved)) {
       for (int32_t j = 0; j < n_shared; ++j) pages.unref(table[j]);
       if (cow_src >= 0) pages.unref(cow_src);
       std::fill(table, table + n_full, -1);
+      if (wtable) {
+        for (int32_t j = w_lo; j < n_shared; ++j) wpages.pool.unref(wtable[j]);
+        if (cow_wsrc >= 0) wpages.pool.unref(cow_wsrc);
+        std::fill(wtable, wtable + n_full, -1);
+      }
       return false;
     }
     if (n_full > n_shared) std::fill(table + n_shared, table + n_full, -1);
     d.n_mapped = n_shared;
     d.reserve = need;
+    if (wtable) {
+      std::fill(wtable, wtable + w_lo, -1);
+      if (n_full > n_shared) std::fill(wtable + n_shared, wtable + n_full, -1);
+      d.win = WindowSpan{w_lo, n_shared, w_cap};
+    }
     if (cow_src >= 0) {
       const int32_t page = alloc_page();  // available: counted in `reserved` above
       model.copy_kv_page(cow_src, page, cow_len);
       pages.unref(cow_src);
       table[d.n_mapped++] = page;
       --d.reserve;
+      if (cow_wsrc >= 0) {
+        const int32_t wpage = wpages.alloc(tree);  // counted in w_reserved
+        model.copy_kv_page(cow_wsrc, wpage, cow_len, kKvWindowGroup);
+        wpages.pool.unref(cow_wsrc);
+        wtable[d.win.mapped++] = wpage;
+      }
     }
     if (cached >= kPage) {  // not the chat template's opening every prompt shares
       ++hits;
@@ -417,7 +417,7 @@ struct BatchEngine::Impl {
         continue;
       }
       if (s.decoding()) {
-        if (!map_pages(i, s.pos)) {
+        if (!map_pages(i, s.pos, s.pos)) {
           fail(i);
           continue;
         }
@@ -444,7 +444,7 @@ struct BatchEngine::Impl {
         if (m == 0) continue;
         prompt_rows_left -= m;
       }
-      if (!map_pages(i, s.prefilled + m - 1)) {
+      if (!map_pages(i, s.prefilled, s.prefilled + m - 1)) {
         fail(i);
         continue;
       }
@@ -486,6 +486,7 @@ struct BatchEngine::Impl {
   void advance() {
     for (Slot& s : slots) {
       if (!s.busy) continue;
+      const size_t n_before = s.kv_tokens.size();
       if (s.chunk > 0) {
         const int32_t* ids = s.key.data();
         s.kv_tokens.insert(s.kv_tokens.end(), ids + s.prefilled, ids + s.prefilled + s.chunk);
@@ -495,13 +496,16 @@ struct BatchEngine::Impl {
         // sharing its system prompt map them while it is still generating.
         if (s.prefilled == s.prompt_size()) {
           const int i = int(&s - slots.data());
-          tree.insert(s.kv_tokens.data(), s.prefilled, model.page_table(i), s.kv_lora, /*tail=*/false);
+          tree.insert(s.kv_tokens.data(), s.prefilled, model.page_table(i), s.kv_lora, /*tail=*/false, window_table(i));
           spill(i, s.prefilled);
         }
       } else if (s.decoding() && s.seq->last_token() >= 0) {
         s.kv_tokens.push_back(s.seq->last_token());
         s.pos += 1;
       }
+      // Pages about to lose their window part go to disk now, whole (see spill()).
+      if (disk && wpages.on() && s.kv_tokens.size() / kPage > n_before / kPage)
+        spill(int(&s - slots.data()), int32_t(s.kv_tokens.size()));
     }
   }
 
@@ -561,10 +565,11 @@ size_t BatchEngine::kv_cache_bytes() const { return impl_->model.kv_cache_bytes(
 const std::string& BatchEngine::repack_status() const { return impl_->model.repack_status(); }
 PromptCacheStats BatchEngine::prompt_cache_stats() const {
   const Impl& s = *impl_;
-  const int64_t page_bytes = s.model.kv_bytes_per_page();
   PromptCacheStats st;
   st.entries = s.tree.num_cached();
-  st.bytes_used = int64_t(s.tree.evictable(s.cache_clock())) * page_bytes;
+  st.bytes_used = int64_t(s.tree.evictable(s.cache_clock())) * s.model.kv_group_bytes_per_page(kKvFullGroup);
+  if (s.wpages.on())
+    st.bytes_used += int64_t(s.tree.window_evictable(s.cache_clock())) * s.model.kv_group_bytes_per_page(kKvWindowGroup);
   st.max_bytes = s.cache_budget_bytes;
   st.hits = s.hits;
   st.hit_tokens = s.hit_tokens;
@@ -572,6 +577,8 @@ PromptCacheStats BatchEngine::prompt_cache_stats() const {
   st.evictions = s.tree.evictions();
   st.pages_total = s.pages.num_pages();
   st.pages_free = s.pages.num_free();
+  st.window_pages_total = s.wpages.pool.num_pages();
+  st.window_pages_free = s.wpages.pool.num_free();
   if (s.disk) {
     const DiskTierStats d = s.disk->stats();
     st.disk_reads = d.reads;
@@ -604,7 +611,7 @@ void BatchEngine::add(uint64_t request_id, uint32_t choice, const GenerationRequ
   validate_request(req, impl_->model.config().n_vocab, impl_->model.ctx_size());
   Impl& s = *impl_;
   validate_images(req, s.model.config().n_embd, s.max_batch_tokens, int32_t(s.slots.size()));
-  LoraHold lora = s.resolve_adapters(req.adapters);
+  LoraHold lora = resolve_adapters(s.adapters, req.adapters);
   if (!req.grammar.empty()) {
     s.grammar.prefetch(*s.tokenizer);  // the first constrained request starts the build
     if (!s.grammar.ready()) {
@@ -679,15 +686,13 @@ SlotFileResult BatchEngine::save_slot(int32_t slot, const std::string& filename)
   Slot& sl = s.slots[size_t(slot)];
   if (sl.kv_lora.n != 0) throw std::invalid_argument("only a base-model sequence (no LoRA adapters) can be saved");
   // Its pages left with it: the tree still holds what was not evicted since.
-  std::vector<int32_t> table(sl.kv_tokens.size() / kPage + 1, -1);
-  int32_t part_page = -1, part_len = 0;
-  const int32_t n_full = s.tree.match(sl.kv_tokens.data(), int32_t(sl.kv_tokens.size()), sl.kv_lora, table.data(),
-                                      &part_page, &part_len);
-  table[size_t(n_full)] = part_page;
-  const int32_t n_tokens = n_full * kPage + part_len;
+  std::vector<int32_t> table, wtable;
+  const int32_t n_tokens =
+      saveable_prefix(s.tree, s.wpages, sl.kv_tokens.data(), int32_t(sl.kv_tokens.size()), sl.kv_lora, table, wtable);
   if (n_tokens == 0) throw std::invalid_argument("slot " + std::to_string(slot) + " holds no cached tokens");
   const int64_t bytes = write_slot_file(path, s.disk->identity(), sl.kv_tokens.data(), n_tokens, s.model.kv_cache(),
-                                        table.data(), n_full + (part_len > 0), s.disk->page_bytes());
+                                        table.data(), s.wpages.on() ? wtable.data() : nullptr,
+                                        (n_tokens + kPage - 1) / kPage, s.disk->page_bytes());
   return SlotFileResult{n_tokens, bytes};
 }
 
@@ -697,17 +702,12 @@ SlotFileResult BatchEngine::restore_slot(int32_t slot, const std::string& filena
   const SlotFileData d = read_slot_file(path, s.disk->identity(), s.disk->page_bytes(), s.model.ctx_size());
   for (int32_t id : d.ids)
     if (id >= s.model.config().n_vocab) throw std::runtime_error(path + " holds token ids outside the vocabulary");
-  int64_t room = int64_t(s.pages.num_free()) + s.tree.evictable();
-  for (const Slot& o : s.slots) room -= o.busy ? o.reserve : 0;  // what running sequences may still take
-  if (room < d.n_pages) throw std::runtime_error("the K/V page pool has no room for " + path + " now");
-  std::vector<int32_t> table(size_t(d.n_pages));
-  for (int32_t j = 0; j < d.n_pages; ++j) {
-    table[size_t(j)] = s.alloc_page();
-    s.model.kv_cache().write_page(table[size_t(j)], d.data.data() + size_t(j) * s.disk->page_bytes());
-  }
+  int64_t reserved = 0;
+  for (const Slot& o : s.slots) reserved += o.busy ? o.reserve : 0;  // what running sequences may still take
+  if (!restore_room(s.pages, s.wpages, s.tree, reserved, s.window_reserved(), int32_t(d.ids.size()), d.n_pages))
+    throw std::runtime_error("the K/V page pool has no room for " + path + " now");
+  restore_pages(s.model.kv_cache(), s.pages, s.wpages, s.tree, d.ids, d.data.data(), d.n_pages, s.disk->page_bytes());
   const int32_t n_tokens = int32_t(d.ids.size());
-  s.tree.insert(d.ids.data(), n_tokens, table.data(), LoraSet{}, /*tail=*/true);  // the tree takes its references
-  for (int32_t p : table) s.pages.unref(p);
   Slot& sl = s.slots[size_t(slot)];
   sl.kv_tokens.assign(d.ids.begin(), d.ids.end());
   sl.kv_lora = LoraSet{};

@@ -6,11 +6,13 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/engine.h"
 #include "engine/logprobs.h"
 #include "engine/sequence.h"
+#include "engine/window_pages.h"
 #include "model/kv_cache.h"
 #include "model/lora.h"
 
@@ -27,13 +29,36 @@ struct LoraHold {
 
 constexpr int32_t kPage = kKvPagePositions;
 
-// One sequence slot: a running sequence and its page table (the model's sequence index = slot
+// A request's adapters among the loaded ones, checked and referenced (throws
+// std::invalid_argument before queuing).
+inline LoraHold resolve_adapters(const std::unordered_map<int32_t, std::shared_ptr<const LoraAdapter>>& adapters,
+                                 const std::vector<AdapterScale>& wanted) {
+  LoraHold h;
+  for (const AdapterScale& a : wanted) {
+    if (a.scale == 0.f) continue;  // left out entirely
+    const auto it = adapters.find(a.id);
+    if (it == adapters.end()) throw std::invalid_argument("LoRA adapter " + std::to_string(a.id) + " is not loaded");
+    for (int32_t k = 0; k < h.set.n; ++k)
+      if (h.set.use[k].adapter == it->second.get())
+        throw std::invalid_argument("LoRA adapter " + std::to_string(a.id) + " is named twice");
+    if (h.set.n == kMaxLoraPerSeq)
+      throw std::invalid_argument("at most " + std::to_string(kMaxLoraPerSeq) + " LoRA adapters per request");
+    h.refs[h.set.n] = it->second;
+    h.set.use[h.set.n++] = LoraUse{it->second.get(), a.scale, it->second->serial()};
+  }
+  // refs only keep the adapters alive: their order need not follow the sorted uses.
+  h.set.sort();
+  return h;
+}
+
+// One sequence slot: a running sequence and its page tables (the model's sequence index = slot
 // index). A free slot maps no page.
 struct Slot {
   std::unique_ptr<Sequence> seq;
   std::vector<int32_t> kv_tokens;  // key ids (prompt_key) whose K/V are valid at positions [0, size); capacity ctx_size
   int32_t n_mapped = 0;            // page table entries [0, n_mapped) map pages it holds
   int32_t reserve = 0;             // pages it may still take (admission counted them as available)
+  WindowSpan win;                  // its window-group pages (engine/window_pages.h)
   std::vector<int32_t> key;        // the running prompt's key ids (prompt_key)
   bool busy = false;
   uint64_t request_id = 0;

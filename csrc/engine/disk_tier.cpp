@@ -131,7 +131,7 @@ struct DiskTier::Impl {
   }
 
   // Queues a page: from kv's page, or page_bytes of data.
-  bool put(const int32_t* ids, int32_t n, uint64_t hash, const KvCache* kv, int32_t page, const uint8_t* data) {
+  bool put(const int32_t* ids, int32_t n, uint64_t hash, const KvCache* kv, const int32_t* page, const uint8_t* data) {
     if (n <= 0 || n > max_ids || max_bytes <= 0) return false;
     int32_t j;
     {
@@ -255,10 +255,10 @@ bool DiskTier::contains(uint64_t hash) const {
 }
 
 bool DiskTier::put(const int32_t* ids, int32_t n, uint64_t hash, const uint8_t* data) {
-  return impl_->put(ids, n, hash, nullptr, -1, data);
+  return impl_->put(ids, n, hash, nullptr, nullptr, data);
 }
 
-bool DiskTier::put(const int32_t* ids, int32_t n, uint64_t hash, const KvCache& kv, int32_t page) {
+bool DiskTier::put(const int32_t* ids, int32_t n, uint64_t hash, const KvCache& kv, const int32_t* page) {
   return impl_->put(ids, n, hash, &kv, page, nullptr);
 }
 

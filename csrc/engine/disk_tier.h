@@ -61,10 +61,11 @@ class DiskTier {
   static uint64_t prefix_hash(const int32_t* ids, int32_t n);
   // Written or queued by this tier, or written since by another lane sharing the directory.
   bool contains(uint64_t hash) const;
-  // Queues the page ending at ids[n): page_bytes from data, or page `page` of kv. False: dropped
+  // Queues the page ending at ids[n): page_bytes from data, or from kv's pages page[group]
+  // (KvCache::read_page). False: dropped
   // (queue full) or already there.
   bool put(const int32_t* ids, int32_t n, uint64_t hash, const uint8_t* data);
-  bool put(const int32_t* ids, int32_t n, uint64_t hash, const KvCache& kv, int32_t page);
+  bool put(const int32_t* ids, int32_t n, uint64_t hash, const KvCache& kv, const int32_t* page);
   // Reads the page ending at ids[n) into out (page_bytes); false when absent or bad (removed).
   bool get(const int32_t* ids, int32_t n, uint64_t hash, uint8_t* out);
   void flush();  // returns once every queued page is written

@@ -7,6 +7,19 @@ namespace ls {
 
 constexpr int32_t P = kKvPagePositions;
 
+namespace {
+// The least recently used live node for which ok(node) holds, or -1.
+template <class Nodes, class Ok>
+int32_t least_recent(const Nodes& nodes, Ok ok) {
+  int32_t best = -1;
+  for (int32_t i = 0; i < int32_t(nodes.size()); ++i)
+    if (nodes[size_t(i)].live && ok(nodes[size_t(i)]) &&
+        (best < 0 || nodes[size_t(i)].last_used < nodes[size_t(best)].last_used))
+      best = i;
+  return best;
+}
+}  // namespace
+
 int32_t PrefixTree::new_node() {
   int32_t i;
   if (!free_nodes_.empty()) {
@@ -17,7 +30,7 @@ int32_t PrefixTree::new_node() {
     nodes_.emplace_back();
   }
   Node& n = nodes_[size_t(i)];
-  n.parent = n.page = -1;
+  n.parent = n.page = n.wpage = -1;
   n.n_key = 0;
   n.children.clear();
   n.live = true;
@@ -40,9 +53,10 @@ int32_t PrefixTree::child(int32_t node, const int32_t* key) const {
 }
 
 int32_t PrefixTree::match(const int32_t* key, int32_t n, const LoraSet& lora, int32_t* pages, int32_t* partial_page,
-                          int32_t* partial_len) {
+                          int32_t* partial_len, int32_t* wpages, int32_t* partial_wpage) {
   *partial_page = -1;
   *partial_len = 0;
+  if (partial_wpage) *partial_wpage = -1;
   int32_t node = root(lora, false);
   if (node < 0) return 0;
   const uint64_t now = ++clock_;
@@ -53,6 +67,7 @@ int32_t PrefixTree::match(const int32_t* key, int32_t n, const LoraSet& lora, in
     node = c;
     nodes_[size_t(node)].last_used = now;
     pages[n_full] = nodes_[size_t(node)].page;
+    if (wpages) wpages[n_full] = nodes_[size_t(node)].wpage;
   }
   const int32_t* rest = key + int64_t(n_full) * P;
   const int32_t rest_n = std::min(P, n - n_full * P);
@@ -63,17 +78,33 @@ int32_t PrefixTree::match(const int32_t* key, int32_t n, const LoraSet& lora, in
     if (k > *partial_len && k < P) {
       *partial_len = k;
       *partial_page = nodes_[size_t(c)].page;
+      if (partial_wpage) *partial_wpage = nodes_[size_t(c)].wpage;
     }
   }
   return n_full;
 }
 
-int32_t PrefixTree::insert(const int32_t* key, int32_t n, int32_t* pages, const LoraSet& lora, bool tail) {
+int32_t PrefixTree::insert(const int32_t* key, int32_t n, int32_t* pages, const LoraSet& lora, bool tail,
+                           int32_t* wpages) {
+  if (!wpool_) wpages = nullptr;
   const int32_t n_full = n / P, n_tail = tail ? n % P : 0;
   if (n_full + n_tail == 0) return 0;
   int32_t node = root(lora, true);
   const uint64_t now = ++clock_;
   int32_t added = 0;
+  // Node c takes the caller's window page j, or the caller switches to the node's.
+  auto share_window = [&](int32_t c, int32_t j) {
+    if (!wpages || wpages[j] < 0) return;
+    int32_t& held = nodes_[size_t(c)].wpage;
+    if (held < 0) {
+      held = wpages[j];
+      wpool_->ref(held);
+    } else if (held != wpages[j]) {
+      wpool_->ref(held);
+      wpool_->unref(wpages[j]);
+      wpages[j] = held;
+    }
+  };
   auto add_child = [&](const int32_t* k, int32_t n_key, int32_t page) {
     const int32_t c = new_node();  // may grow nodes_: no Node& is held across it
     Node& nd = nodes_[size_t(c)];
@@ -99,6 +130,7 @@ int32_t PrefixTree::insert(const int32_t* key, int32_t n, int32_t* pages, const 
     } else {
       c = add_child(kj, P, pages[j]);
     }
+    share_window(c, j);
     nodes_[size_t(c)].last_used = now;
     node = c;
   }
@@ -109,7 +141,11 @@ int32_t PrefixTree::insert(const int32_t* key, int32_t n, int32_t* pages, const 
       const Node& nd = nodes_[size_t(c)];
       if (nd.n_key >= n_tail && std::memcmp(nd.key, kt, sizeof(int32_t) * size_t(n_tail)) == 0) covered = true;
     }
-    if (!covered) nodes_[size_t(add_child(kt, n_tail, pages[n_full]))].last_used = now;
+    if (!covered) {
+      const int32_t c = add_child(kt, n_tail, pages[n_full]);
+      share_window(c, n_full);
+      nodes_[size_t(c)].last_used = now;
+    }
   }
   num_cached_ += added;
   stores_ += uint64_t(added);
@@ -123,22 +159,36 @@ int32_t PrefixTree::evictable(uint64_t before) const {
 }
 
 bool PrefixTree::evict_one(uint64_t before) {
-  int32_t best = -1;
-  for (int32_t i = 0; i < int32_t(nodes_.size()); ++i) {
-    const Node& nd = nodes_[size_t(i)];
-    if (!nd.live || nd.page < 0 || !nd.children.empty() || nd.last_used >= before || pool_->refs(nd.page) != 1)
-      continue;
-    if (best < 0 || nd.last_used < nodes_[size_t(best)].last_used) best = i;
-  }
+  const int32_t best = least_recent(nodes_, [&](const Node& n) {
+    return n.page >= 0 && n.children.empty() && n.last_used < before && pool_->refs(n.page) == 1;
+  });
   if (best < 0) return false;
   Node& nd = nodes_[size_t(best)];
   auto& siblings = nodes_[size_t(nd.parent)].children;
   siblings.erase(std::find(siblings.begin(), siblings.end(), best));
   pool_->unref(nd.page);
+  if (nd.wpage >= 0) wpool_->unref(nd.wpage);
+  nd.wpage = -1;
   nd.live = false;
   nd.children.clear();
   free_nodes_.push_back(best);
   --num_cached_;
+  ++evictions_;
+  return true;
+}
+
+int32_t PrefixTree::window_evictable(uint64_t before) const {
+  int32_t n = 0;
+  for (const Node& nd : nodes_) n += nd.live && nd.wpage >= 0 && nd.last_used < before && wpool_->refs(nd.wpage) == 1;
+  return n;
+}
+
+bool PrefixTree::evict_window_one(uint64_t before) {
+  const int32_t best = least_recent(
+      nodes_, [&](const Node& n) { return n.wpage >= 0 && n.last_used < before && wpool_->refs(n.wpage) == 1; });
+  if (best < 0) return false;
+  wpool_->unref(nodes_[size_t(best)].wpage);
+  nodes_[size_t(best)].wpage = -1;
   ++evictions_;
   return true;
 }

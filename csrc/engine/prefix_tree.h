@@ -17,6 +17,12 @@
 // engine's admission counts on it). Eviction takes the least recently used such leaf (a match
 // or insert touches its whole path, so a parent is never older than its children).
 //
+// Window pages (model/kv_cache.h's window group, for sliding-window layers): a node may also
+// hold its page of the window group — while a sequence that cached it still held it then. A
+// cached prefix is usable only as far as window pages cover the window before its end (the
+// engine decides, engine/window_pages.h); a node's window page can be dropped alone, leaving
+// its full page (evict_window_one), and goes with the node when the node is evicted.
+//
 // Memory: nodes and child lists are allocated when pages are cached (admission, the end of a
 // prefill, the end of a sequence), never per decoded token. Not thread-safe.
 #pragma once
@@ -42,6 +48,8 @@ struct PromptCacheStats {
   uint64_t stores = 0;       // pages cached
   uint64_t evictions = 0;    // cached pages dropped to free their memory
   int32_t pages_total = 0, pages_free = 0;
+  // The window group's pool (sliding-window layers; zeros when the model keeps one group).
+  int32_t window_pages_total = 0, window_pages_free = 0;
   // The disk tier (engine/disk_tier.h; zeros without a prefix-cache dir): pages read back into
   // the tree, pages written, and the bytes of this model's page files within their budget.
   uint64_t disk_reads = 0, disk_writes = 0;
@@ -51,24 +59,35 @@ struct PromptCacheStats {
 class PrefixTree {
  public:
   PrefixTree() = default;
-  explicit PrefixTree(PagePool* pool) : pool_(pool) {}
+  // wpool: the window group's pool (null: the model has one group).
+  explicit PrefixTree(PagePool* pool, PagePool* wpool = nullptr) : pool_(pool), wpool_(wpool) {}
 
   // The longest cached run of whole pages matching key[0, n) under lora: writes their pages to
   // pages[] (at most n / kKvPagePositions) and returns how many. *partial_page / *partial_len: the
   // child of the last matched node sharing the longest run 0 < k < P of the next key ids (-1 / 0
   // if none) — worth copying its first k positions. Touches the matched path; takes no references.
+  // wpages (with a window pool): the same nodes' window pages (-1 where not held), and
+  // *partial_wpage the partial child's.
   int32_t match(const int32_t* key, int32_t n, const LoraSet& lora, int32_t* pages, int32_t* partial_page,
-                int32_t* partial_len);
+                int32_t* partial_len, int32_t* wpages = nullptr, int32_t* partial_wpage = nullptr);
   // Caches the pages of a sequence's first n key ids: pages[j] holds key[j·P, min(n, (j+1)·P)).
   // Whole pages always; the partly filled last one only with `tail` (the sequence has ended and
   // writes it no more). Where the tree already holds an equal whole page, pages[j] is switched to
   // it (the caller's hold moves from its page to the cached one: same bits, and the invariant
   // above holds). New nodes take a reference. Returns the pages newly cached.
-  int32_t insert(const int32_t* key, int32_t n, int32_t* pages, const LoraSet& lora, bool tail);
+  // wpages (with a window pool): the window pages of the same positions, -1 where the sequence no
+  // longer holds one; a node without a window page takes the caller's, and where it has one the
+  // caller's entry is switched to it like pages[j].
+  int32_t insert(const int32_t* key, int32_t n, int32_t* pages, const LoraSet& lora, bool tail,
+                 int32_t* wpages = nullptr);
   // Frees the least recently used cached page no sequence maps (a leaf) and last used before
   // `before` (a clock() value); false when none.
   bool evict_one(uint64_t before = UINT64_MAX);
   int32_t evictable(uint64_t before = UINT64_MAX) const;  // pages only the tree holds, last used before `before`
+  // The window group: drops the window page of the least recently used node whose window page
+  // only the tree holds (its full page stays); false when none. window_evictable counts them.
+  bool evict_window_one(uint64_t before = UINT64_MAX);
+  int32_t window_evictable(uint64_t before = UINT64_MAX) const;
   uint64_t clock() const { return clock_; }  // the latest match or insert
   int32_t num_cached() const { return num_cached_; }
   uint64_t evictions() const { return evictions_; }
@@ -77,6 +96,7 @@ class PrefixTree {
  private:
   struct Node {
     int32_t parent = -1, page = -1;  // root: page -1
+    int32_t wpage = -1;              // its window-group page, -1 when not held
     int32_t n_key = 0;               // kKvPagePositions, or fewer for a finished sequence's last page
     int32_t key[kKvPagePositions];
     std::vector<int32_t> children;
@@ -88,6 +108,7 @@ class PrefixTree {
   int32_t new_node();
 
   PagePool* pool_ = nullptr;
+  PagePool* wpool_ = nullptr;
   std::vector<Node> nodes_;
   std::vector<int32_t> free_nodes_;
   std::vector<std::pair<LoraSet, int32_t>> roots_;

@@ -25,9 +25,13 @@ bool valid_slot_filename(const std::string& name) {
 }
 
 int64_t write_slot_file(const std::string& path, const std::string& identity, const int32_t* ids, int32_t n_ids,
-                        const KvCache& kv, const int32_t* pages, int32_t n_pages, size_t page_bytes) {
+                        const KvCache& kv, const int32_t* pages, const int32_t* wpages, int32_t n_pages,
+                        size_t page_bytes) {
   std::vector<uint8_t> data(size_t(n_pages) * page_bytes);
-  for (int32_t j = 0; j < n_pages; ++j) kv.read_page(pages[j], data.data() + size_t(j) * page_bytes);
+  for (int32_t j = 0; j < n_pages; ++j) {
+    const int32_t page[kMaxKvGroups] = {pages[j], wpages ? wpages[j] : -1};
+    kv.read_page(page, data.data() + size_t(j) * page_bytes);
+  }
   const Span parts[2] = {{ids, size_t(n_ids) * sizeof(int32_t)}, {data.data(), data.size()}};
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   const std::string name = std::filesystem::path(path).filename().string();  // messages never show the dir

@@ -20,10 +20,11 @@ class KvCache;
 // A plain file name: non-empty, no '/', '\\' or NUL, not "." or "..", at most 255 bytes.
 bool valid_slot_filename(const std::string& name);
 
-// Writes pages[0, n_pages) of kv and ids[0, n_ids) to path; returns the file's bytes. Throws
-// std::runtime_error naming the file.
+// Writes pages[0, n_pages) of kv (with wpages[0, n_pages) of its window group, -1: zeros; null:
+// one group) and ids[0, n_ids) to path; returns the file's bytes. Throws std::runtime_error naming the file.
 int64_t write_slot_file(const std::string& path, const std::string& identity, const int32_t* ids, int32_t n_ids,
-                        const KvCache& kv, const int32_t* pages, int32_t n_pages, size_t page_bytes);
+                        const KvCache& kv, const int32_t* pages, const int32_t* wpages, int32_t n_pages,
+                        size_t page_bytes);
 
 struct SlotFileData {
   std::vector<int32_t> ids;   // [n_tokens]

@@ -396,6 +396,8 @@ void LaneLoop::publish_stats(uint64_t now_ns) {
   stats_.prompt_cache_entries = uint32_t(pc.entries);
   stats_.kv_pages_free = uint32_t(pc.pages_free);
   stats_.kv_pages_total = uint32_t(pc.pages_total);
+  stats_.kv_window_pages_free = uint32_t(pc.window_pages_free);
+  stats_.kv_window_pages_total = uint32_t(pc.window_pages_total);
   stats_.prompt_cache_disk_reads = pc.disk_reads;
   stats_.prompt_cache_disk_writes = pc.disk_writes;
   stats_.prompt_cache_disk_bytes = uint64_t(pc.disk_bytes_used);

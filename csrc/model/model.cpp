@@ -13,7 +13,8 @@
 
 namespace ls {
 ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads, int n_seq,
-                           const std::string& repack_cache_dir, int64_t kv_bytes, int64_t extra_kv_bytes)
+                           const std::string& repack_cache_dir, int64_t kv_bytes, int64_t extra_kv_bytes,
+                           bool window_group)
     : ctx_size_(ctx_size), max_batch_(max_batch), n_seq_(n_seq) {
   load_config(file);
   if (threads < 0 || threads > 256) file.fail("threads must be between 0 (all cores) and 256");
@@ -59,16 +60,7 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
     moe_next_.assign(cfg_.n_expert, 0);
   }
   tmp_ = LazyArray<float>(B * std::max<int64_t>(E, q_dim));
-  // Pages: by default every sequence can hold a whole context at once (the reserve of a
-  // contiguous [n_seq][ctx_size] cache); page tables start as that identity partition.
-  pages_per_seq_ = (ctx_size_ + kKvPagePositions - 1) / kKvPagePositions;
-  const int64_t page_bytes = int64_t(cfg_.n_layer) * 2 * kv_dim * kKvPagePositions * int64_t(sizeof(uint16_t));
-  int64_t n_pages = kv_bytes > 0 ? kv_bytes / page_bytes : int64_t(n_seq_) * pages_per_seq_;
-  n_pages += std::max<int64_t>(extra_kv_bytes, 0) / page_bytes;
-  if (n_pages > INT32_MAX) file.fail("K/V cache too large");
-  kv_ = KvCache(cfg_.n_layer, int(n_pages), kv_dim);
-  page_table_.assign(size_t(n_seq_) * pages_per_seq_, -1);
-  for (size_t i = 0; i < page_table_.size() && int64_t(i) < n_pages; ++i) page_table_[i] = int32_t(i);
+  init_kv(kv_bytes, extra_kv_bytes, window_group, file);
   attn_kern_ = &attention_kernels();
   attn_scratch_ = AttentionScratch(pool_->num_threads(), cfg_.n_head, cfg_.head_dim, ctx_size_);
   fwd_tokens_.assign(B, BatchToken{0, 0, 0});
@@ -96,6 +88,46 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
 }
 
 ModelRuntime::~ModelRuntime() = default;
+
+// Pages: by default every sequence can hold a whole context at once (the reserve of a
+// contiguous [n_seq][ctx_size] cache); page tables start as that identity partition. With a
+// window group (kv_cache.h), the sliding layers' pool holds max_window_pages() for each running
+// sequence plus a window's pages for each of the last n_seq ended ones (what a prefix hit on
+// them needs); kv_bytes pays for that first and the full group gets the rest; extra_kv_bytes
+// (cached prefixes) is split between the groups in the proportion of their bytes.
+void ModelRuntime::init_kv(int64_t kv_bytes, int64_t extra_kv_bytes, bool window_group, const GgufFile& file) {
+  const int64_t kv_dim = int64_t(cfg_.n_head_kv) * cfg_.head_dim;
+  pages_per_seq_ = (ctx_size_ + kKvPagePositions - 1) / kKvPagePositions;
+  std::vector<bool> local(size_t(cfg_.n_layer));
+  int n_local = 0;
+  for (int il = 0; il < cfg_.n_layer; ++il) n_local += (local[size_t(il)] = cfg_.is_local(il));
+  const int64_t layer_page_bytes = 2 * kv_dim * kKvPagePositions * int64_t(sizeof(uint16_t));
+  const bool grouped = window_group && n_local > 0 && n_local < cfg_.n_layer && cfg_.sliding_window < ctx_size_;
+  const int64_t full_page_bytes = layer_page_bytes * (grouped ? cfg_.n_layer - n_local : cfg_.n_layer);
+  const int64_t window_page_bytes = layer_page_bytes * n_local;
+  int64_t n_window = 0, n_full;
+  if (grouped) {
+    max_window_pages_ = std::min<int32_t>(
+        pages_per_seq_, (cfg_.sliding_window - 1 + max_batch_ + kKvPagePositions - 1) / kKvPagePositions + 1);
+    const int32_t one_window = (cfg_.sliding_window - 1 + kKvPagePositions - 1) / kKvPagePositions + 1;
+    n_window = int64_t(n_seq_) * (max_window_pages_ + one_window);
+  }
+  n_full = kv_bytes > 0 ? std::max<int64_t>(kv_bytes - n_window * window_page_bytes, 0) / full_page_bytes
+                        : int64_t(n_seq_) * pages_per_seq_;
+  if (extra_kv_bytes > 0) {
+    const int64_t main_bytes = n_full * full_page_bytes + n_window * window_page_bytes;
+    const double window_fraction = main_bytes > 0 ? double(n_window * window_page_bytes) / double(main_bytes) : 0.0;
+    const int64_t window_share = int64_t(double(extra_kv_bytes) * window_fraction);
+    n_window += window_share / std::max<int64_t>(window_page_bytes, 1);
+    n_full += (extra_kv_bytes - window_share) / full_page_bytes;
+  }
+  if (n_full > INT32_MAX || n_window > INT32_MAX) file.fail("K/V cache too large");
+  kv_ = KvCache(local, int32_t(n_full), grouped ? int32_t(n_window) : 0, kv_dim);
+  for (int g = 0; g < kv_.n_groups(); ++g) {
+    page_table_[g].assign(size_t(n_seq_) * pages_per_seq_, -1);
+    for (size_t i = 0; i < page_table_[g].size() && int64_t(i) < kv_.n_page(g); ++i) page_table_[g][i] = int32_t(i);
+  }
+}
 
 // Matrix × matrix speed (prefill, batched decode) comes from the row-interleaved layout, and
 // decode reads it as fast; one copy is kept: the original's mapped pages are dropped from this
@@ -183,7 +215,7 @@ void ModelRuntime::attention(int il, const BatchToken* tokens, int n) {
   job.tokens = tokens;
   job.k = kv_.k(il);
   job.v = kv_.v(il);
-  job.page_table = page_table_.data();
+  job.page_table = page_table_[kv_.group(il)].data();
   job.pages_per_seq = pages_per_seq_;
   job.page_positions = kKvPagePositions;
   job.q_dim = int64_t(c.n_head) * c.head_dim;
@@ -214,16 +246,19 @@ void ModelRuntime::copy_kv(int src_seq, int dst_seq, int n_pos) {
     throw std::invalid_argument("copy_kv: sequence or position out of range");
   if (src_seq == dst_seq) return;
   for (int j = 0; j * kKvPagePositions < n_pos; ++j) {
-    const int32_t src = page_table(src_seq)[j], dst = page_table(dst_seq)[j];
-    if (src < 0 || dst < 0) throw std::invalid_argument("copy_kv: a position has no page");
-    kv_.copy_page(src, dst, std::min(kKvPagePositions, n_pos - j * kKvPagePositions));
+    for (int g = 0; g < kv_.n_groups(); ++g) {
+      const int32_t src = page_table(src_seq, g)[j], dst = page_table(dst_seq, g)[j];
+      if (src < 0 || dst < 0) throw std::invalid_argument("copy_kv: a position has no page");
+      kv_.copy_page(g, src, dst, std::min(kKvPagePositions, n_pos - j * kKvPagePositions));
+    }
   }
 }
 
-void ModelRuntime::copy_kv_page(int32_t src, int32_t dst, int n_pos) {
-  if (src < 0 || src >= kv_.n_page() || dst < 0 || dst >= kv_.n_page() || n_pos < 0 || n_pos > kKvPagePositions)
+void ModelRuntime::copy_kv_page(int32_t src, int32_t dst, int n_pos, int group) {
+  if (group < 0 || group >= kv_.n_groups() || src < 0 || src >= kv_.n_page(group) || dst < 0 ||
+      dst >= kv_.n_page(group) || n_pos < 0 || n_pos > kKvPagePositions)
     throw std::invalid_argument("copy_kv_page: page or positions out of range");
-  kv_.copy_page(src, dst, n_pos);
+  kv_.copy_page(group, src, dst, n_pos);
 }
 
 // Rejects input that would read or write outside the buffers (cheap next to one layer).
@@ -235,11 +270,13 @@ void ModelRuntime::check_batch(const BatchToken* tokens, int n, const int32_t* o
         t.attend_to < 0 || t.attend_to >= ctx_size_)
       throw std::invalid_argument("forward_batch: token " + std::to_string(i) + " (id " + std::to_string(t.token) +
                                   ", pos " + std::to_string(t.pos) + ", seq " + std::to_string(t.seq) + ") out of range");
-    const int32_t* table = page_table_.data() + int64_t(t.seq) * pages_per_seq_;
-    for (int32_t p : {t.pos, std::max(t.pos, t.attend_to)})
-      if (table[p / kKvPagePositions] < 0 || table[p / kKvPagePositions] >= kv_.n_page())
-        throw std::invalid_argument("forward_batch: position " + std::to_string(p) + " of seq " +
-                                    std::to_string(t.seq) + " has no K/V page");
+    for (int g = 0; g < kv_.n_groups(); ++g) {
+      const int32_t* table = page_table_[g].data() + int64_t(t.seq) * pages_per_seq_;
+      for (int32_t p : {t.pos, std::max(t.pos, t.attend_to)})
+        if (table[p / kKvPagePositions] < 0 || table[p / kKvPagePositions] >= kv_.n_page(g))
+          throw std::invalid_argument("forward_batch: position " + std::to_string(p) + " of seq " +
+                                      std::to_string(t.seq) + " has no K/V page");
+    }
   }
   if (n_out < 0 || n_out > n) throw std::invalid_argument("forward_batch: n_out out of range");
   for (int i = 0; i < n_out; ++i)
@@ -318,7 +355,7 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
         for (int h = 0; h < c.n_head_kv; ++h) rope_apply(k + h * hd, cs, sn, c.n_rot, c.rope == RopeStyle::Neox);
       }
       if (gemma) scale_f32(q, c.attn_scale, q_dim);
-      const int32_t page = page_table_[int64_t(tokens[i].seq) * pages_per_seq_ + pos / kKvPagePositions];
+      const int32_t page = page_table_[kv_.group(il)][int64_t(tokens[i].seq) * pages_per_seq_ + pos / kKvPagePositions];
       attn_kern_->store(k, kv_.k_row(il, page, pos % kKvPagePositions), kv_dim);
       attn_kern_->store(v, kv_.v_row(il, page, pos % kKvPagePositions), kv_dim);
     }

@@ -103,9 +103,12 @@ class ModelRuntime {
   // per forward (≤ 0: 512; capped at n_seq·ctx_size); n_seq sequence slots in the KV cache.
   // repack_cache_dir: where repacked weights are shared between processes (model/repack_store.h);
   // empty = repack into this process's memory. K/V page pool: kv_bytes (≤ 0: n_seq whole
-  // contexts) plus extra_kv_bytes, in pages of kKvPagePositions positions.
+  // contexts) plus extra_kv_bytes, in pages of kKvPagePositions positions. window_group: a model
+  // with sliding-window layers keeps them in a page group of their own (kv_cache.h), sized for a
+  // window per sequence (the caller then maps, and releases, each sequence's window pages).
   ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, int threads, int n_seq = 1,
-               const std::string& repack_cache_dir = "", int64_t kv_bytes = 0, int64_t extra_kv_bytes = 0);
+               const std::string& repack_cache_dir = "", int64_t kv_bytes = 0, int64_t extra_kv_bytes = 0,
+               bool window_group = false);
   ~ModelRuntime();
 
   const ModelConfig& config() const { return cfg_; }
@@ -113,12 +116,19 @@ class ModelRuntime {
   int32_t max_batch() const { return max_batch_; }
   int32_t n_seq() const { return n_seq_; }
   size_t kv_cache_bytes() const { return kv_.bytes(); }  // reserved, not resident
-  int32_t n_pages() const { return kv_.n_page(); }
+  int32_t n_pages(int group = kKvFullGroup) const { return kv_.n_page(group); }
+  int n_kv_groups() const { return kv_.n_groups(); }  // 2: sliding layers in the window group
+  // Window group: the most pages one sequence holds at once there (a step's tokens and the
+  // window before the first of them), 0 without the group.
+  int32_t max_window_pages() const { return max_window_pages_; }
   int32_t pages_per_seq() const { return pages_per_seq_; }  // ceil(ctx_size / kKvPagePositions)
   // Sequence seq's page table [pages_per_seq]: entry j is the page holding positions
   // [j·P, (j+1)·P), or -1 (unmapped). The caller may remap it between forward calls; a forward
   // pass reads every position a token attends to and writes each token's own.
-  int32_t* page_table(int seq) { return page_table_.data() + int64_t(seq) * pages_per_seq_; }
+  // Each group has its own table (the window group's maps only a window's pages).
+  int32_t* page_table(int seq, int group = kKvFullGroup) {
+    return page_table_[group].data() + int64_t(seq) * pages_per_seq_;
+  }
   const std::string& repack_status() const { return repack_.status(); }  // RepackStore::status()
   ThreadPool& pool() { return *pool_; }
 
@@ -159,10 +169,11 @@ class ModelRuntime {
   // Copies positions [0, n_pos) of every layer's K and V from sequence src_seq's pages to
   // dst_seq's (both mapped). Throws std::invalid_argument on out-of-range input.
   void copy_kv(int src_seq, int dst_seq, int n_pos);
-  // Copies the first n_pos positions of page src to page dst (copy-on-write of a shared page).
-  void copy_kv_page(int32_t src, int32_t dst, int n_pos);
+  // Copies the first n_pos positions of page src to page dst of a group (copy-on-write of a shared page).
+  void copy_kv_page(int32_t src, int32_t dst, int n_pos, int group = kKvFullGroup);
   int64_t kv_bytes_per_pos() const { return kv_.bytes_per_pos(); }
-  int64_t kv_bytes_per_page() const { return kv_.bytes_per_page(); }
+  int64_t kv_bytes_per_page() const { return kv_.bytes_per_page(); }  // every group's part of a page
+  int64_t kv_group_bytes_per_page(int group) const { return kv_.group_bytes_per_page(group); }
   KvCache& kv_cache() { return kv_; }  // page bytes in and out (KvCache::read_page / write_page)
 
  private:
@@ -170,6 +181,7 @@ class ModelRuntime {
   void load_weights(const GgufFile& f);
   void repack_weights(const std::string& cache_dir, const std::string& model_path);
   void attention(int il, const BatchToken* tokens, int n);
+  void init_kv(int64_t kv_bytes, int64_t extra_kv_bytes, bool window_group, const GgufFile& file);
   void check_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out) const;
   void project(const Weight& w, const float* x, int n_rows, float* y);
   void project3(const Weight& a, float* ya, const Weight& b, float* yb, const Weight* c, float* yc,
@@ -191,9 +203,10 @@ class ModelRuntime {
   std::vector<float> rope_freqs_;        // [n_rot/2] llama 3 frequency divisors (empty if absent)
   std::vector<LayerWeights> layers_;
 
-  KvCache kv_;                          // [n_layer][K,V][n_page][kKvPagePositions][kv_dim] fp16
-  int32_t pages_per_seq_ = 0;
-  std::vector<int32_t> page_table_;     // [n_seq][pages_per_seq] page of each P positions, -1 unmapped
+  KvCache kv_;                          // per layer [K,V][n_page(group)][kKvPagePositions][kv_dim] fp16
+  int32_t pages_per_seq_ = 0, max_window_pages_ = 0;
+  // Per group [n_seq][pages_per_seq]: the page of each P positions, -1 unmapped.
+  std::vector<int32_t> page_table_[kMaxKvGroups];
   const AttentionKernels* attn_kern_;   // chosen at construction (AVX-512, AVX2+F16C or portable)
   AttentionScratch attn_scratch_;       // softmax rows and chunk partials, sized for ctx_size
   // Activations, [max_batch][...]; rows beyond the largest batch run so far are never committed.

@@ -18,7 +18,7 @@
 namespace ls::ring {
 
 constexpr uint32_t kMagic = 0x474E524Cu;   // "LRNG" little-endian
-constexpr uint32_t kVersion = 5;  // 5: K/V pages and the disk tier in STATS
+constexpr uint32_t kVersion = 6;  // 6: sliding-window layers' K/V pages in STATS; 5: K/V pages, disk tier
 constexpr size_t kCacheLineBytes = 128;    // two 64-B lines: adjacent-line prefetch pairs them
 constexpr size_t kSegmentHeaderBytes = 512;
 constexpr size_t kRecordAlignBytes = 8;

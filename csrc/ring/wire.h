@@ -268,6 +268,8 @@ using StepBucketCounts = uint64_t[kStepBuckets];  // non-cumulative counts per b
   X(uint32_t, prompt_cache_entries)                                                  \
   X(uint32_t, kv_pages_free)             /* K/V pool pages nobody holds now */       \
   X(uint32_t, kv_pages_total)            /* K/V pool pages of the lane */            \
+  X(uint32_t, kv_window_pages_free)      /* sliding-window layers' pool: free */     \
+  X(uint32_t, kv_window_pages_total)     /* its pages (0: the model has none) */     \
   X(uint32_t, prompt_cache_reserved)     /* explicit padding to the 8-byte size */  \
   X(uint64_t, prompt_cache_disk_reads)   /* pages read back from the disk tier */    \
   X(uint64_t, prompt_cache_disk_writes)  /* pages written to it */                   \

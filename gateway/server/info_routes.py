@@ -79,6 +79,7 @@ def prompt_cache_info(stats) -> dict | None:
             "entries": stats.prompt_cache_entries, "hits": stats.prompt_cache_hits,
             "hit_tokens": stats.prompt_cache_hit_tokens, "evictions": stats.prompt_cache_evictions,
             "kv_pages": stats.kv_pages_total, "kv_pages_free": stats.kv_pages_free,
+            "kv_window_pages": stats.kv_window_pages_total, "kv_window_pages_free": stats.kv_window_pages_free,
             "disk_reads": stats.prompt_cache_disk_reads, "disk_writes": stats.prompt_cache_disk_writes,
             "disk_bytes": stats.prompt_cache_disk_bytes, "disk_budget_bytes": stats.prompt_cache_disk_budget_bytes}
 

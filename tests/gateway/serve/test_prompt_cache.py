@@ -57,6 +57,7 @@ def test_a_displaced_conversation_keeps_its_prefill(own_server):
                     "hits": samples["laneserve_prompt_cache_hits_total"],
                     "hit_tokens": samples["laneserve_prompt_cache_hit_tokens_total"], "evictions": 0,
                     "kv_pages": samples["laneserve_kv_pages"], "kv_pages_free": samples["laneserve_kv_pages_free"],
+                    "kv_window_pages": 0, "kv_window_pages_free": 0,  # SmolLM2 has no sliding-window layers
                     "disk_reads": 0, "disk_writes": 0, "disk_bytes": 0, "disk_budget_bytes": 0}
     assert 0 < samples["laneserve_kv_pages_free"] < samples["laneserve_kv_pages"], samples
     table = render(ready, {}).split("\n\n")[-1].splitlines()

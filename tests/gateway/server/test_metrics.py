@@ -158,3 +158,15 @@ def test_prompt_cache_figures_are_summed_per_model():
     assert got[("laneserve_prompt_cache_stores_total", m)] == 4
     assert got[("laneserve_prompt_cache_evictions_total", m)] == 1
     assert got[("laneserve_prompt_cache_budget_bytes", (("model", "gemma"),))] == 0  # cache off
+
+
+def test_page_pools_are_reported_per_model():
+    gemma = dataclasses.replace(_stats([1000], [1]), kv_pages_total=128, kv_pages_free=100, kv_window_pages_total=26,
+                                kv_window_pages_free=17)
+    pool = FakePool([("gemma", gemma), ("gemma", gemma), ("smollm2", dataclasses.replace(gemma, kv_window_pages_total=0,
+                                                                                         kv_window_pages_free=0))])
+    got = samples(Metrics(FakeState([], FakeAdmission(), pool)))
+    g, s = (("model", "gemma"),), (("model", "smollm2"),)
+    assert (got[("laneserve_kv_pages", g)], got[("laneserve_kv_pages_free", g)]) == (256, 200)
+    assert (got[("laneserve_kv_window_pages", g)], got[("laneserve_kv_window_pages_free", g)]) == (52, 34)
+    assert got[("laneserve_kv_window_pages", s)] == 0 and got[("laneserve_kv_pages", s)] == 128
