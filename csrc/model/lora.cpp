@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <stdexcept>
 
+#include "common/fp16.h"
 #include "model/model.h"
 #include "common/thread_pool.h"
 #include "quant/quant.h"
@@ -41,6 +43,12 @@ constexpr int64_t kSerialMacs = 1 << 16;
 // layer's (≤ 1536 × 64 here, ~2 µs on one core): splitting those at rank 16 measured 0.79× base
 // decode at c1 against 0.84× on the calling thread (medians of 5 alternating runs each).
 constexpr int64_t kSplitMacs = 1 << 18;
+
+// How a half of this type is stored (lora.h).
+LoraElem stored_elem(GgmlType type) {
+  if (type == GgmlType::F16) return LoraElem::F16;
+  return type == GgmlType::F32 || type == GgmlType::BF16 ? LoraElem::F32 : LoraElem::I8;
+}
 
 // The pages of [p, p + n) of a read-only file mapping, dropped from this process (they stay in
 // the page cache): a half copied transposed is never read again.
@@ -111,8 +119,8 @@ LoraAdapter::LoraAdapter(const std::string& path, const GgufFile& base, const Mo
              std::to_string(kMaxLoraRank) + " supported)");
     p.a = LoraHalf{a.type, a.data, a.ne[0], a.ne[1]};
     p.b = LoraHalf{b.type, b.data, b.ne[0], b.ne[1]};
-    if (!embd) p.at = transposed(p.a);  // token_embd's A rows are looked up in place
-    p.bt = transposed(p.b);
+    if (!embd) p.at = stored(p.a, true);  // token_embd's A rows are looked up in place
+    p.bt = stored(p.b, false);
     if (embd) {
       embd_ = p;
     } else if (name == "output.weight") {
@@ -145,26 +153,57 @@ const LoraPair* LoraAdapter::layer(int il, LoraTarget t) const {
   return p.present() ? &p : nullptr;
 }
 
-LoraT LoraAdapter::transposed(const LoraHalf& h) {
-  const bool f16 = h.type == GgmlType::F16;  // exact as F16; every other type as f32
-  const size_t elem = f16 ? 2 : 4;
-  store_.emplace_back(size_t(h.n_in) * size_t(h.n_out) * elem);
-  uint8_t* dst = store_.back().data();
-  std::vector<float> row(size_t(h.n_in));
+LoraT LoraAdapter::stored(const LoraHalf& h, bool is_a) {
+  // The file's half is [n_out][n_in] (A: n_out = rank; B: n_in = rank). Kernel rows × cols:
+  // AT [n_in][rank] (element (i, k) from file (k, i)); BT [rank][n_out] in panels (from (o, k)).
+  const int64_t rank = is_a ? h.n_out : h.n_in, n_vec = is_a ? h.n_in : h.n_out;  // n_vec rank-long vectors
+  auto index = [&](int64_t o, int64_t i) -> size_t {  // file element (o, i) → stored element
+    return is_a ? size_t(i) * size_t(rank) + size_t(o) : size_t(lora_panel_index(i, o, rank, h.n_out));
+  };
+  std::vector<float> f(size_t(h.n_in) * size_t(h.n_out));  // the half in f32, as the file lays it out
   const size_t row_bytes = ggml_row_bytes(h.type, h.n_in);
-  for (int64_t o = 0; o < h.n_out; ++o) {
-    const uint8_t* src = h.data + size_t(o) * row_bytes;
-    if (f16) {  // the halves themselves, moved
-      for (int64_t i = 0; i < h.n_in; ++i) std::memcpy(dst + 2 * (size_t(i) * size_t(h.n_out) + size_t(o)), src + 2 * i, 2);
-      continue;
-    }
-    dequantize_row(h.type, src, row.data(), h.n_in);
-    for (int64_t i = 0; i < h.n_in; ++i)
-      reinterpret_cast<float*>(dst)[size_t(i) * size_t(h.n_out) + size_t(o)] = row[size_t(i)];
-  }
+  for (int64_t o = 0; o < h.n_out; ++o)
+    dequantize_row(h.type, h.data + size_t(o) * row_bytes, f.data() + size_t(o) * size_t(h.n_in), h.n_in);
   release_pages(h.data, row_bytes * size_t(h.n_out));
-  store_bytes_ += store_.back().size();
-  return LoraT{f16, dst, h.n_in, h.n_out};
+  LoraT t;
+  t.rows = is_a ? h.n_in : rank;
+  t.cols = is_a ? rank : h.n_out;
+  t.elem = stored_elem(h.type);
+  if (t.elem == LoraElem::F16) {  // exact: the file's F16 values moved
+    store_.emplace_back(f.size() * sizeof(uint16_t));
+    uint16_t* dst = reinterpret_cast<uint16_t*>(store_.back().data());
+    for (int64_t o = 0; o < h.n_out; ++o)
+      for (int64_t i = 0; i < h.n_in; ++i) dst[index(o, i)] = f32_to_fp16(f[size_t(o) * size_t(h.n_in) + size_t(i)]);
+    t.data = dst;
+  } else if (t.elem == LoraElem::F32) {
+    store_.emplace_back(f.size() * sizeof(float));
+    float* dst = reinterpret_cast<float*>(store_.back().data());
+    for (int64_t o = 0; o < h.n_out; ++o)
+      for (int64_t i = 0; i < h.n_in; ++i) dst[index(o, i)] = f[size_t(o) * size_t(h.n_in) + size_t(i)];
+    t.data = dst;
+  } else {  // each rank-long vector: absmax / 127, rounded to nearest
+    store_.emplace_back(f.size());
+    int8_t* q = reinterpret_cast<int8_t*>(store_.back().data());
+    store_.emplace_back(size_t(n_vec) * sizeof(float));
+    float* scale = reinterpret_cast<float*>(store_.back().data());
+    auto at = [&](int64_t v, int64_t k) -> float& {  // element k of vector v, in the file's layout
+      return is_a ? f[size_t(k) * size_t(h.n_in) + size_t(v)] : f[size_t(v) * size_t(h.n_in) + size_t(k)];
+    };
+    for (int64_t v = 0; v < n_vec; ++v) {
+      float amax = 0.f;
+      for (int64_t k = 0; k < rank; ++k) amax = std::max(amax, std::fabs(at(v, k)));
+      scale[v] = amax / 127.f;
+      const float inv = amax > 0.f ? 127.f / amax : 0.f;
+      for (int64_t k = 0; k < rank; ++k) {
+        const int8_t qv = int8_t(std::lrintf(std::clamp(at(v, k) * inv, -127.f, 127.f)));
+        q[is_a ? index(k, v) : index(v, k)] = qv;
+      }
+    }
+    t.data = q;
+    t.scale = scale;
+  }
+  for (size_t b = store_.size() - (t.scale ? 2 : 1); b < store_.size(); ++b) store_bytes_ += store_[b].size();
+  return t;
 }
 
 bool LoraSet::same_as(const LoraSet& o) const {
@@ -180,10 +219,22 @@ void LoraSet::sort() {
 
 LoraRunner::LoraRunner(int32_t max_rows) {
   active_.reserve(max_rows);
-  runs_.reserve(size_t(max_rows) + 1);
+  chunks_.reserve(size_t(max_rows) + 1);
   out_map_.assign(max_rows, -1);
   t_ = LazyArray<float>(size_t(max_rows) * kMaxLoraGroup * kMaxLoraRank);
 }
+
+namespace {
+
+// Orders sets by their adapters' serials (lexicographically, a prefix first); scales are ignored:
+// rows at different scales of the same adapters share every read.
+int compare_sets(const LoraSet& a, const LoraSet& b) {
+  for (int32_t k = 0; k < a.n && k < b.n; ++k)
+    if (a.use[k].serial != b.use[k].serial) return a.use[k].serial < b.use[k].serial ? -1 : 1;
+  return a.n == b.n ? 0 : (a.n < b.n ? -1 : 1);
+}
+
+}  // namespace
 
 bool LoraRunner::begin(const LoraSet* const* row_sets, int n_rows) {
   active_.clear();
@@ -197,62 +248,79 @@ bool LoraRunner::begin(const LoraSet* const* row_sets, int n_rows) {
     for (int32_t k = 0; k < set->n; ++k) row_macs_ = std::max<int64_t>(row_macs_, set->use[k].adapter->max_rank());
   }
   row_macs_ *= 2048;  // rank × a typical n_in + n_out: only decides serial vs pool
-  // Runs of rows whose first adapter is the same, ascending rows within a run: an insertion
-  // sort (std::stable_sort may allocate; rows arrive mostly grouped, sequence by sequence).
-  auto key = [&](int32_t row) { return row_sets[row]->use[0].serial; };
+  // Rows of one set together, ascending rows within it: an insertion sort (std::stable_sort may
+  // allocate; rows arrive mostly grouped, sequence by sequence).
   for (size_t i = 1; i < active_.size(); ++i) {
     const int32_t row = active_[i];
     size_t j = i;
-    for (; j > 0 && key(active_[j - 1]) > key(row); --j) active_[j] = active_[j - 1];
+    for (; j > 0 && compare_sets(*row_sets[active_[j - 1]], *row_sets[row]) > 0; --j) active_[j] = active_[j - 1];
     active_[j] = row;
   }
-  runs_.clear();
+  chunks_.clear();
   for (size_t a = 0; a < active_.size(); ++a)
-    if (a == 0 || row_sets[active_[a]]->use[0].serial != row_sets[active_[a - 1]]->use[0].serial)
-      runs_.push_back(int32_t(a));
-  runs_.push_back(int32_t(active_.size()));
+    if (a == 0 || a - size_t(chunks_.back()) == size_t(kLoraRowChunk) ||
+        compare_sets(*row_sets[active_[a]], *row_sets[active_[a - 1]]) != 0)
+      chunks_.push_back(int32_t(a));
+  chunks_.push_back(int32_t(active_.size()));
   return !active_.empty();
+}
+
+template <class PairOf, class Row>
+void LoraRunner::chunk_terms(int64_t c, int slot, PairOf pair_of, Row io_row, const float* x, int64_t x_stride,
+                             float* y, int64_t y_stride, const BatchToken* tokens, ThreadPool* split_pool) {
+  const float* xs[kLoraRowChunk];
+  float* ts[kLoraRowChunk];
+  float* ys[kLoraRowChunk];
+  float ss[kLoraRowChunk];
+  int32_t rows[kLoraRowChunk];  // active indexes of the chunk's rows that have an output
+  int n = 0;
+  for (int64_t a = chunks_[c]; a < chunks_[c + 1]; ++a) {
+    const int32_t row = io_row(a);
+    if (row < 0) continue;
+    rows[n] = int32_t(a);
+    xs[n] = x ? x + int64_t(row) * x_stride : nullptr;
+    ts[n] = t_.data() + (a * kMaxLoraGroup + slot) * kMaxLoraRank;
+    ys[n] = y + int64_t(row) * y_stride;
+    ++n;
+  }
+  if (n == 0) return;
+  const LoraSet& set = *sets_[active_[rows[0]]];  // every row of the chunk uses the same adapters
+  for (int32_t k = 0; k < set.n; ++k) {            // ascending serial: the order the terms are added
+    const LoraAdapter& adapter = *set.use[k].adapter;
+    const LoraPair* p = pair_of(adapter);
+    if (!p) continue;
+    for (int j = 0; j < n; ++j) ss[j] = adapter.scale(*p, sets_[active_[rows[j]]]->use[k].scale);
+    if (tokens) {  // token_embd: t = A's row of the token (llama.cpp's get_rows)
+      const size_t a_row = ggml_row_bytes(p->a.type, p->a.n_in);
+      for (int j = 0; j < n; ++j)
+        dequantize_row(p->a.type, p->a.data + size_t(tokens[active_[rows[j]]].token) * a_row, ts[j], p->rank);
+    } else {
+      lora_down(p->at, xs, ts, n);
+    }
+    if (split_pool && n == 1 && p->bt.cols * p->rank >= kSplitMacs) {  // one row: B's outputs over the pool
+      auto slice = [&](int64_t o0, int64_t o1) { lora_up_add(p->bt, ts, ss, ys, 1, o0, o1); };
+      // One captured reference: the std::function parallel_for builds stays allocation-free.
+      split_pool->parallel_for(p->bt.cols, 64, [&slice](int64_t o0, int64_t o1) { slice(o0, o1); });
+    } else {
+      lora_up_add(p->bt, ts, ss, ys, n, 0, p->bt.cols);
+    }
+  }
 }
 
 template <class PairOf, class Row>
 void LoraRunner::each_row(ThreadPool& pool, PairOf pair_of, Row io_row, const float* x, int64_t x_stride, float* y,
                           int64_t y_stride, const BatchToken* tokens) {
-  const int64_t n = int64_t(active_.size()), n_runs = int64_t(runs_.size()) - 1;
-  const bool small = n * row_macs_ < kSerialMacs;
-  auto rows = [&](int64_t a0, int64_t a1) {
-    for (int64_t a = a0; a < a1; ++a) {
-      const int32_t row = io_row(a);
-      if (row < 0) continue;
-      const LoraSet& set = *sets_[active_[a]];
-      float* t = t_.data() + a * kMaxLoraGroup * kMaxLoraRank;
-      float* yr = y + int64_t(row) * y_stride;
-      for (int32_t k = 0; k < set.n; ++k) {  // ascending serial: the order the terms are added
-        const LoraAdapter& adapter = *set.use[k].adapter;
-        const LoraPair* p = pair_of(adapter);
-        if (!p) continue;
-        if (tokens) {  // token_embd: t = A's row of the token (llama.cpp's get_rows)
-          const size_t a_row = ggml_row_bytes(p->a.type, p->a.n_in);
-          dequantize_row(p->a.type, p->a.data + size_t(tokens[active_[a]].token) * a_row, t, p->rank);
-        } else {
-          lora_down(p->at, x + int64_t(row) * x_stride, t);
-        }
-        const float s = adapter.scale(*p, set.use[k].scale);
-        if (n == 1 && p->bt.cols * p->rank >= kSplitMacs) {  // one row: B's outputs over the pool
-          auto slice = [&](int64_t o0, int64_t o1) { lora_up_add(p->bt, t, s, yr, o0, o1); };
-          // One captured reference: the std::function parallel_for builds stays allocation-free.
-          pool.parallel_for(p->bt.cols, 64, [&slice](int64_t o0, int64_t o1) { slice(o0, o1); });
-        } else
-          lora_up_add(p->bt, t, s, yr, 0, p->bt.cols);
-      }
-    }
+  const int64_t n = int64_t(active_.size()), n_chunks = int64_t(chunks_.size()) - 1;
+  if (n * row_macs_ < kSerialMacs || n_chunks == 1) {
+    for (int64_t c = 0; c < n_chunks; ++c)
+      chunk_terms(c, 0, pair_of, io_row, x, x_stride, y, y_stride, tokens, n == 1 ? &pool : nullptr);
+    return;
+  }
+  auto chunks = [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) chunk_terms(c, 0, pair_of, io_row, x, x_stride, y, y_stride, tokens, nullptr);
   };
-  // Tasks capture `rows` by one reference: the std::function parallel_for builds stays inline.
-  if (small || n == 1)
-    rows(0, n);
-  else if (n_runs >= 2)  // whole runs of one adapter per task
-    pool.parallel_for(n_runs, 1, [&rows, this](int64_t r0, int64_t r1) { rows(runs_[r0], runs_[r1]); });
-  else
-    pool.parallel_for(n, 1, [&rows](int64_t a0, int64_t a1) { rows(a0, a1); });
+  // One captured reference: the std::function parallel_for builds stays allocation-free.
+  pool.parallel_for(n_chunks, 1, [&chunks](int64_t c0, int64_t c1) { chunks(c0, c1); });
 }
 
 void LoraRunner::apply(ThreadPool& pool, int il, LoraTarget t, const float* x, int64_t x_stride, float* y,
@@ -263,32 +331,21 @@ void LoraRunner::apply(ThreadPool& pool, int il, LoraTarget t, const float* x, i
 
 void LoraRunner::apply_group(ThreadPool& pool, int il, const LoraTarget* targets, int n_targets, const float* x,
                              int64_t x_stride, float* const* ys, const int64_t* y_strides) {
-  const int64_t n = int64_t(active_.size()), n_runs = int64_t(runs_.size()) - 1;
+  const int64_t n = int64_t(active_.size()), n_chunks = int64_t(chunks_.size()) - 1;
   if (n * row_macs_ * n_targets < kSerialMacs || n_targets == 1) {
     for (int j = 0; j < n_targets; ++j) apply(pool, il, targets[j], x, x_stride, ys[j], y_strides[j]);
     return;
   }
-  // Task k: run k / n_targets, matrix k % n_targets; its rows' A·x go to their own slot of t_,
-  // so tasks of one row on different threads never share a buffer.
+  // Task k: chunk k / n_targets, matrix k % n_targets; its rows' A·x go to the matrix's own slot
+  // of t_, so tasks of one row on different threads never share a buffer.
   auto task = [&](int64_t k) {
     const int j = int(k % n_targets);
-    const int64_t run = k / n_targets;
-    for (int64_t a = runs_[run]; a < runs_[run + 1]; ++a) {
-      const int32_t row = active_[a];
-      const LoraSet& set = *sets_[row];
-      float* t = t_.data() + (a * kMaxLoraGroup + j) * kMaxLoraRank;
-      float* yr = ys[j] + int64_t(row) * y_strides[j];
-      for (int32_t u = 0; u < set.n; ++u) {  // ascending serial, as apply
-        const LoraAdapter& adapter = *set.use[u].adapter;
-        const LoraPair* p = adapter.layer(il, targets[j]);
-        if (!p) continue;
-        lora_down(p->at, x + int64_t(row) * x_stride, t);
-        lora_up_add(p->bt, t, adapter.scale(*p, set.use[u].scale), yr, 0, p->bt.cols);
-      }
-    }
+    const LoraTarget target = targets[j];
+    chunk_terms(k / n_targets, j, [&](const LoraAdapter& a) { return a.layer(il, target); },
+                [&](int64_t a) { return active_[a]; }, x, x_stride, ys[j], y_strides[j], nullptr, nullptr);
   };
   // One captured reference: the std::function parallel_for builds stays allocation-free.
-  pool.parallel_for(n_runs * n_targets, 1, [&task](int64_t k0, int64_t k1) {
+  pool.parallel_for(n_chunks * n_targets, 1, [&task](int64_t k0, int64_t k1) {
     for (int64_t k = k0; k < k1; ++k) task(k);
   });
 }

@@ -13,15 +13,21 @@
 // (one row of rank per token), lora_b [rank, n_embd]; the token's A row goes through B and is
 // added to the looked-up embedding (before any embedding scale, as llama.cpp does).
 // Halves may be any type our kernels dequantize (F32, F16, BF16, Q8_0, ...), mixed within a file.
-// At load each matrix's halves are copied transposed (AT [n_in][rank], BT [rank][n_out]) for the
-// axpy kernels of lora_kernels.cpp: F16 halves stay F16 (an F16 adapter costs its file size),
-// others become f32 (a Q8_0 or BF16 half costs 3.8× / 2× its bytes). The file's own pages are
-// then released, except token_embd's A, whose rows are read in place (lookup by token).
+// At load each matrix's halves are stored again for the kernels of lora_kernels.cpp (LoraT): A as
+// AT [n_in][rank], row-major; B as BT [rank][n_out] in panels of kLoraPanel outputs (each panel's
+// [rank][width] block contiguous, so a kernel streams it front to back). The values: a Q8_0 (or
+// other quantized) half becomes int8 with one f32 scale per rank-long vector (a row of AT, a column
+// of BT: absmax / 127), half its F16 size; F16, BF16 and F32 halves keep their values exactly (F16
+// as IEEE halves, the others as f32): int8 for them too cut the kernels' time by only ~10% once
+// each half is read once per chunk of rows (docs/lora.md), not worth a rounding llama.cpp does
+// not do. The file's own pages are then released, except token_embd's A, whose rows are read in
+// place (lookup by token).
 //
 // Arithmetic per adapted matmul and per row using adapters:
-//   t = A·x [rank] (fp32 activations), then y += s·(B·t) — s·(B·t) rounded to f32 first
-//   (llama.cpp's ggml_scale then ggml_add). A row's adapters are applied in ascending load
-//   serial, and each row is computed on its own, so its result does not depend on its batchmates.
+//   t = A·x [rank] (fp32 activations, the halves widened to f32), then y += s·(B·t) — s·(B·t)
+//   rounded to f32 first (llama.cpp's ggml_scale then ggml_add). A row's adapters are applied in
+//   ascending load serial, and each row's arithmetic is the same whichever rows share a kernel
+//   call, so its result does not depend on its batchmates.
 // Lifetimes: a LoraAdapter is immutable after construction and shared (BatchEngine's table and
 // every sequence using it hold a shared_ptr); a LoraSet's raw pointers are valid while those
 // references are held, i.e. for the forward passes of its sequence.
@@ -54,12 +60,25 @@ struct LoraHalf {                 // n_out rows of n_in elements, ggml blocks, i
   int64_t n_in = 0, n_out = 0;
 };
 
-// A half transposed for the axpy kernels: rows × cols, row-major, f32 or IEEE half.
+// A half as the kernels read it (see the file comment): AT [rows = n_in][cols = rank] row-major, or
+// BT [rows = rank][cols = n_out] in panels (lora_panel_index). int8 values carry scale[] (AT: one
+// per row, [n_in]; BT: one per column, [n_out]); exact values have none.
+enum class LoraElem : uint8_t { I8, F16, F32 };
 struct LoraT {
-  bool f16 = false;
-  const void* data = nullptr;  // into the adapter's own storage
+  LoraElem elem = LoraElem::F32;
+  const void* data = nullptr;    // int8_t, IEEE-half uint16_t or float elements, in the adapter's own storage
+  const float* scale = nullptr;  // I8 only; likewise
   int64_t rows = 0, cols = 0;
 };
+
+// BT's panels: outputs [p, p + kLoraPanel) stored as one [rank][width] block (the last panel
+// narrower), panel after panel. The index of element (k, o).
+constexpr int64_t kLoraPanel = 32;
+inline int64_t lora_panel_index(int64_t k, int64_t o, int64_t rank, int64_t n_out) {
+  const int64_t p0 = o / kLoraPanel * kLoraPanel;
+  const int64_t width = n_out - p0 < kLoraPanel ? n_out - p0 : kLoraPanel;
+  return p0 * rank + k * width + (o - p0);
+}
 
 struct LoraPair {
   LoraHalf a;        // matrices: [rank][n_in];    token_embd: [n_vocab][rank] (read in place)
@@ -70,10 +89,16 @@ struct LoraPair {
   bool present() const { return a.data != nullptr; }
 };
 
-// The kernels (lora_kernels.cpp), one row at a time: t[rank] = x[n_in]·AT, and
-// y[o] += s·(t·BT)[o] for o in [o0, o1). Results are the same for any split of rows or outputs.
-void lora_down(const LoraT& at, const float* x, float* t);
-void lora_up_add(const LoraT& bt, const float* t, float s, float* y, int64_t o0, int64_t o1);
+// The kernels (lora_kernels.cpp), over n_rows ≤ kLoraRowChunk rows that share one read of the half
+// (w: the half's values widened to f32; int8 scales as in LoraT):
+//   down:   t_r[k] = Σ_i (x_r[i]·scale[i])·w[i][k]                    (at: AT)
+//   up_add: y_r[o] += s_r·(scale[o]·Σ_k t_r[k]·w[k][o])  for o in [o0, o1)  (bt: BT)
+// (without the scale factors for exact values). Each row's result is the same for any n_rows, any
+// companions and any split of outputs.
+constexpr int kLoraRowChunk = 4;
+void lora_down(const LoraT& at, const float* const* xs, float* const* ts, int n_rows);
+void lora_up_add(const LoraT& bt, const float* const* ts, const float* ss, float* const* ys, int n_rows, int64_t o0,
+                 int64_t o1);
 
 class LoraAdapter {
  public:
@@ -94,7 +119,7 @@ class LoraAdapter {
   int32_t max_rank() const { return max_rank_; }
   int32_t num_pairs() const { return num_pairs_; }
   size_t tensor_bytes() const { return tensor_bytes_; }  // both halves of every pair, as in the file
-  size_t resident_bytes() const { return store_bytes_; }  // the transposed copies it keeps
+  size_t resident_bytes() const { return store_bytes_; }  // the stored halves and scales it keeps
 
  private:
   GgufFile file_;
@@ -104,8 +129,9 @@ class LoraAdapter {
   LoraPair output_, embd_;
   int32_t max_rank_ = 0, num_pairs_ = 0;
   size_t tensor_bytes_ = 0, store_bytes_ = 0;
-  std::vector<std::vector<uint8_t>> store_;  // the transposed halves (each buffer never moves)
-  LoraT transposed(const LoraHalf& h);      // copies h ([n_out][n_in]) as [n_in][n_out]
+  std::vector<std::vector<uint8_t>> store_;  // the stored halves and scales (each buffer never moves)
+  // h as the kernels read it: A ([rank][n_in] in the file) as AT, or B ([n_out][rank]) as BT.
+  LoraT stored(const LoraHalf& h, bool is_a);
 };
 
 // One adapter a sequence applies, at the user's scale (0 never appears: left out entirely).
@@ -126,13 +152,14 @@ struct LoraSet {
 
 // Applies the adapters of a batch inside ModelRuntime::forward_batch. The base product runs
 // once for all rows; then each row with adapters adds its low-rank terms, its adapters in
-// ascending serial. Rows are independent and computed one by one, so any split gives the same
-// bits. Rows are ordered by adapter and the pool takes whole runs of rows of one adapter (a
-// term's transposed halves, 18–66 KB at rank 16, are then read from memory by one thread and
-// stay in its cache for the run's other rows). The matrices sharing an input (q/k/v, gate/up)
-// go to the pool together, one task per (run, matrix), so even one row's terms use every thread;
-// a lone matrix of one row runs on the calling thread, except the LM head's B product, split
-// over the pool by outputs. Small work runs on the calling thread (a pool dispatch is ~1 µs).
+// ascending serial. Rows using the same adapters (by serial) are ordered together and cut into
+// chunks of ≤ kLoraRowChunk rows: one kernel call per chunk and half reads the half once for all
+// its rows (a rank-16 term's halves, 9–66 KB, then stay in that thread's cache), and the pool
+// takes whole chunks. Each row's arithmetic is independent of its chunk, so any batch and any
+// split give the same bits. The matrices sharing an input (q/k/v, gate/up) go to the pool
+// together, one task per (chunk, matrix), so even one row's terms use every thread; a lone matrix
+// of one chunk runs on the calling thread, except the LM head's B product, split over the pool by
+// outputs. Small work runs on the calling thread (a pool dispatch is ~1 µs).
 // Buffers are sized at construction; nothing is allocated per step. Not thread-safe: the
 // forward pass drives it.
 class LoraRunner {
@@ -148,7 +175,7 @@ class LoraRunner {
   // x: [n_rows][x_stride]; y: [n_rows][y_stride].
   void apply(ThreadPool& pool, int il, LoraTarget t, const float* x, int64_t x_stride, float* y, int64_t y_stride);
   // The matrices of layer il that read the same x (q/k/v, gate/up: n_targets ≤ kMaxLoraGroup)
-  // in one pool dispatch, one task per (run of rows of one adapter, matrix): a layer's seven
+  // in one pool dispatch, one task per (chunk of rows of one adapter set, matrix): a layer's seven
   // terms cost four dispatches, and at one row the group's matrices run side by side.
   // ys[j], y_strides[j]: targets[j]'s output. Each row's term is computed exactly as by apply.
   void apply_group(ThreadPool& pool, int il, const LoraTarget* targets, int n_targets, const float* x,
@@ -165,10 +192,17 @@ class LoraRunner {
   template <class PairOf, class Row>
   void each_row(ThreadPool& pool, PairOf pair_of, Row io_row, const float* x, int64_t x_stride, float* y,
                 int64_t y_stride, const BatchToken* tokens);
+  // The terms of chunk c (active rows chunks_[c] .. chunks_[c+1]) for one matrix: every adapter of
+  // the chunk's set in ascending serial, down then up over the chunk's rows. slot: which of the
+  // group's t_ slots the chunk's A·x use. split_pool: when set, a one-row chunk's B products big
+  // enough to split (the LM head's) run over it by outputs.
+  template <class PairOf, class Row>
+  void chunk_terms(int64_t c, int slot, PairOf pair_of, Row io_row, const float* x, int64_t x_stride, float* y,
+                   int64_t y_stride, const BatchToken* tokens, ThreadPool* split_pool);
 
   const LoraSet* const* sets_ = nullptr;  // the step's row_sets
-  std::vector<int32_t> active_;           // [max_rows] batch rows with adapters, by first adapter
-  std::vector<int32_t> runs_;             // [max_rows + 1] starts of runs of active_ with one first adapter
+  std::vector<int32_t> active_;           // [max_rows] batch rows with adapters, rows of one set together
+  std::vector<int32_t> chunks_;           // [max_rows + 1] starts of chunks of active_ (one set, ≤ kLoraRowChunk)
   int64_t row_macs_ = 0;                  // rough multiply-adds per active row and matrix (serial or pool)
   std::vector<int32_t> out_map_;          // [max_rows] batch row → LM-head row (-1: no logits)
   LazyArray<float> t_;                    // [max_rows][kMaxLoraGroup][kMaxLoraRank] A·x of each active row

@@ -1,18 +1,19 @@
-// The two low-rank products of a LoRA term, over halves stored transposed (model/lora.h LoraT):
-//   down:   t[k] = Σ_i x[i]·AT[i][k]            (AT [n_in][rank])
-//   up_add: y[o] += s·(Σ_k t[k]·BT[k][o])        (BT [rank][n_out])
-// Both are axpy loops over contiguous rows (a rank-wide and an output-wide vector), which is why
-// the halves are transposed at load: the row-dot kernels of quant/ run 16-element rows at a
-// fraction of their speed. up_add's elements are sequential sums in ascending k; down's, on the
-// AVX2 path, 8/W interleaved sums over i (down_block) added in a fixed order; fused multiply-adds
-// on the AVX2 path (scalar tails too: std::fma), plain multiply-then-add on the portable path; the
-// final y + s·u rounds s·u first (llama.cpp's ggml_scale then ggml_add). So an element's value
-// does not depend on how rows or outputs are split, only on the path, which is fixed per process
-// (quant's active ISA).
+// The two low-rank products of a LoRA term over halves as model/lora.h's LoraT stores them, for up
+// to kLoraRowChunk rows per call, so one read of a half serves every row of the chunk:
+//   down:   t_r[k] = Σ_i (x_r[i]·scale[i])·w[i][k]              (AT [n_in][rank], row-major)
+//   up_add: y_r[o] += s_r·(scale[o]·Σ_k t_r[k]·w[k][o])         (BT [rank][n_out], in panels)
+// (exact values: no scale factors). Rows go in pairs (a lone row alone); the halves are widened to
+// f32 once per pair and every row keeps its own accumulators, so a row's arithmetic never depends
+// on its companions. down: per column k two fused multiply-add chains over i (even and odd i; a last
+// odd i goes to the even chain), then even + odd. up_add: per output o one chain over ascending k
+// from 0, then scale[o]·u, then s·that, then y + that — plain multiplies and adds (the rounding of
+// s·u first: llama.cpp's ggml_scale then ggml_add). The SIMD lanes and the scalar tails of up_add
+// do exactly this per output, so any split of outputs gives the same bits. Which path (AVX2 or
+// portable) is fixed per process (quant's active ISA); the portable path has the same chains.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "common/fp16.h"
 #include "model/lora.h"
@@ -21,133 +22,223 @@
 namespace ls {
 namespace {
 
-inline float load_scalar(const LoraT& m, int64_t i) {
-  if (m.f16) {
-    uint16_t h;
-    std::memcpy(&h, static_cast<const uint8_t*>(m.data) + 2 * i, 2);
-    return fp16_to_f32(h);
+// How far ahead of the kernels' reads the halves are prefetched (about what one core keeps in
+// flight from memory): a half is a few KB read once per step, too short for the hardware
+// prefetcher to ramp up. Prefetching past a half's end is harmless.
+constexpr int64_t kPrefetchBytes = 1024;
+
+// The element types of LoraT: int8 (with scales), IEEE half and f32 (without).
+struct I8 {
+  using T = int8_t;
+  static constexpr bool kScaled = true;
+  static float one(const T* p) { return float(*p); }
+  __attribute__((target("avx2,fma,f16c"))) static __m256 eight(const T* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
-  return static_cast<const float*>(m.data)[i];
+};
+struct F16 {
+  using T = uint16_t;
+  static constexpr bool kScaled = false;
+  static float one(const T* p) { return fp16_to_f32(*p); }
+  __attribute__((target("avx2,fma,f16c"))) static __m256 eight(const T* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+};
+
+struct F32 {
+  using T = float;
+  static constexpr bool kScaled = false;
+  static float one(const T* p) { return *p; }
+  __attribute__((target("avx2,fma,f16c"))) static __m256 eight(const T* p) { return _mm256_loadu_ps(p); }
+};
+
+// x_r[i]·scale[i] (int8) or x_r[i].
+template <class E>
+inline float x_at(const LoraT& at, const float* x, int64_t i) {
+  if constexpr (E::kScaled) {
+    const __m128 v = _mm_mul_ss(_mm_set_ss(x[i]), _mm_set_ss(at.scale[i]));  // intrinsics: no contraction
+    return _mm_cvtss_f32(v);
+  } else {
+    return x[i];
+  }
 }
 
 // ---- portable ----
-void down_portable(const LoraT& at, const float* x, float* t) {
+template <class E>
+void down_portable(const LoraT& at, const float* const* xs, float* const* ts, int n_rows) {
   const int64_t n_in = at.rows, r = at.cols;
-  for (int64_t k = 0; k < r; ++k) t[k] = 0.f;
-  for (int64_t i = 0; i < n_in; ++i)
-    for (int64_t k = 0; k < r; ++k) t[k] = t[k] + x[i] * load_scalar(at, i * r + k);
+  const auto* w = static_cast<const typename E::T*>(at.data);
+  for (int row = 0; row < n_rows; ++row)
+    for (int64_t k = 0; k < r; ++k) {
+      float even = 0.f, odd = 0.f;
+      int64_t i = 0;
+      for (; i + 2 <= n_in; i += 2) {
+        even = std::fma(x_at<E>(at, xs[row], i), E::one(w + i * r + k), even);
+        odd = std::fma(x_at<E>(at, xs[row], i + 1), E::one(w + (i + 1) * r + k), odd);
+      }
+      if (i < n_in) even = std::fma(x_at<E>(at, xs[row], i), E::one(w + i * r + k), even);
+      ts[row][k] = _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(even), _mm_set_ss(odd)));
+    }
 }
 
-void up_add_portable(const LoraT& bt, const float* t, float s, float* y, int64_t o0, int64_t o1) {
+// One output of one row (the portable path and the AVX2 path's scalar tail).
+template <class E>
+inline void up_one(const LoraT& bt, const float* t, float s, float* y, int64_t o) {
   const int64_t r = bt.rows, n_out = bt.cols;
-  for (int64_t o = o0; o < o1; ++o) {
-    float acc = 0.f;
-    for (int64_t k = 0; k < r; ++k) acc = acc + t[k] * load_scalar(bt, k * n_out + o);
-    const float d = s * acc;
-    y[o] = y[o] + d;
-  }
+  const auto* w = static_cast<const typename E::T*>(bt.data);
+  float acc = 0.f;
+  for (int64_t k = 0; k < r; ++k) acc = std::fma(t[k], E::one(w + lora_panel_index(k, o, r, n_out)), acc);
+  __m128 u = _mm_set_ss(acc);  // intrinsics: no contraction
+  if constexpr (E::kScaled) u = _mm_mul_ss(_mm_set_ss(bt.scale[o]), u);
+  y[o] = _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(y[o]), _mm_mul_ss(_mm_set_ss(s), u)));
 }
 
-// ---- AVX2 + FMA + F16C ----
-__attribute__((target("avx2,fma,f16c"))) inline __m256 load8(const LoraT& m, int64_t i) {
-  if (m.f16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
-      static_cast<const uint16_t*>(m.data) + i)));
-  return _mm256_loadu_ps(static_cast<const float*>(m.data) + i);
+template <class E>
+void up_add_portable(const LoraT& bt, const float* const* ts, const float* ss, float* const* ys, int n_rows,
+                     int64_t o0, int64_t o1) {
+  for (int row = 0; row < n_rows; ++row)
+    for (int64_t o = o0; o < o1; ++o) up_one<E>(bt, ts[row], ss[row], ys[row], o);
 }
 
-__attribute__((target("avx2,fma,f16c"))) inline float load1(const LoraT& m, int64_t i) {
-  if (m.f16) return _cvtsh_ss(static_cast<const uint16_t*>(m.data)[i]);
-  return static_cast<const float*>(m.data)[i];
-}
-
-// Columns k0 .. k0+8W of t = x·AT with 8 independent FMA chains: W column vectors × U = 8/W
-// interleaved streams of i (i ≡ u mod U), summed u = 0..U-1 at the end. A rank-16 A alone gave
-// two chains of n_in dependent FMAs (latency-bound at a quarter of the FMA rate).
-template <int W>
-__attribute__((target("avx2,fma,f16c"))) void down_block(const LoraT& at, const float* x, float* t, int64_t k0) {
-  constexpr int U = 8 / W;
+// ---- AVX2 + FMA (+ F16C) ----
+// Columns k0 .. k0+8W of R rows' t, with the two chains per column as the portable path.
+template <class E, int R, int W>
+__attribute__((target("avx2,fma,f16c"))) void down_block(const LoraT& at, const float* const* xs, float* const* ts,
+                                                         int64_t k0) {
   const int64_t n_in = at.rows, r = at.cols;
-  __m256 acc[U][W];
-  for (auto& row : acc)
-    for (auto& a : row) a = _mm256_setzero_ps();
+  const auto* w = static_cast<const typename E::T*>(at.data);
+  __m256 even[R][W], odd[R][W];
+  for (int row = 0; row < R; ++row)
+    for (int v = 0; v < W; ++v) even[row][v] = odd[row][v] = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + U <= n_in; i += U)
-    for (int u = 0; u < U; ++u) {
-      const __m256 xi = _mm256_set1_ps(x[i + u]);
-      for (int w = 0; w < W; ++w) acc[u][w] = _mm256_fmadd_ps(xi, load8(at, (i + u) * r + k0 + 8 * w), acc[u][w]);
+  for (; i + 2 <= n_in; i += 2) {
+    _mm_prefetch(reinterpret_cast<const char*>(w + i * r) + kPrefetchBytes, _MM_HINT_T0);
+    __m256 we[W], wo[W];
+    for (int v = 0; v < W; ++v) {
+      we[v] = E::eight(w + i * r + k0 + 8 * v);
+      wo[v] = E::eight(w + (i + 1) * r + k0 + 8 * v);
     }
-  for (; i < n_in; ++i) {
-    const __m256 xi = _mm256_set1_ps(x[i]);
-    for (int w = 0; w < W; ++w) acc[0][w] = _mm256_fmadd_ps(xi, load8(at, i * r + k0 + 8 * w), acc[0][w]);
+    for (int row = 0; row < R; ++row) {
+      const __m256 xe = _mm256_set1_ps(x_at<E>(at, xs[row], i)), xo = _mm256_set1_ps(x_at<E>(at, xs[row], i + 1));
+      for (int v = 0; v < W; ++v) {
+        even[row][v] = _mm256_fmadd_ps(xe, we[v], even[row][v]);
+        odd[row][v] = _mm256_fmadd_ps(xo, wo[v], odd[row][v]);
+      }
+    }
   }
-  for (int w = 0; w < W; ++w) {
-    __m256 sum = acc[0][w];
-    for (int u = 1; u < U; ++u) sum = _mm256_add_ps(sum, acc[u][w]);
-    _mm256_storeu_ps(t + k0 + 8 * w, sum);
-  }
+  if (i < n_in)
+    for (int v = 0; v < W; ++v) {
+      const __m256 we = E::eight(w + i * r + k0 + 8 * v);
+      for (int row = 0; row < R; ++row)
+        even[row][v] = _mm256_fmadd_ps(_mm256_set1_ps(x_at<E>(at, xs[row], i)), we, even[row][v]);
+    }
+  for (int row = 0; row < R; ++row)
+    for (int v = 0; v < W; ++v) _mm256_storeu_ps(ts[row] + k0 + 8 * v, _mm256_add_ps(even[row][v], odd[row][v]));
 }
 
-__attribute__((target("avx2,fma,f16c"))) void down_avx2(const LoraT& at, const float* x, float* t) {
+template <class E, int R>
+__attribute__((target("avx2,fma,f16c"))) void down_rows(const LoraT& at, const float* const* xs, float* const* ts) {
   const int64_t n_in = at.rows, r = at.cols;
+  const auto* w = static_cast<const typename E::T*>(at.data);
   int64_t k0 = 0;
-  for (; k0 + 64 <= r; k0 += 64) down_block<8>(at, x, t, k0);
-  for (; k0 + 32 <= r; k0 += 32) down_block<4>(at, x, t, k0);
-  for (; k0 + 16 <= r; k0 += 16) down_block<2>(at, x, t, k0);
-  for (; k0 + 8 <= r; k0 += 8) down_block<1>(at, x, t, k0);
-  for (; k0 < r; ++k0) {
-    float acc = 0.f;
-    for (int64_t i = 0; i < n_in; ++i) acc = std::fma(x[i], load1(at, i * r + k0), acc);
-    t[k0] = acc;
+  for (; k0 + 16 <= r; k0 += 16) down_block<E, R, 2>(at, xs, ts, k0);
+  for (; k0 + 8 <= r; k0 += 8) down_block<E, R, 1>(at, xs, ts, k0);
+  for (; k0 < r; ++k0)  // a rank that is not a multiple of 8: its last columns one by one
+    for (int row = 0; row < R; ++row) {
+      float even = 0.f, odd = 0.f;
+      int64_t i = 0;
+      for (; i + 2 <= n_in; i += 2) {
+        even = std::fma(x_at<E>(at, xs[row], i), E::one(w + i * r + k0), even);
+        odd = std::fma(x_at<E>(at, xs[row], i + 1), E::one(w + (i + 1) * r + k0), odd);
+      }
+      if (i < n_in) even = std::fma(x_at<E>(at, xs[row], i), E::one(w + i * r + k0), even);
+      ts[row][k0] = _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(even), _mm_set_ss(odd)));
+    }
+}
+
+// Outputs o .. o+8V of R rows: one chain per output over ascending k. w points at (k = 0, o) in its
+// panel and w + k·width at (k, o).
+template <class E, int R, int V>
+__attribute__((target("avx2,fma,f16c"))) void up_block(const LoraT& bt, const typename E::T* w, int64_t width,
+                                                       const float* const* ts, const float* ss, float* const* ys,
+                                                       int64_t o) {
+  const int64_t r = bt.rows;
+  __m256 acc[R][V];
+  for (int row = 0; row < R; ++row)
+    for (int v = 0; v < V; ++v) acc[row][v] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < r; ++k) {
+    _mm_prefetch(reinterpret_cast<const char*>(w + k * width) + kPrefetchBytes, _MM_HINT_T0);
+    __m256 wk[V];
+    for (int v = 0; v < V; ++v) wk[v] = E::eight(w + k * width + 8 * v);
+    for (int row = 0; row < R; ++row) {
+      const __m256 tk = _mm256_set1_ps(ts[row][k]);
+      for (int v = 0; v < V; ++v) acc[row][v] = _mm256_fmadd_ps(tk, wk[v], acc[row][v]);
+    }
+  }
+  for (int v = 0; v < V; ++v)
+    for (int row = 0; row < R; ++row) {  // mul, mul, add: never fused (the rounding of s·u first)
+      __m256 u = acc[row][v];
+      if constexpr (E::kScaled) u = _mm256_mul_ps(_mm256_loadu_ps(bt.scale + o + 8 * v), u);
+      float* y = ys[row] + o + 8 * v;
+      _mm256_storeu_ps(y, _mm256_add_ps(_mm256_loadu_ps(y), _mm256_mul_ps(_mm256_set1_ps(ss[row]), u)));
+    }
+}
+
+template <class E, int R>
+__attribute__((target("avx2,fma,f16c"))) void up_rows(const LoraT& bt, const float* const* ts, const float* ss,
+                                                      float* const* ys, int64_t o0, int64_t o1) {
+  const int64_t r = bt.rows, n_out = bt.cols;
+  for (int64_t o = o0; o < o1;) {  // panel by panel
+    const int64_t p0 = o / kLoraPanel * kLoraPanel, width = std::min<int64_t>(kLoraPanel, n_out - p0);
+    const int64_t end = std::min(o1, p0 + width);
+    const auto* panel = static_cast<const typename E::T*>(bt.data) + p0 * r;
+    for (; o + 32 <= end; o += 32) up_block<E, R, 4>(bt, panel + (o - p0), width, ts, ss, ys, o);
+    for (; o + 8 <= end; o += 8) up_block<E, R, 1>(bt, panel + (o - p0), width, ts, ss, ys, o);
+    for (; o < end; ++o)
+      for (int row = 0; row < R; ++row) up_one<E>(bt, ts[row], ss[row], ys[row], o);
   }
 }
 
-__attribute__((target("avx2,fma,f16c"))) void up_add_avx2(const LoraT& bt, const float* t, float s, float* y,
-                                                          int64_t o0, int64_t o1) {
-  const int64_t r = bt.rows, n_out = bt.cols;
-  const __m256 sv = _mm256_set1_ps(s);
-  int64_t o = o0;
-  for (; o + 64 <= o1; o += 64) {  // 8 independent chains: the FMA rate, not its latency
-    __m256 acc[8];
-    for (auto& a : acc) a = _mm256_setzero_ps();
-    for (int64_t k = 0; k < r; ++k) {
-      const __m256 tk = _mm256_set1_ps(t[k]);
-      for (int v = 0; v < 8; ++v) acc[v] = _mm256_fmadd_ps(tk, load8(bt, k * n_out + o + 8 * v), acc[v]);
-    }
-    for (int v = 0; v < 8; ++v)
-      _mm256_storeu_ps(y + o + 8 * v, _mm256_add_ps(_mm256_loadu_ps(y + o + 8 * v), _mm256_mul_ps(sv, acc[v])));
-  }
-  for (; o + 32 <= o1; o += 32) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t k = 0; k < r; ++k) {
-      const __m256 tk = _mm256_set1_ps(t[k]);
-      for (int v = 0; v < 4; ++v) acc[v] = _mm256_fmadd_ps(tk, load8(bt, k * n_out + o + 8 * v), acc[v]);
-    }
-    for (int v = 0; v < 4; ++v)  // mul then add: never fused (the rounding of s·u first)
-      _mm256_storeu_ps(y + o + 8 * v, _mm256_add_ps(_mm256_loadu_ps(y + o + 8 * v), _mm256_mul_ps(sv, acc[v])));
-  }
-  for (; o + 8 <= o1; o += 8) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t k = 0; k < r; ++k) acc = _mm256_fmadd_ps(_mm256_set1_ps(t[k]), load8(bt, k * n_out + o), acc);
-    _mm256_storeu_ps(y + o, _mm256_add_ps(_mm256_loadu_ps(y + o), _mm256_mul_ps(sv, acc)));
-  }
-  for (; o < o1; ++o) {
-    float acc = 0.f;
-    for (int64_t k = 0; k < r; ++k) acc = std::fma(t[k], load1(bt, k * n_out + o), acc);
-    const __m128 d = _mm_mul_ss(_mm_set_ss(s), _mm_set_ss(acc));  // intrinsics: no contraction
-    y[o] = _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(y[o]), d));
-  }
+template <class E>
+__attribute__((target("avx2,fma,f16c"))) void down_avx2(const LoraT& at, const float* const* xs, float* const* ts,
+                                                        int n_rows) {
+  int row = 0;
+  for (; row + 2 <= n_rows; row += 2) down_rows<E, 2>(at, xs + row, ts + row);
+  if (row < n_rows) down_rows<E, 1>(at, xs + row, ts + row);
+}
+
+template <class E>
+__attribute__((target("avx2,fma,f16c"))) void up_add_avx2(const LoraT& bt, const float* const* ts, const float* ss,
+                                                          float* const* ys, int n_rows, int64_t o0, int64_t o1) {
+  int row = 0;
+  for (; row + 2 <= n_rows; row += 2) up_rows<E, 2>(bt, ts + row, ss + row, ys + row, o0, o1);
+  if (row < n_rows) up_rows<E, 1>(bt, ts + row, ss + row, ys + row, o0, o1);
 }
 
 }  // namespace
 
-void lora_down(const LoraT& at, const float* x, float* t) {
-  if (active_isa() != Isa::Scalar) down_avx2(at, x, t);  // every SIMD path has AVX2+FMA+F16C
-  else down_portable(at, x, t);
+void lora_down(const LoraT& at, const float* const* xs, float* const* ts, int n_rows) {
+  const bool simd = active_isa() != Isa::Scalar;  // every SIMD path has AVX2+FMA+F16C
+  switch (at.elem) {
+    case LoraElem::I8: return simd ? down_avx2<I8>(at, xs, ts, n_rows) : down_portable<I8>(at, xs, ts, n_rows);
+    case LoraElem::F16: return simd ? down_avx2<F16>(at, xs, ts, n_rows) : down_portable<F16>(at, xs, ts, n_rows);
+    case LoraElem::F32: return simd ? down_avx2<F32>(at, xs, ts, n_rows) : down_portable<F32>(at, xs, ts, n_rows);
+  }
 }
 
-void lora_up_add(const LoraT& bt, const float* t, float s, float* y, int64_t o0, int64_t o1) {
-  if (active_isa() != Isa::Scalar) up_add_avx2(bt, t, s, y, o0, o1);
-  else up_add_portable(bt, t, s, y, o0, o1);
+void lora_up_add(const LoraT& bt, const float* const* ts, const float* ss, float* const* ys, int n_rows, int64_t o0,
+                 int64_t o1) {
+  const bool simd = active_isa() != Isa::Scalar;
+  switch (bt.elem) {
+    case LoraElem::I8:
+      return simd ? up_add_avx2<I8>(bt, ts, ss, ys, n_rows, o0, o1) : up_add_portable<I8>(bt, ts, ss, ys, n_rows, o0, o1);
+    case LoraElem::F16:
+      return simd ? up_add_avx2<F16>(bt, ts, ss, ys, n_rows, o0, o1)
+                  : up_add_portable<F16>(bt, ts, ss, ys, n_rows, o0, o1);
+    case LoraElem::F32:
+      return simd ? up_add_avx2<F32>(bt, ts, ss, ys, n_rows, o0, o1)
+                  : up_add_portable<F32>(bt, ts, ss, ys, n_rows, o0, o1);
+  }
 }
 
 }  // namespace ls

@@ -82,6 +82,20 @@ def test_mixed_adapters_in_one_batch_are_identical_to_alone(path, adapters, tok)
     assert base[0] != alone[rid][0]
 
 
+def test_many_rows_of_one_adapter_are_identical_to_alone(path, adapters, tok):
+    """Seven sequences of one adapter at different scales, so the kernels take its rows in chunks of
+    four, in pairs and alone, plus one sequence using both adapters: each is identical to alone."""
+    topics = ["rain", "the sea", "bread", "winter", "a robot", "music", "trees", "a city"]
+    reqs = []
+    for i, topic in enumerate(topics):
+        lora = [(1, 0.6 + 0.1 * i)] if i < 7 else [(1, 1.0), (2, 0.7)]
+        ids = tok.encode(CHAT.format(f"Write two sentences about {topic}."), False, True)
+        reqs.append((i + 1, ids, 16, dict(temperature=0.8, seed=200 + i, ignore_eos=True, adapters=lora)))
+    alone = {r[0]: run(new_engine(path, adapters), [r])[r[0]] for r in reqs}
+    together = run(new_engine(path, adapters), reqs[::-1])
+    assert together == alone
+
+
 def test_prefix_cache_never_reuses_another_adapters_kv(path, adapters, tok):
     rid, ids, n, kw = eight(tok)[0]  # adapter 1
     fresh = run(new_engine(path, adapters), [(1, ids, n, kw)])[1]

@@ -210,7 +210,7 @@ def test_portable_kernels_match_the_reference(tmp_path):
 
 @pytest.mark.parametrize("name", ["qwen2-r64-q8_0-untied-embd-out", "gemma3-r32-q8_0a-f16b-embd"])
 def test_thread_count_never_changes_a_bit(tmp_path, name):
-    """q/k/v and gate/up terms run as one pool dispatch (one task per matrix and adapter run): one row
+    """q/k/v and gate/up terms run as one pool dispatch (one task per matrix and chunk of rows): one row
     or many, on 1, 2 or 3 threads, every logit is the same."""
     _, _, base, _, adapter, _ = build(tmp_path, name)
     models = [Model(base, threads=t, ctx_size=64, lora=[(adapter, 0.8)]) for t in (1, 2, 3)]

@@ -8,21 +8,22 @@ top-1 agreement and mean KL over all positions, greedy agreement over the steps 
 top-1/top-2 margin is decisive — over as many positions as the base model's gates, so one near-tie
 moves top-1 by ~0.1%, not by the gate.
 
-Known gap (measured on the regenerated references, not loosened here): with the random all-matrix
+Known gap (measured on the regenerated references, not loosened here): with two of the random
 adapters top-1 falls short of the gate while KL and every decisive greedy step pass —
-smollm2-r16-f16-all 0.957 (of 1310 positions, gate 0.96; the base model misses 37), gemma3-r8-f32-all
-0.940 (gate 0.95). The gates come from llama.cpp's own variation on the base models (97–98% argmax
-agreement between its batch and one-token-per-decode paths on SmolLM2, 96% on Gemma 3); these
-adapters make the models more sensitive to rounding, and llama.cpp no longer meets the gate
-against itself: its step path agrees with its own batch reference at 0.955 on smollm2-r16-f16-all
-and 0.942 on gemma3-r8-f32-all.
+gemma3-r8-f32-all 0.931 (of 1032 positions, gate 0.95), gemma3-r16-q8_0a-f16b-attn 0.944. The gates
+come from llama.cpp's own variation on the base models (97–98% argmax agreement between its batch and
+one-token-per-decode paths on SmolLM2, 96% on Gemma 3); these adapters make the models more sensitive
+to rounding, and llama.cpp no longer meets the gate against itself: its step path agrees with its own
+batch reference at 0.942 on gemma3-r8-f32-all and 0.932 on gemma3-r16-q8_0a-f16b-attn. The top-1 of
+these cases moves by a point with any change of summation order: gemma3-r8-f32-all was 0.940 and
+smollm2-r16-f16-all 0.957 (then a known gap too, now 0.962) with the previous kernels' order.
 Against the exact float64 merged-weights forward (tests/csrc/model/test_lora_real.py's reference,
-all 1310 positions) ours and llama.cpp's agree about equally: top-1 0.958 vs 0.961, mean |Δlogprob|
-of the exact top-1 0.044 vs 0.044 (base model: 0.974 vs 0.982, 0.035 vs 0.033); gemma3-r8-f32-all
-0.927 vs 0.940, 0.075 vs 0.072. So the gap is two rounding paths disagreeing, not an arithmetic
-difference of ours (rounding x and B's input as llama.cpp's F16 / Q8_0 vec_dot types did not change
-it either). Those cases end as an expected failure after every other gate has been asserted, and
-turn into a failure of this test (strict) once they pass."""
+all 1310 positions, previous kernels) ours and llama.cpp's agree about equally: top-1 0.958 vs 0.961,
+mean |Δlogprob| of the exact top-1 0.044 vs 0.044 (base model: 0.974 vs 0.982, 0.035 vs 0.033);
+gemma3-r8-f32-all 0.927 vs 0.940, 0.075 vs 0.072. So the gap is two rounding paths disagreeing, not
+an arithmetic difference of ours (rounding x and B's input as llama.cpp's F16 / Q8_0 vec_dot types
+did not change it either). Those cases end as an expected failure after every other gate has been
+asserted, and turn into a failure of this test (strict) once they pass."""
 import json
 from pathlib import Path
 
@@ -36,7 +37,7 @@ from lora_gguf import REAL_CASES, cached_adapter
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "lora"
 GOLDEN_NAMES = {"smollm2": SMOLLM2, "gemma3": GEMMA3}
-TOP1_SHORT = {"smollm2-r16-f16-all", "gemma3-r8-f32-all"}  # the known gap above
+TOP1_SHORT = {"gemma3-r8-f32-all", "gemma3-r16-q8_0a-f16b-attn"}  # the known gap above
 
 
 def records(case: str) -> tuple[list[dict], list[dict]]:
