@@ -44,21 +44,38 @@ def _byte_vocab() -> list[str]:
 
 
 def write_thinking_gguf(path: Path, n_embd: int = 32) -> Path:
-    tokens = _byte_vocab() + [t for t, _ in SPECIALS] + PIECES
-    types = [1] * 256 + [k for _, k in SPECIALS] + [1] * len(PIECES)
-    index = {t: i for i, t in enumerate(tokens)}
+    return write_scripted_gguf(path, TEMPLATE_PATH.read_text(), SPECIALS, PIECES, SCRIPT, eos="<|im_end|>",
+                               bos="<|endoftext|>", merges=["Ċ Ċ"], n_embd=n_embd)
+
+
+def write_scripted_gguf(path: Path, template: str, specials: list[tuple[str, int]], pieces: list[str],
+                        script: list[str], *, eos: str, bos: str, merges: list[str], n_embd: int = 32) -> Path:
+    """A qwen3-architecture GGUF whose greedy output follows `script` (token texts, the first one the
+    last prompt token's). The n-th time a text appears in the script it is the n-th vocabulary token
+    with that text, so a script may repeat a token by listing it that often in specials / pieces."""
+    tokens = _byte_vocab() + [t for t, _ in specials] + pieces
+    types = [1] * 256 + [k for _, k in specials] + [1] * len(pieces)
+    copies: dict[str, list[int]] = {}
+    for i, t in enumerate(tokens):
+        copies.setdefault(t, []).append(i)
+    script_ids = []
+    for k, t in enumerate(script):
+        nth = script[:k].count(t)
+        assert nth < len(copies[t]), f"script token {t!r} appears more often than the vocabulary has it"
+        script_ids.append(copies[t][nth])
     n_vocab, E = len(tokens), n_embd
-    assert len(SCRIPT) < E, "one direction per script token plus the shared one"
+    assert len(script) < E, "one direction per script token plus the shared one"
 
     embd = np.zeros((n_vocab, E), np.float32)
     head = np.zeros((n_vocab, E), np.float32)
     other = E - 1  # the direction of every token outside the script
     embd[:, other] = 1.0
-    head[index["<|im_end|>"], other] = 1.0
-    for k, token in enumerate(SCRIPT[:-1]):
-        embd[index[token]] = 0.0
-        embd[index[token], k] = 1.0
-        head[index[SCRIPT[k + 1]], k] = 1.0
+    eos_id = copies[eos][-1]
+    head[eos_id, other] = 1.0
+    for k, token in enumerate(script_ids[:-1]):
+        embd[token] = 0.0
+        embd[token, k] = 1.0
+        head[script_ids[k + 1], k] = 1.0
 
     w = gguf.GGUFWriter(str(path), "qwen3")
     n_head, head_dim, n_ff = 2, 16, 32
@@ -77,11 +94,11 @@ def write_thinking_gguf(path: Path, n_embd: int = 32) -> Path:
     w.add_tokenizer_pre("qwen2")
     w.add_token_list(tokens)
     w.add_token_types(types)
-    w.add_token_merges(["Ċ Ċ"])
-    w.add_eos_token_id(index["<|im_end|>"])
-    w.add_bos_token_id(index["<|endoftext|>"])
+    w.add_token_merges(merges)
+    w.add_eos_token_id(eos_id)
+    w.add_bos_token_id(copies[bos][-1])
     w.add_add_bos_token(False)
-    w.add_chat_template(TEMPLATE_PATH.read_text())
+    w.add_chat_template(template)
 
     def add(name: str, arr) -> None:
         w.add_tensor(name, np.ascontiguousarray(arr, dtype=np.float32))
