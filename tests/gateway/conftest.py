@@ -122,7 +122,7 @@ def think_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def harmony_server(tmp_path_factory):
-    """`harmony`: the tiny scripted gpt-oss-template model (harmony_gguf.py)."""
+    """`harmony`: the tiny scripted gpt-oss model (harmony_gguf.py)."""
     from . import harmony_gguf
 
     tmp = tmp_path_factory.mktemp("harmony")

@@ -1,6 +1,6 @@
-"""A tiny synthetic gpt-oss-style model: the real gpt-oss chat template (tests/data/arch/gpt-oss.jinja)
-and harmony's control tokens on thinking_gguf.py's scripted weights (qwen3 architecture: the split
-depends on the template and the tokens, not on the architecture), greedy output scripted.
+"""A tiny synthetic gpt-oss model: the gpt-oss architecture with thinking_gguf.py's scripted weights
+(zero attention and expert outputs, so the next token depends on the current one only), the real
+gpt-oss chat template (tests/data/arch/gpt-oss.jinja) and harmony's control tokens.
 
 The generation prompt ends "<|start|>assistant", whose last token is the byte "t"; from there the
 model writes "<|channel|>" "analysis" "<|message|>" "User" " asks" " 6" "*" "7" "<|end|>" "<|start|>"
@@ -26,4 +26,4 @@ SCRIPT = ["t", "<|channel|>", "analysis", "<|message|>", "User", "Ġasks", "Ġ6"
 
 def write_harmony_gguf(path: Path) -> Path:
     return write_scripted_gguf(path, TEMPLATE_PATH.read_text(), SPECIALS, PIECES, SCRIPT, eos="<|return|>",
-                               bos="<|startoftext|>", merges=["Ġ 6"])
+                               bos="<|startoftext|>", merges=["Ġ 6"], arch="gpt-oss")

@@ -1,4 +1,4 @@
-"""gpt-oss's harmony output end to end: a real server on the tiny scripted gpt-oss-template model
+"""gpt-oss's harmony output end to end: a real server on the tiny scripted gpt-oss model
 (harmony_gguf.py) through the `openai` client. Its greedy answer is an analysis message then a final
 one; the analysis channel comes back as reasoning, the final channel as content, no control text."""
 from __future__ import annotations
