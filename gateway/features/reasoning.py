@@ -2,14 +2,15 @@
 
 A model thinks when its chat template carries reasoning markers (Qwen3, DeepSeek-R1 style:
 `<think>` … `</think>`) or writes gpt-oss's harmony channels (`<|channel|>` … `<|message|>`: the
-analysis channel is reasoning, the final channel content). Requests ask with `enable_thinking` / `chat_template_kwargs.enable_thinking`
-(vLLM, llama-server), `reasoning_effort` (OpenAI) or Ollama's `think`; the answer is a bool or None
-(model default). Asking for thinking on a model without markers is a 400, as in Ollama.
-When thinking is not switched off, the lane splits the model's output at the markers
-(csrc/engine/reasoning_splitter.h) into the reasoning channel (lanes.wire.CHANNELS["reasoning"]);
-switched off, everything stays content (harmony: still without its control text; llama-server's
-enable_thinking does not switch gpt-oss off at all, and its reasoning_format "none" keeps the raw markers). Reasoning sent back in history is never rendered again
-(the message parsers drop `reasoning_content` / `reasoning` / `thinking`).
+analysis channel is reasoning, the final channel content). Requests ask with `enable_thinking` /
+`chat_template_kwargs.enable_thinking` (vLLM, llama-server), `reasoning_effort` (OpenAI) or Ollama's
+`think`; the answer is a bool or None (model default). Asking for thinking on a model without markers
+is a 400, as in Ollama. When thinking is not switched off, the lane splits the model's output at the
+markers (csrc/engine/reasoning_splitter.h) into the reasoning channel (lanes.wire.CHANNELS["reasoning"]);
+switched off, everything stays content (harmony: still without its control text, as for the other
+models; llama-server's enable_thinking does not change gpt-oss's split, and its reasoning_format "none"
+keeps the raw markers). Reasoning sent back in history is never rendered again (the message parsers
+drop `reasoning_content` / `reasoning` / `thinking`).
 
 Interface for protocol routes (OpenAI here, Ollama in gateway/ollama):
   * `thinking_markers(template_source)` / `ModelText.thinking_markers` → (open, close) or None;
@@ -30,9 +31,10 @@ from __future__ import annotations
 from gateway.http.errors import invalid
 from lanes.api import ReasoningMarkers
 
-# gpt-oss's harmony format: the template writes channels, the lane splits them (ReasoningMarkers.harmony).
+# gpt-oss's harmony format: the template writes channels, the lane splits them (ReasoningMarkers.harmony);
+# the pair only names the format (lane_markers), it is no open/close pair.
 HARMONY = ("<|channel|>", "<|message|>")
-# (open, close) marker pairs we recognise in templates, most specific first.
+# The marker pairs we recognise in templates, most specific first.
 KNOWN_MARKERS = (HARMONY, ("<think>", "</think>"))
 EFFORTS = ("none", "minimal", "low", "medium", "high")
 OLLAMA_LEVELS = ("low", "medium", "high")
