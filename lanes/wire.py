@@ -56,10 +56,11 @@ MAX_REQUEST_IMAGES: int = LAYOUT["max_request_images"]  # image inputs (encoder 
 # Flag bits (meanings in wire.h).
 FLAGS: dict[str, int] = LAYOUT["flags"]
 (REQUEST_HAS_SEED, REQUEST_IGNORE_EOS, REQUEST_EMBED, REQUEST_SPLIT_REASONING, REQUEST_REASONING_STARTS_INSIDE,
+ REQUEST_REASONING_HARMONY, REQUEST_REASONING_AS_CONTENT,
  REQUEST_GRAMMAR, REQUEST_LOGPROBS, REQUEST_PROMPT_LOGPROBS, REQUEST_ADAPTERS, REQUEST_IMAGES, DONE_LAST_CHOICE,
  AUDIO_TRANSLATE, AUDIO_WORD_TIMESTAMPS) = (FLAGS[n] for n in (
     "REQUEST_HAS_SEED", "REQUEST_IGNORE_EOS", "REQUEST_EMBED", "REQUEST_SPLIT_REASONING",
-    "REQUEST_REASONING_STARTS_INSIDE", "REQUEST_GRAMMAR", "REQUEST_LOGPROBS", "REQUEST_PROMPT_LOGPROBS",
+    "REQUEST_REASONING_STARTS_INSIDE", "REQUEST_REASONING_HARMONY", "REQUEST_REASONING_AS_CONTENT", "REQUEST_GRAMMAR", "REQUEST_LOGPROBS", "REQUEST_PROMPT_LOGPROBS",
     "REQUEST_ADAPTERS", "REQUEST_IMAGES", "DONE_LAST_CHOICE", "AUDIO_TRANSLATE", "AUDIO_WORD_TIMESTAMPS"))
 MAX_CHOICES: int = LAYOUT["max_choices"]  # per REQUEST: n choices, or the inputs of an embedding request
 
@@ -157,7 +158,9 @@ def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> byt
     seed = params.seed
     flags = (REQUEST_HAS_SEED if seed is not None else 0) | (REQUEST_IGNORE_EOS if params.ignore_eos else 0)
     reasoning = params.reasoning
-    if reasoning is not None:
+    if reasoning is not None and reasoning.harmony:
+        flags |= REQUEST_REASONING_HARMONY | (REQUEST_REASONING_AS_CONTENT if reasoning.as_content else 0)
+    elif reasoning is not None:
         flags |= REQUEST_SPLIT_REASONING | (REQUEST_REASONING_STARTS_INSIDE if reasoning.starts_inside else 0)
     grammar = [params.grammar.encode("utf-8")] if params.grammar else []
     if grammar:
@@ -178,7 +181,8 @@ def encode_request(request_id: int, prompt_ids, params, num_choices: int) -> byt
     ]
     for token_id, bias in params.logit_bias:
         parts.append(LOGIT_BIAS_ENTRY.pack(token_id=token_id, bias=bias))
-    markers = [reasoning.open.encode("utf-8"), reasoning.close.encode("utf-8")] if reasoning is not None else []
+    markers = [reasoning.open.encode("utf-8"), reasoning.close.encode("utf-8")] \
+        if flags & REQUEST_SPLIT_REASONING else []
     for s in stops + markers:
         parts.append(_U32.pack(len(s)))
         parts.append(s)

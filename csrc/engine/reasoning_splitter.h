@@ -9,18 +9,31 @@
 // block (the template put the open marker into it), so text is reasoning until the close marker.
 // Per-sequence state; buffers keep their capacity across reset(), nothing allocates per token
 // once they reached the marker length.
+//
+// Harmony (gpt-oss): the output is messages `<|channel|>NAME<|message|>TEXT<|end|>`, the next one
+// opened by `<|start|>assistant`. The splitter then sees those control tokens' text (the lane prints
+// exactly the harmony_marker() tokens) and routes by channel: "analysis" → reasoning, any other
+// channel → content (as_content: analysis too, thinking switched off). Headers, markers and the
+// role text between messages go nowhere; text before the first header is content.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace ls {
 
 struct ReasoningFormat {
-  std::string open, close;     // both empty: no splitting
+  std::string open, close;     // both empty (and not harmony): no splitting
   bool starts_inside = false;
-  bool enabled() const { return !close.empty(); }
+  bool harmony = false;        // gpt-oss channels instead of open/close markers
+  bool as_content = false;     // harmony: the analysis channel is content too
+  bool enabled() const { return harmony || !close.empty(); }
 };
+
+// The harmony control token texts the splitter needs to see (empty view otherwise): `text` is a
+// hidden token's piece; every other control token stays hidden.
+std::string_view harmony_marker(std::string_view text);
 
 class ReasoningSplitter {
  public:
@@ -34,6 +47,11 @@ class ReasoningSplitter {
 
  private:
   void emit(std::string_view text, std::string& content, std::string& reasoning);
+  void push_harmony(std::string_view text, std::string& content, std::string& reasoning);
+  void emit_harmony(std::string_view text, std::string& out);  // out: the channel of inside_
+  void on_harmony_marker(std::string_view marker);
+
+  enum class Harmony : uint8_t { Body, Header, Between };
 
   std::string open_, close_;
   bool enabled_ = false;
@@ -41,6 +59,10 @@ class ReasoningSplitter {
   bool skip_space_ = false;  // just after a marker: drop leading whitespace
   std::string held_;         // suffix that is a proper prefix of the marker looked for
   std::string work_;         // held_ + pushed text
+  bool harmony_ = false, as_content_ = false;
+  Harmony state_ = Harmony::Body;
+  std::string header_;       // harmony: the current header's first kMaxHeaderBytes bytes
+  bool header_long_ = false;  // the header went past them (so it is no known channel name)
 };
 
 }  // namespace ls

@@ -111,7 +111,9 @@ StepResult Sequence::sample(float* logits, int32_t pos, int32_t ctx_size, const 
   stats_.completion_tokens += 1;
   last_token_ = token;
   if (grammar_.active()) grammar_.accept(token);
-  push_text(utf8_.push(tok.piece(token, false)));
+  std::string_view piece = tok.piece(token, false);
+  if (piece.empty() && req_.reasoning.harmony) piece = harmony_marker(tok.piece(token, true));
+  push_text(utf8_.push(piece));
   if (grammar_.active() && grammar_.complete() && !stop_.stopped()) {  // nothing but the end may follow
     flush_text();
     active_ = false;

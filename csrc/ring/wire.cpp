@@ -81,7 +81,10 @@ void decode_request(const uint8_t* payload, size_t size_bytes, DecodedRequest& o
     out.reasoning.close = c.str(c.take<uint32_t>("reasoning close length"), "reasoning close marker");
     out.reasoning.starts_inside = (h.flags & kRequestReasoningStartsInside) != 0;
     if (out.reasoning.close.empty()) throw WireError("REQUEST reasoning close marker is empty");
+    if (h.flags & kRequestReasoningHarmony) throw WireError("REQUEST splits by markers and harmony at once");
   }
+  out.reasoning.harmony = (h.flags & kRequestReasoningHarmony) != 0;
+  out.reasoning.as_content = out.reasoning.harmony && (h.flags & kRequestReasoningAsContent) != 0;
   out.num_top_logprobs = -1;
   out.prompt_logprobs = false;
   if (h.flags & kRequestLogprobs) {

@@ -102,6 +102,10 @@ struct RequestHeader { LS_WIRE_REQUEST_HEADER(LS_WIRE_DECLARE_FIELD) };
   X(kRequestPromptLogprobs, REQUEST_PROMPT_LOGPROBS, 1u << 9)                                  \
   X(kRequestAdapters, REQUEST_ADAPTERS, 1u << 10) /* LoRA adapters follow the grammar */          \
   X(kRequestImages, REQUEST_IMAGES, 1u << 11) /* image embeddings follow the adapters */         \
+  /* Split gpt-oss harmony channels (no markers on the wire; not with kRequestSplitReasoning); */ \
+  /* with kRequestReasoningAsContent the analysis channel is content too. */                    \
+  X(kRequestReasoningHarmony, REQUEST_REASONING_HARMONY, 1u << 12)                             \
+  X(kRequestReasoningAsContent, REQUEST_REASONING_AS_CONTENT, 1u << 13)                        \
   X(kDoneLastChoice, DONE_LAST_CHOICE, 1u) /* DONE: the request is over (every choice ended) */ \
   X(kAudioTranslate, AUDIO_TRANSLATE, 1u) /* translate to English instead of transcribing */  \
   X(kAudioWordTimestamps, AUDIO_WORD_TIMESTAMPS, 2u) /* segments carry per-word timings */

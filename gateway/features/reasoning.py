@@ -1,13 +1,16 @@
 """Thinking / reasoning: which models think, what a request asks for, how the lane splits it.
 
 A model thinks when its chat template carries reasoning markers (Qwen3, DeepSeek-R1 style:
-`<think>` … `</think>`). Requests ask with `enable_thinking` / `chat_template_kwargs.enable_thinking`
-(vLLM, llama-server), `reasoning_effort` (OpenAI) or Ollama's `think`; the answer is a bool or None
-(model default). Asking for thinking on a model without markers is a 400, as in Ollama.
-When thinking is not switched off, the lane splits the model's output at the markers
-(csrc/engine/reasoning_splitter.h) into the reasoning channel (lanes.wire.CHANNELS["reasoning"]);
-switched off, everything stays content. Reasoning sent back in history is never rendered again
-(the message parsers drop `reasoning_content` / `reasoning` / `thinking`).
+`<think>` … `</think>`) or writes gpt-oss's harmony channels (`<|channel|>` … `<|message|>`: the
+analysis channel is reasoning, the final channel content). Requests ask with `enable_thinking` /
+`chat_template_kwargs.enable_thinking` (vLLM, llama-server), `reasoning_effort` (OpenAI) or Ollama's
+`think`; the answer is a bool or None (model default). Asking for thinking on a model without markers
+is a 400, as in Ollama. When thinking is not switched off, the lane splits the model's output at the
+markers (csrc/engine/reasoning_splitter.h) into the reasoning channel (lanes.wire.CHANNELS["reasoning"]);
+switched off, everything stays content (harmony: still without its control text, as for the other
+models; llama-server's enable_thinking does not change gpt-oss's split, and its reasoning_format "none"
+keeps the raw markers). Reasoning sent back in history is never rendered again (the message parsers
+drop `reasoning_content` / `reasoning` / `thinking`).
 
 Interface for protocol routes (OpenAI here, Ollama in gateway/ollama):
   * `thinking_markers(template_source)` / `ModelText.thinking_markers` → (open, close) or None;
@@ -28,8 +31,11 @@ from __future__ import annotations
 from gateway.http.errors import invalid
 from lanes.api import ReasoningMarkers
 
-# (open, close) marker pairs we recognise in templates, most specific first.
-KNOWN_MARKERS = (("<think>", "</think>"),)
+# gpt-oss's harmony format: the template writes channels, the lane splits them (ReasoningMarkers.harmony);
+# the pair only names the format (lane_markers), it is no open/close pair.
+HARMONY = ("<|channel|>", "<|message|>")
+# The marker pairs we recognise in templates, most specific first.
+KNOWN_MARKERS = (HARMONY, ("<think>", "</think>"))
 EFFORTS = ("none", "minimal", "low", "medium", "high")
 OLLAMA_LEVELS = ("low", "medium", "high")
 
@@ -75,7 +81,16 @@ def check_thinking(text, think: bool | None, *, param: str, model: str) -> tuple
         if think:
             raise invalid(f"model {model!r} does not support thinking", param=param, code="thinking_not_supported")
         return None
-    return None if think is False else markers
+    # Harmony output is split whatever the switch: its control text never reaches the client.
+    return None if think is False and markers != HARMONY else markers
+
+
+def lane_markers(markers: tuple[str, str], think: bool | None, starts_inside: bool = False) -> ReasoningMarkers:
+    """check_thinking's markers as the lane takes them; harmony with thinking off keeps the
+    analysis channel as content (everything content, as for other models, without the control text)."""
+    if markers == HARMONY:
+        return ReasoningMarkers("", "", harmony=True, as_content=think is False)
+    return ReasoningMarkers(markers[0], markers[1], starts_inside)
 
 
 def render_for_thinking(text, messages: list[dict], template_kwargs: dict | None, think: bool | None, *,
@@ -94,7 +109,6 @@ def rendered_for_thinking(text, messages: list[dict], template_kwargs: dict | No
     rendered = text.render_chat(messages, kwargs)
     if markers is None:
         return rendered, None
-    open_marker, close_marker = markers
     # Templates that open the block in the generation prompt (DeepSeek-R1) start inside it.
-    starts_inside = rendered.rstrip().endswith(open_marker)
-    return rendered, ReasoningMarkers(open_marker, close_marker, starts_inside)
+    starts_inside = rendered.rstrip().endswith(markers[0])
+    return rendered, lane_markers(markers, think, starts_inside)

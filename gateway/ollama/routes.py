@@ -12,7 +12,7 @@ import dataclasses
 import orjson
 
 from gateway.features.chat_prompt import chat_prompt
-from gateway.features.reasoning import check_thinking
+from gateway.features.reasoning import check_thinking, lane_markers
 from gateway.features.tools import HERMES, tool_grammar
 from gateway.http.body import parse_json_object
 from gateway.ollama.errors import error_response, served_model
@@ -42,7 +42,7 @@ def _prompt_ids(served, parsed: OllamaRequest, chat: bool) -> tuple[list[int], R
             raise OllamaError(400, "images need the model's chat template: send raw: false")
         ids = list(parsed.context) + text.encode_prompt(parsed.prompt or "", add_special=not parsed.context)
         markers = check_thinking(text, parsed.think, param="think", model=served.name)
-        reasoning = ReasoningMarkers(*markers, False) if markers is not None and parsed.think else None
+        reasoning = lane_markers(markers, parsed.think) if markers is not None and parsed.think else None
         images = ()
     else:
         messages = ([{"role": "system", "content": parsed.system}] if parsed.system else []) + \

@@ -95,11 +95,16 @@ def http(base_url):
         yield client
 
 
-@pytest.fixture
-def openai_client(base_url):
+def openai_for(base_url: str):
+    """The `openai` client the tests use against `base_url` (close it)."""
     from openai import OpenAI
 
-    client = OpenAI(base_url=base_url + "/v1", api_key="unused", max_retries=0, timeout=60.0)
+    return OpenAI(base_url=base_url + "/v1", api_key="unused", max_retries=0, timeout=60.0)
+
+
+@pytest.fixture
+def openai_client(base_url):
+    client = openai_for(base_url)
     yield client
     client.close()
 
@@ -112,6 +117,17 @@ def think_server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("think")
     path = thinking_gguf.write_thinking_gguf(tmp / "tiny-think.gguf")
     with running_server(tmp, "--model", f"think={path}", "--model", "smollm2=smollm2") as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def harmony_server(tmp_path_factory):
+    """`harmony`: the tiny scripted gpt-oss model (harmony_gguf.py)."""
+    from . import harmony_gguf
+
+    tmp = tmp_path_factory.mktemp("harmony")
+    path = harmony_gguf.write_harmony_gguf(tmp / "tiny-harmony.gguf")
+    with running_server(tmp, "--model", f"harmony={path}") as srv:
         yield srv
 
 

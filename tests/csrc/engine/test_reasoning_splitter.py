@@ -1,5 +1,7 @@
 """ReasoningSplitter (csrc/engine/reasoning_splitter.h): markers split out as text streams in, never
-a partial marker in either channel, whatever the token boundaries."""
+a partial marker in either channel, whatever the token boundaries; in harmony mode (gpt-oss) the
+analysis channel is reasoning, the other channels content, and headers, <|end|>, <|start|>assistant
+reach neither."""
 import re
 
 from hypothesis import given, settings
@@ -10,8 +12,8 @@ import lanes._runtime as rt
 OPEN, CLOSE = "<think>", "</think>"
 
 
-def run(pieces, starts_inside=False, open_marker=OPEN, close_marker=CLOSE):
-    s = rt.ReasoningSplitter(open_marker, close_marker, starts_inside)
+def run(pieces, starts_inside=False, open_marker=OPEN, close_marker=CLOSE, **harmony):
+    s = rt.ReasoningSplitter(open_marker, close_marker, starts_inside, **harmony)
     content, reasoning = [], []
     for p in pieces:
         c, r = s.push(p)
@@ -19,6 +21,11 @@ def run(pieces, starts_inside=False, open_marker=OPEN, close_marker=CLOSE):
         reasoning.append(r)
     c, r = s.flush()
     return "".join(content) + c, "".join(reasoning) + r, content, reasoning
+
+
+def cut_anywhere(text, data):
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=8)))
+    return [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
 
 
 def reference(text, starts_inside=False):
@@ -73,7 +80,91 @@ def test_whitespace_only_dropped_right_after_a_marker():
        st.data(), st.booleans())
 def test_any_token_boundaries_give_the_whole_text_split(parts, data, starts_inside):
     text = "".join(parts)
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=8)))
-    pieces = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+    pieces = cut_anywhere(text, data)
     content, reasoning, _, _ = run(pieces, starts_inside)
     assert (content, reasoning) == reference(text, starts_inside)
+
+
+def harmony(as_content=False):
+    """run()'s keywords for a harmony splitter (no open/close markers)."""
+    return {"open_marker": "", "close_marker": "", "harmony": True, "as_content": as_content}
+
+
+ANSWER = ["<|channel|>", "analysis", "<|message|>", "User", " asks", " 6", "*", "7", ".", "<|end|>",
+          "<|start|>", "assistant", "<|channel|>", "final", "<|message|>", "It", " is", " 42", "."]
+HARMONY_MARKER = re.compile(r"<\|(channel|message|end|start|constrain)\|>")
+
+
+def harmony_reference(text, as_content=False):
+    """Whole-text split: a header runs from <|channel|> to <|message|>; the body after an "analysis"
+    header is reasoning, after any other header content; <|end|> / <|start|> drop text until the next
+    header; text before any marker is content."""
+    content, reasoning = [], []
+    state, header, target = "body", "", content
+    pos = 0
+    for m in list(HARMONY_MARKER.finditer(text)) + [None]:
+        part = text[pos:m.start() if m else len(text)]
+        if state == "header":
+            header += part
+        elif state == "body":
+            target.append(part)
+        if m is None:
+            return "".join(content), "".join(reasoning)
+        pos, name = m.end(), m.group(1)
+        if name == "channel":
+            state, header = "header", ""
+        elif name == "message":
+            if state == "header":
+                target = reasoning if header == "analysis" and not as_content else content
+            state = "body"
+        elif name == "constrain":
+            header += "<constrain>"
+        else:
+            state, target = "between", content
+
+
+def test_harmony_analysis_then_final_one_token_at_a_time():
+    content, reasoning, per_content, per_reasoning = run(ANSWER, **harmony())
+    assert (content, reasoning) == ("It is 42.", "User asks 6*7.")
+    assert all("<|" not in c and "assistant" not in c for c in per_content)
+    assert all("<|" not in r for r in per_reasoning)
+
+
+def test_harmony_markers_split_inside_and_across_pieces():
+    text = "".join(ANSWER)
+    for size in (1, 2, 3, 5, 7):
+        pieces = [text[i:i + size] for i in range(0, len(text), size)]
+        assert run(pieces, **harmony())[:2] == ("It is 42.", "User asks 6*7."), size
+
+
+def test_harmony_straight_to_final_is_all_content():
+    assert run(["<|channel|>", "final", "<|message|>", "Hi", " there"], **harmony())[:2] == ("Hi there", "")
+    assert run(["plain", " text"], **harmony())[:2] == ("plain text", "")
+
+
+def test_harmony_several_analysis_blocks_and_commentary():
+    text = ("<|channel|>analysis<|message|>a1<|end|><|start|>assistant<|channel|>commentary<|message|>c<|end|>"
+            "<|start|>assistant<|channel|>analysis<|message|>a2<|end|>"
+            "<|start|>assistant<|channel|>final <|constrain|>json<|message|>{}")
+    assert run([text], **harmony())[:2] == ("c{}", "a1a2")
+
+
+def test_harmony_thinking_off_keeps_analysis_as_content():
+    assert run(ANSWER, **harmony(True))[:2] == ("User asks 6*7.It is 42.", "")
+
+
+def test_harmony_cut_off_header_and_partial_marker_at_the_end():
+    assert run(["<|channel|>analysis<|message|>why", "<|e"], **harmony())[:2] == ("", "why<|e")
+    assert run(["<|channel|>anal"], **harmony())[:2] == ("", "")
+    assert run(["a <| b", " <|chan"], **harmony())[:2] == ("a <| b <|chan", "")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["<|channel|>", "<|message|>", "<|end|>", "<|start|>", "<|constrain|>",
+                                 "analysis", "final", "assistant", "<|", "|>", "<", "a", " ", "é", "json"]),
+                max_size=24),
+       st.data(), st.booleans())
+def test_harmony_any_token_boundaries_give_the_whole_text_split(parts, data, as_content):
+    text = "".join(parts)
+    pieces = cut_anywhere(text, data)
+    assert run(pieces, **harmony(as_content))[:2] == harmony_reference(text, as_content)

@@ -105,6 +105,24 @@ def test_reasoning_markers_follow_the_stop_strings(starts_inside):
     assert _ring.decode_request(wire.encode_request(3, [1], no_open, 1))["reasoning"] == (b"", b"</think>", True)
 
 
+@pytest.mark.parametrize("as_content", [False, True])
+def test_harmony_reasoning_is_flags_without_markers(as_content):
+    params = GenerationParams(max_tokens=3, stop=("x",), reasoning=ReasoningMarkers("", "", harmony=True,
+                                                                                     as_content=as_content))
+    payload = wire.encode_request(2, [1], params, 1)
+    d = _ring.decode_request(payload)
+    assert d["stop"] == [b"x"] and d["reasoning"] == (b"", b"", False) and d["harmony"] == (True, as_content)
+    assert _ring.decode_request(wire.encode_request(2, [1], GenerationParams(max_tokens=3), 1))["harmony"] == \
+        (False, False)
+    both = GenerationParams(max_tokens=3, reasoning=ReasoningMarkers("<think>", "</think>"))
+    raw = bytearray(wire.encode_request(2, [1], both, 1))
+    flags_at = wire.REQUEST_HEADER.offsets()["flags"]
+    flags = int.from_bytes(raw[flags_at:flags_at + 4], "little") | wire.REQUEST_REASONING_HARMONY
+    raw[flags_at:flags_at + 4] = flags.to_bytes(4, "little")
+    with pytest.raises(ValueError, match="harmony"):
+        _ring.decode_request(bytes(raw))
+
+
 def test_request_without_prompt_ids_decodes():
     """Found by the wire fuzzer under UBSan (.ci/sanitize): zero prompt ids made the decoder
     memcpy into an empty vector's null data() — undefined behaviour, now skipped."""

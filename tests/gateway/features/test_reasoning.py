@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from .. import thinking_gguf as _gguf
+from ..conftest import openai_for
 
 CONTENT, REASONING = _gguf.CONTENT, _gguf.REASONING
 
@@ -20,9 +21,7 @@ USER = [{"role": "user", "content": "What is the answer?"}]
 
 @pytest.fixture
 def client(think_server):
-    from openai import OpenAI
-
-    c = OpenAI(base_url=think_server.base_url + "/v1", api_key="unused", max_retries=0, timeout=60.0)
+    c = openai_for(think_server.base_url)
     yield c
     c.close()
 

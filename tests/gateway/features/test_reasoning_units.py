@@ -11,8 +11,9 @@ from gateway.text.chat_template import ChatTemplate
 from gateway.http.errors import APIError
 from gateway.openai.frames import ChoiceResult, StreamFrames, non_stream_body
 from gateway.openai.requests import parse_chat
-from gateway.features.reasoning import (check_thinking, render_for_thinking, think_from_ollama, think_from_openai,
-                               thinking_markers)
+from gateway.features.reasoning import (HARMONY, check_thinking, render_for_thinking, think_from_ollama,
+                                       think_from_openai, thinking_markers)
+from lanes.api import ReasoningMarkers
 
 QWEN3 = (Path(__file__).resolve().parents[2] / "data" / "templates" / "qwen3-0.6b.jinja").read_text()
 # DeepSeek-R1 style: the generation prompt opens the block itself.
@@ -128,3 +129,21 @@ def test_non_stream_body_has_reasoning_only_when_there_is_some():
     first, second = (c["message"] for c in parsed["choices"])
     assert first == {"role": "assistant", "content": "answer", "reasoning_content": "why\n", "reasoning": "why\n"}
     assert second == {"role": "assistant", "content": "plain"}
+
+
+GPT_OSS = (Path(__file__).resolve().parents[2] / "data" / "arch" / "gpt-oss.jinja").read_text()
+
+
+def test_harmony_template_splits_channels_and_thinking_off_keeps_them_content():
+    assert thinking_markers(GPT_OSS) == HARMONY
+    text = FakeText(GPT_OSS)
+    user = [{"role": "user", "content": "hi"}]
+    _, markers = render_for_thinking(text, user, {}, None, param="p", model="m")
+    assert text.rendered.endswith("<|start|>assistant")
+    assert markers == ReasoningMarkers("", "", harmony=True, as_content=False)
+    _, markers = render_for_thinking(text, user, {}, False, param="p", model="m")
+    assert markers == ReasoningMarkers("", "", harmony=True, as_content=True)
+    with pytest.raises(ValueError):
+        ReasoningMarkers("<|channel|>", "", harmony=True)
+    with pytest.raises(ValueError):
+        ReasoningMarkers("<think>", "</think>", as_content=True)
