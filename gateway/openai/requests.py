@@ -223,6 +223,10 @@ def template_kwargs(body: dict) -> dict:
     return kwargs
 
 
+# reasoning_effort levels handed to the chat template as `reasoning_effort` (gpt-oss: "Reasoning: low").
+TEMPLATE_EFFORTS = ("low", "medium", "high")
+
+
 def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
     ignored = check_fields(body, CHAT_FIELDS, lenient)
     f = CHAT_FIELDS
@@ -236,6 +240,9 @@ def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
     if tools is not None and tools.active and sampling.logprobs is not None:
         raise invalid("'logprobs' cannot be combined with tool calls", param="logprobs", code="unsupported_parameter")
     kwargs = template_kwargs(body)
+    think = think_from_openai(kwargs.get("enable_thinking"), body.get("reasoning_effort"))
+    if body.get("reasoning_effort") in TEMPLATE_EFFORTS:  # gpt-oss's template prints it (vLLM passes it too)
+        kwargs.setdefault("reasoning_effort", body["reasoning_effort"])
     images: list = []
     messages = parse_messages(body, lenient, images)
     return ChatRequest(
@@ -244,7 +251,7 @@ def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
         images=tuple(images),
         template_kwargs=kwargs,
         ignored_fields=ignored,
-        think=think_from_openai(kwargs.get("enable_thinking"), body.get("reasoning_effort")),
+        think=think,
         think_param="enable_thinking" if kwargs.get("enable_thinking") is not None else "reasoning_effort",
         tools=tools,
     )

@@ -143,6 +143,11 @@ def test_harmony_template_splits_channels_and_thinking_off_keeps_them_content():
     assert markers == ReasoningMarkers("", "", harmony=True, as_content=False)
     _, markers = render_for_thinking(text, user, {}, False, param="p", model="m")
     assert markers == ReasoningMarkers("", "", harmony=True, as_content=True)
+    low = parse_chat({"model": "m", "messages": user, "reasoning_effort": "low"}, lenient=False)
+    render_for_thinking(text, low.messages, low.template_kwargs, low.think, param="p", model="m")
+    assert "Reasoning: low" in text.rendered  # the template's level, not its default medium
+    render_for_thinking(text, user, {}, None, param="p", model="m")
+    assert "Reasoning: medium" in text.rendered
     with pytest.raises(ValueError):
         ReasoningMarkers("<|channel|>", "", harmony=True)
     with pytest.raises(ValueError):
