@@ -64,21 +64,26 @@ inline float x_at(const LoraT& at, const float* x, int64_t i) {
 }
 
 // ---- portable ----
+// Column k of one row's t: two chains (even and odd i) added at the end (the portable path and
+// the AVX2 path's columns beyond its 8-wide blocks).
 template <class E>
-void down_portable(const LoraT& at, const float* const* xs, float* const* ts, int n_rows) {
+inline float down_one(const LoraT& at, const float* x, int64_t k) {
   const int64_t n_in = at.rows, r = at.cols;
   const auto* w = static_cast<const typename E::T*>(at.data);
+  float even = 0.f, odd = 0.f;
+  int64_t i = 0;
+  for (; i + 2 <= n_in; i += 2) {
+    even = std::fma(x_at<E>(at, x, i), E::one(w + i * r + k), even);
+    odd = std::fma(x_at<E>(at, x, i + 1), E::one(w + (i + 1) * r + k), odd);
+  }
+  if (i < n_in) even = std::fma(x_at<E>(at, x, i), E::one(w + i * r + k), even);
+  return _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(even), _mm_set_ss(odd)));
+}
+
+template <class E>
+void down_portable(const LoraT& at, const float* const* xs, float* const* ts, int n_rows) {
   for (int row = 0; row < n_rows; ++row)
-    for (int64_t k = 0; k < r; ++k) {
-      float even = 0.f, odd = 0.f;
-      int64_t i = 0;
-      for (; i + 2 <= n_in; i += 2) {
-        even = std::fma(x_at<E>(at, xs[row], i), E::one(w + i * r + k), even);
-        odd = std::fma(x_at<E>(at, xs[row], i + 1), E::one(w + (i + 1) * r + k), odd);
-      }
-      if (i < n_in) even = std::fma(x_at<E>(at, xs[row], i), E::one(w + i * r + k), even);
-      ts[row][k] = _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(even), _mm_set_ss(odd)));
-    }
+    for (int64_t k = 0; k < at.cols; ++k) ts[row][k] = down_one<E>(at, xs[row], k);
 }
 
 // One output of one row (the portable path and the AVX2 path's scalar tail).
@@ -138,22 +143,12 @@ __attribute__((target("avx2,fma,f16c"))) void down_block(const LoraT& at, const 
 
 template <class E, int R>
 __attribute__((target("avx2,fma,f16c"))) void down_rows(const LoraT& at, const float* const* xs, float* const* ts) {
-  const int64_t n_in = at.rows, r = at.cols;
-  const auto* w = static_cast<const typename E::T*>(at.data);
+  const int64_t r = at.cols;
   int64_t k0 = 0;
   for (; k0 + 16 <= r; k0 += 16) down_block<E, R, 2>(at, xs, ts, k0);
   for (; k0 + 8 <= r; k0 += 8) down_block<E, R, 1>(at, xs, ts, k0);
   for (; k0 < r; ++k0)  // a rank that is not a multiple of 8: its last columns one by one
-    for (int row = 0; row < R; ++row) {
-      float even = 0.f, odd = 0.f;
-      int64_t i = 0;
-      for (; i + 2 <= n_in; i += 2) {
-        even = std::fma(x_at<E>(at, xs[row], i), E::one(w + i * r + k0), even);
-        odd = std::fma(x_at<E>(at, xs[row], i + 1), E::one(w + (i + 1) * r + k0), odd);
-      }
-      if (i < n_in) even = std::fma(x_at<E>(at, xs[row], i), E::one(w + i * r + k0), even);
-      ts[row][k0] = _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(even), _mm_set_ss(odd)));
-    }
+    for (int row = 0; row < R; ++row) ts[row][k0] = down_one<E>(at, xs[row], k0);
 }
 
 // Outputs o .. o+8V of R rows: one chain per output over ascending k. w points at (k = 0, o) in its
