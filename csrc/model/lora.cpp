@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "common/fp16.h"
+#include "common/huge_alloc.h"
 #include "model/model.h"
 #include "common/thread_pool.h"
 #include "quant/quant.h"
@@ -119,8 +120,6 @@ LoraAdapter::LoraAdapter(const std::string& path, const GgufFile& base, const Mo
              std::to_string(kMaxLoraRank) + " supported)");
     p.a = LoraHalf{a.type, a.data, a.ne[0], a.ne[1]};
     p.b = LoraHalf{b.type, b.data, b.ne[0], b.ne[1]};
-    if (!embd) p.at = stored(p.a, true);  // token_embd's A rows are looked up in place
-    p.bt = stored(p.b, false);
     if (embd) {
       embd_ = p;
     } else if (name == "output.weight") {
@@ -146,6 +145,27 @@ LoraAdapter::LoraAdapter(const std::string& path, const GgufFile& base, const Mo
     num_pairs_ += 1;
     tensor_bytes_ += a.size_bytes + b.size_bytes;
   }
+  store_halves();
+}
+
+void LoraAdapter::store_halves() {
+  // Forward order (layer by layer, q k v o gate up down, A then B; then the LM head, then
+  // token_embd's B): the kernels of a step read the arena front to back, so each half's stream
+  // runs on into the next and a prefetch ahead of the current half fetches the next one.
+  std::vector<LoraPair*> order;
+  for (LoraPair& p : layers_)
+    if (p.present()) order.push_back(&p);
+  for (LoraPair* p : {&output_, &embd_})
+    if (p->present()) order.push_back(p);
+  size_t bytes = 0;
+  for (LoraPair* p : order) bytes += (p != &embd_ ? stored_bytes(p->a, true) : 0) + stored_bytes(p->b, false);
+  store_.reset(alloc_huge(bytes));
+  uint8_t* cursor = store_.get();
+  for (LoraPair* p : order) {
+    if (p != &embd_) p->at = stored(p->a, true, cursor);  // token_embd's A rows are looked up in place
+    p->bt = stored(p->b, false, cursor);
+  }
+  store_bytes_ = size_t(cursor - store_.get());
 }
 
 const LoraPair* LoraAdapter::layer(int il, LoraTarget t) const {
@@ -153,7 +173,22 @@ const LoraPair* LoraAdapter::layer(int il, LoraTarget t) const {
   return p.present() ? &p : nullptr;
 }
 
-LoraT LoraAdapter::stored(const LoraHalf& h, bool is_a) {
+namespace {
+// Each stored array starts on a cache line.
+size_t line_up(size_t n) { return (n + 63) & ~size_t(63); }
+}  // namespace
+
+size_t LoraAdapter::stored_bytes(const LoraHalf& h, bool is_a) {
+  const size_t n = size_t(h.n_in) * size_t(h.n_out);
+  switch (stored_elem(h.type)) {
+    case LoraElem::F16: return line_up(n * sizeof(uint16_t));
+    case LoraElem::F32: return line_up(n * sizeof(float));
+    case LoraElem::I8: return line_up(n) + line_up(size_t(is_a ? h.n_in : h.n_out) * sizeof(float));  // + scales
+  }
+  return 0;
+}
+
+LoraT LoraAdapter::stored(const LoraHalf& h, bool is_a, uint8_t*& cursor) {
   // The file's half is [n_out][n_in] (A: n_out = rank; B: n_in = rank). Kernel rows × cols:
   // AT [n_in][rank] (element (i, k) from file (k, i)); BT [rank][n_out] in panels (from (o, k)).
   const int64_t rank = is_a ? h.n_out : h.n_in, n_vec = is_a ? h.n_in : h.n_out;  // n_vec rank-long vectors
@@ -170,22 +205,22 @@ LoraT LoraAdapter::stored(const LoraHalf& h, bool is_a) {
   t.cols = is_a ? rank : h.n_out;
   t.elem = stored_elem(h.type);
   if (t.elem == LoraElem::F16) {  // exact: the file's F16 values moved
-    store_.emplace_back(f.size() * sizeof(uint16_t));
-    uint16_t* dst = reinterpret_cast<uint16_t*>(store_.back().data());
+    uint16_t* dst = reinterpret_cast<uint16_t*>(cursor);
+    cursor += line_up(f.size() * sizeof(uint16_t));
     for (int64_t o = 0; o < h.n_out; ++o)
       for (int64_t i = 0; i < h.n_in; ++i) dst[index(o, i)] = f32_to_fp16(f[size_t(o) * size_t(h.n_in) + size_t(i)]);
     t.data = dst;
   } else if (t.elem == LoraElem::F32) {
-    store_.emplace_back(f.size() * sizeof(float));
-    float* dst = reinterpret_cast<float*>(store_.back().data());
+    float* dst = reinterpret_cast<float*>(cursor);
+    cursor += line_up(f.size() * sizeof(float));
     for (int64_t o = 0; o < h.n_out; ++o)
       for (int64_t i = 0; i < h.n_in; ++i) dst[index(o, i)] = f[size_t(o) * size_t(h.n_in) + size_t(i)];
     t.data = dst;
   } else {  // each rank-long vector: absmax / 127, rounded to nearest
-    store_.emplace_back(f.size());
-    int8_t* q = reinterpret_cast<int8_t*>(store_.back().data());
-    store_.emplace_back(size_t(n_vec) * sizeof(float));
-    float* scale = reinterpret_cast<float*>(store_.back().data());
+    int8_t* q = reinterpret_cast<int8_t*>(cursor);
+    cursor += line_up(f.size());
+    float* scale = reinterpret_cast<float*>(cursor);
+    cursor += line_up(size_t(n_vec) * sizeof(float));
     auto at = [&](int64_t v, int64_t k) -> float& {  // element k of vector v, in the file's layout
       return is_a ? f[size_t(k) * size_t(h.n_in) + size_t(v)] : f[size_t(v) * size_t(h.n_in) + size_t(k)];
     };
@@ -202,7 +237,6 @@ LoraT LoraAdapter::stored(const LoraHalf& h, bool is_a) {
     t.data = q;
     t.scale = scale;
   }
-  for (size_t b = store_.size() - (t.scale ? 2 : 1); b < store_.size(); ++b) store_bytes_ += store_[b].size();
   return t;
 }
 

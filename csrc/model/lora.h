@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "common/huge_alloc.h"
 #include "common/lazy_array.h"
 #include "gguf/gguf.h"
 #include "model/batch.h"
@@ -129,9 +130,12 @@ class LoraAdapter {
   LoraPair output_, embd_;
   int32_t max_rank_ = 0, num_pairs_ = 0;
   size_t tensor_bytes_ = 0, store_bytes_ = 0;
-  std::vector<std::vector<uint8_t>> store_;  // the stored halves and scales (each buffer never moves)
-  // h as the kernels read it: A ([rank][n_in] in the file) as AT, or B ([n_out][rank]) as BT.
-  LoraT stored(const LoraHalf& h, bool is_a);
+  HugeBuffer store_;  // every stored half and scale array, in forward order (store_halves)
+  void store_halves();
+  // h as the kernels read it: A ([rank][n_in] in the file) as AT, or B ([n_out][rank]) as BT,
+  // written at cursor (advanced by stored_bytes(h, is_a), cache-line aligned).
+  static size_t stored_bytes(const LoraHalf& h, bool is_a);
+  LoraT stored(const LoraHalf& h, bool is_a, uint8_t*& cursor);
 };
 
 // One adapter a sequence applies, at the user's scale (0 never appears: left out entirely).

@@ -25,7 +25,7 @@ namespace {
 // How far ahead of the kernels' reads the halves are prefetched (about what one core keeps in
 // flight from memory): a half is a few KB read once per step, too short for the hardware
 // prefetcher to ramp up. Prefetching past a half's end is harmless.
-constexpr int64_t kPrefetchBytes = 1024;
+constexpr int64_t kPrefetchBytes = 4096;
 
 // The element types of LoraT: int8 (with scales), IEEE half and f32 (without).
 struct I8 {

@@ -15,6 +15,8 @@
 #include <new>
 #include <utility>
 
+#include "common/huge_alloc.h"
+
 namespace ls {
 namespace {
 
@@ -266,13 +268,7 @@ RepackStore RepackStore::open(const std::string& cache_dir, const std::string& m
       return s;
     }
   }
-  // Whole 2 MiB pages, asked for as transparent huge pages: decode streams every weight once per
-  // token, and 4 KiB pages cost a TLB miss per page (measured ~4% of 1B decode on AVX-512).
-  constexpr size_t kHugePageBytes = size_t(2) << 20;
-  const size_t alloc_bytes = (data_bytes + kHugePageBytes - 1) & ~(kHugePageBytes - 1);
-  s.private_ = static_cast<uint8_t*>(std::aligned_alloc(kHugePageBytes, alloc_bytes));
-  if (!s.private_) throw std::bad_alloc();
-  madvise(s.private_, alloc_bytes, MADV_HUGEPAGE);  // advice only: without THP it stays 4 KiB pages
+  s.private_ = alloc_huge(data_bytes);  // streamed every token: huge pages (common/huge_alloc.h)
   fill(s.private_);
   s.data_ = s.private_;
   s.source_ = Source::Private;
