@@ -16,7 +16,7 @@ constexpr size_t kHugePageBytes = size_t(2) << 20;
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
-using HugeBuffer = std::unique_ptr<uint8_t[], FreeDeleter>;
+using FreeBuffer = std::unique_ptr<uint8_t[], FreeDeleter>;  // from aligned_alloc / alloc_huge
 
 // bytes rounded up to whole huge pages, 2 MiB-aligned, uninitialised; release with std::free.
 inline uint8_t* alloc_huge(size_t bytes) {

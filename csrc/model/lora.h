@@ -130,7 +130,7 @@ class LoraAdapter {
   LoraPair output_, embd_;
   int32_t max_rank_ = 0, num_pairs_ = 0;
   size_t tensor_bytes_ = 0, store_bytes_ = 0;
-  HugeBuffer store_;  // every stored half and scale array, in forward order (store_halves)
+  FreeBuffer store_;  // every stored half and scale array, in forward order (store_halves)
   void store_halves();
   // h as the kernels read it: A ([rank][n_in] in the file) as AT, or B ([n_out][rank]) as BT,
   // written at cursor (advanced by stored_bytes(h, is_a), cache-line aligned).
