@@ -24,6 +24,9 @@ CASES = {
                                    AdapterSpec(rank=32, a_type=Q.Q8_0, b_type=Q.F16, seed=3, token_embd=True)),
     "qwen3-r8-bf16-alpha0": (TinyConfig(arch="qwen3", weight_type=Q.Q4_0, eps=1e-6),
                              AdapterSpec(rank=8, a_type=Q.BF16, b_type=Q.F32, alpha=0.0, rel_norm=0.1, seed=4)),
+    # A rank that is not a multiple of 8: A·x's last four columns take the kernels' scalar tail.
+    "llama-r12-f16a-f32b-all": (TinyConfig(arch="llama", weight_type=Q.Q8_0),
+                                AdapterSpec(rank=12, a_type=Q.F16, b_type=Q.F32, seed=5)),
 }
 
 
@@ -190,11 +193,12 @@ def test_adapter_type_must_be_lora(tmp_path, tiny_base):
     assert "expected 'lora'" in load_error(tiny_base, bad)
 
 
-def test_portable_kernels_match_the_reference(tmp_path):
+@pytest.mark.parametrize("name", ["llama-r16-f16-attn", "llama-r12-f16a-f32b-all"])
+def test_portable_kernels_match_the_reference(tmp_path, name):
     """The portable (scalar-ISA) LoRA kernels: same reference bound, and close to the SIMD path."""
     from lanes import _runtime
 
-    cfg, spec, base, weights, adapter, pairs = build(tmp_path, "llama-r16-f16-attn")
+    cfg, spec, base, weights, adapter, pairs = build(tmp_path, name)
     ref = reference_logits(cfg, merged_weights(weights, [(pairs, 1.0)], [spec.alpha]), IDS)
     model = Model(base, threads=2, ctx_size=64, lora=[(adapter, 1.0)])
     simd = model.logits(IDS).astype(np.float64)
@@ -208,7 +212,8 @@ def test_portable_kernels_match_the_reference(tmp_path):
     assert relative_error(portable, simd) < 1e-4
 
 
-@pytest.mark.parametrize("name", ["qwen2-r64-q8_0-untied-embd-out", "gemma3-r32-q8_0a-f16b-embd"])
+@pytest.mark.parametrize("name", ["qwen2-r64-q8_0-untied-embd-out", "gemma3-r32-q8_0a-f16b-embd",
+                                  "llama-r12-f16a-f32b-all"])
 def test_thread_count_never_changes_a_bit(tmp_path, name):
     """q/k/v and gate/up terms run as one pool dispatch (one task per matrix and chunk of rows): one row
     or many, on 1, 2 or 3 threads, every logit is the same."""
