@@ -1,5 +1,5 @@
 """The chat templates of the model families laneserve runs (Llama 3.1 / 3.2, Mistral Nemo, Qwen 2.5,
-Qwen 3, Phi-3.5, Granite 3.3, SmolLM3: tests/data/templates/*.jinja, as their GGUFs carry them)
+Qwen 3, Phi-3.5, Granite 3.3, SmolLM3, OLMo 2: tests/data/templates/*.jinja, as their GGUFs carry them)
 render in our jinja2 sandbox exactly as llama-server's own template engine renders them
 (tests/data/templates/rendered.json, from make_reference.py: POST /apply-template), on a
 conversation with a system prompt, a lone user turn and a multi-turn one with non-ASCII text.
