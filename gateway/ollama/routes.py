@@ -35,7 +35,7 @@ def _prompt_ids(served, parsed: OllamaRequest, chat: bool) -> tuple[list[int], R
     """The prompt's token ids, the markers the lane splits thinking at (None: all content), and its images."""
     text = served.text
     if chat:
-        return chat_prompt(served, list(parsed.messages), {}, parsed.tools, parsed.think, "think",
+        return chat_prompt(served, list(parsed.messages), parsed.template_kwargs, parsed.tools, parsed.think, "think",
                            images=parsed.images, param="messages")
     if parsed.raw or not text.supports_chat:
         if parsed.images:
@@ -47,8 +47,8 @@ def _prompt_ids(served, parsed: OllamaRequest, chat: bool) -> tuple[list[int], R
     else:
         messages = ([{"role": "system", "content": parsed.system}] if parsed.system else []) + \
             [{"role": "user", "content": with_markers(parsed.prompt or "", len(parsed.images))}]
-        ids, reasoning, images = chat_prompt(served, messages, {}, None, parsed.think, "think", images=parsed.images,
-                                             param="prompt")
+        ids, reasoning, images = chat_prompt(served, messages, parsed.template_kwargs, None, parsed.think, "think",
+                                             images=parsed.images, param="prompt")
         shift = len(parsed.context)  # an earlier exchange's ids go first: the images move with the text
         ids = list(parsed.context) + ids
         images = tuple(dataclasses.replace(im, pos=im.pos + shift) for im in images)
