@@ -22,7 +22,7 @@ from gateway.ollama.output import OllamaOutput
 from gateway.ollama.residency_calls import apply_keep_alive, load_or_unload
 from gateway.ollama.requests import (CHAT_FIELDS, GENERATE_FIELDS, OllamaError, OllamaRequest, parse_chat,
                                      parse_generate, unknown_fields)
-from gateway.openai.tool_stream import TOOL_TEXT_FRAMING
+from gateway.openai.tool_stream import TOOL_REASONING_FRAMING, TOOL_TEXT_FRAMING
 from gateway.serve.generation import Submission
 from gateway.serve.handler import Adapter, Job, Parsed, route_handler
 from gateway.serve.lanes import CONTENT, REASONING, Framing, ReasoningMarkers
@@ -124,7 +124,8 @@ class _Generate(Adapter):
             # With tools the text comes to Python marked (gateway.ollama.tools finds the calls).
             framings.append(Framing(0, CONTENT, *(frames.content_framing() if tools is None else TOOL_TEXT_FRAMING)))
             if reasoning is not None:  # every split channel needs a framing (else it falls back to content's)
-                framings.append(Framing(0, REASONING, *frames.thinking_framing()))
+                framings.append(Framing(0, REASONING, *(frames.thinking_framing() if tools is None
+                                                        else TOOL_REASONING_FRAMING)))
         return Job([Submission(ids, params, 1, framings, 0, keep_text=parsed.stream and not chat)], out)
 
     def error_response(self, request_id, error):
