@@ -11,9 +11,8 @@ import dataclasses
 
 import orjson
 
-from gateway.features.chat_prompt import chat_prompt
+from gateway.features.chat_prompt import active_tools, chat_prompt
 from gateway.features.reasoning import check_thinking, lane_markers
-from gateway.features.tools import HERMES, tool_grammar
 from gateway.http.body import parse_json_object
 from gateway.ollama.errors import error_response, served_model
 from gateway.ollama.frames import OllamaFrames
@@ -108,10 +107,9 @@ class _Generate(Adapter):
             raise OllamaError(400, "the prompt is empty after tokenization")
         params = dataclasses.replace(parsed.params, reasoning=reasoning, images=images,
                                      max_tokens=_max_tokens(parsed.num_predict, len(ids), served.n_ctx))
-        tools = parsed.tools if chat and parsed.tools is not None and parsed.tools.active else None
+        tools, grammar = active_tools(served, parsed.tools if chat else None)
         if tools is not None:
-            tools = dataclasses.replace(tools, fmt=served.text.tool_format or HERMES)
-            params = dataclasses.replace(params, grammar=tool_grammar(tools))
+            params = dataclasses.replace(params, grammar=grammar)
         # logprobs: the lane sends ScoredChunks, framed here (gateway.ollama.logprobs)
         scores = OllamaScores(frames, served.text) if params.logprobs is not None else None
         if tools is not None and scores is not None:
