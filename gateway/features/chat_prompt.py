@@ -27,7 +27,7 @@ def chat_prompt(served, messages: list[dict], template_kwargs: dict, tools: Tool
     """(token ids, reasoning markers or None, the lane's PromptImages) of a conversation whose messages carry one
     IMAGE_MARKER per image of `images` (gateway.vision.parts.RequestImage, in order). With images this decodes and
     encodes them: call it off the event loop (the adapters mark such requests Parsed.plan_off_loop)."""
-    messages, kwargs = chat_for_template(messages, template_kwargs, tools, served.text.supports_tools)
+    messages, kwargs = chat_for_template(messages, template_kwargs, tools, served.text.tool_format)
     rendered, markers = rendered_for_thinking(served.text, messages, kwargs, think, param=think_param,
                                               model=served.name)
     if markers is not None and tools is not None and tools.active and served.text.tool_format is HARMONY:

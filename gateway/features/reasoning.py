@@ -10,7 +10,8 @@ markers (csrc/engine/reasoning_splitter.h) into the reasoning channel (lanes.wir
 switched off, everything stays content (harmony: still without its control text, as for the other
 models; llama-server's enable_thinking does not change gpt-oss's split, and its reasoning_format "none"
 keeps the raw markers). Reasoning sent back in history is never rendered again (the message parsers
-drop `reasoning_content` / `reasoning` / `thinking`).
+drop `reasoning_content` / `reasoning` / `thinking`), but for gpt-oss's tool-call turns
+(gateway.features.tools.tool_call_thinking).
 
 Interface for protocol routes (OpenAI here, Ollama in gateway/ollama):
   * `thinking_markers(template_source)` / `ModelText.thinking_markers` → (open, close) or None;

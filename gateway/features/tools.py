@@ -318,11 +318,31 @@ def template_tools(tools: Tools | None) -> list[dict] | None:
     return [{"type": "function", "function": f} for f in tools.allowed()]
 
 
+def tool_call_thinking(normal: dict, message: dict, keys: tuple[str, ...]) -> None:
+    """A parsed history turn `normal` (of request `message`) that made tool calls keeps its
+    reasoning (the first string of `keys` in the message) as `thinking`: gpt-oss's template renders
+    it as the analysis before the call, as llama-server passes reasoning_content. chat_for_template
+    removes it for every other template (reasoning is otherwise never rendered again)."""
+    if normal["role"] == "assistant" and normal.get("tool_calls"):
+        text = next((message[k] for k in keys if type(message.get(k)) is str and message[k]), None)
+        if text is not None:
+            normal["thinking"] = text
+
+
+def _history_thinking(messages: list[dict], harmony: bool) -> list[dict]:
+    """harmony: a turn with `thinking` renders it instead of its content (llama-server drops the
+    content then; gpt-oss's template refuses both); any other template: `thinking` removed."""
+    drop = "content" if harmony else "thinking"
+    return [{k: v for k, v in m.items() if k != drop} if "thinking" in m else m for m in messages]
+
+
 def chat_for_template(messages: list[dict], template_kwargs: dict, tools: Tools | None,
-                      supports_tools: bool) -> tuple[list[dict], dict]:
-    """(messages, template kwargs) to render: a template with tool support gets `tools` and the
-    history as it is; any other template the generic mode's rewrite, when tools are in play."""
-    if supports_tools:
+                      fmt: CallFormat | None) -> tuple[list[dict], dict]:
+    """(messages, template kwargs) to render: a template with tool support (`fmt`, its call format)
+    gets `tools` and the history as it is; any other template the generic mode's rewrite, when
+    tools are in play."""
+    messages = _history_thinking(messages, fmt is HARMONY)
+    if fmt is not None:
         listed = template_tools(tools)
         return messages, ({**template_kwargs, "tools": listed} if listed else template_kwargs)
     in_history = any(m["role"] == "tool" or m.get("tool_calls") for m in messages)

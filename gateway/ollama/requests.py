@@ -21,7 +21,7 @@ from gateway.ollama.keep_alive import KeepAliveError, parse_keep_alive
 from gateway.ollama.logprobs import ollama_logprobs
 from gateway.features.reasoning import OLLAMA_LEVELS, effort_kwargs, think_from_ollama
 from gateway.features.structured import from_ollama_format
-from gateway.features.tools import CALL_SHAPE, TOOL_SHAPES, Tools, parse_tools, tool_calls_of_message
+from gateway.features.tools import CALL_SHAPE, TOOL_SHAPES, Tools, parse_tools, tool_call_thinking, tool_calls_of_message
 from gateway.vision.decode import ImageDecodeError, ImageTooLarge
 from gateway.vision.parts import ollama_images, with_markers
 
@@ -194,12 +194,14 @@ def _messages(body: dict, images: list) -> tuple[dict, ...]:
             raise bad(f"messages[{i}].content must be a string")
         found = _images(message.get("images"), f"messages[{i}].images")
         images += found
-        # `thinking` sent back in the history is accepted and not fed to the model again.
+        # `thinking` sent back in the history is accepted and not fed to the model again, but for
+        # gpt-oss's tool-call turns (tool_call_thinking).
         normal = {"role": role, "content": with_markers(content, len(found))}
         if message.get("tool_calls") is not None:  # validated on any role; only an assistant's are rendered
             calls = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
             if role == "assistant" and calls:
                 normal["tool_calls"] = calls
+                tool_call_thinking(normal, message, ("thinking",))
         name = message.get("tool_name") or message.get("name")
         if role == "tool" and type(name) is str:
             normal["name"] = name

@@ -1,7 +1,8 @@
 """Renders every chat template in this directory with llama-server's own template engine
 (`--jinja --chat-template-file`, POST /apply-template) on a few conversations, into rendered.json,
 which tests/gateway/text/test_model_templates.py compares our jinja2 sandbox against. The templates of
-TOOL_TEMPLATES also render TOOL_BODIES (tools, an assistant's call and its result, a reasoning level)
+TOOL_TEMPLATES also render TOOL_BODIES (tools, an assistant's call with its content or reasoning and its
+result, a reasoning level)
 into tool_turns.json, compared the same way through the gateway's request parsing.
 
 The *.jinja files are the chat templates the models' GGUFs carry (llama.cpp keeps copies under
@@ -43,7 +44,11 @@ CALLED = [{"role": "user", "content": "Weather in Paris?"},
               {"id": "call_1", "type": "function",
                "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
           {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"}]
-TOOL_BODIES = [{"messages": CALLED, "tools": [WEATHER]},
+# The call's text sent back: its content (rendered as its analysis), then its reasoning too (rendered instead).
+SAID = [CALLED[0], {**CALLED[1], "content": "Let me check."}, CALLED[2]]
+THOUGHT = [CALLED[0], {**SAID[1], "reasoning_content": "Need the weather."}, CALLED[2]]
+TOOL_BODIES = [{"messages": CALLED, "tools": [WEATHER]}, {"messages": SAID, "tools": [WEATHER]},
+               {"messages": THOUGHT, "tools": [WEATHER]},
                {"messages": CALLED + [{"role": "assistant", "content": "Sunny."},
                                       {"role": "user", "content": "And Lyon?"}],
                 "tools": [WEATHER, TIME], "reasoning_effort": "low"}]

@@ -1,5 +1,6 @@
-"""gpt-oss (harmony) calls without a server: its template's call format, and the parser reading the
-calls the lane writes (csrc/engine/reasoning_splitter.h) however the text is split."""
+"""gpt-oss (harmony) calls without a server: its template's call format and grammar, the parser reading
+the calls the lane writes (csrc/engine/reasoning_splitter.h) however the text is split, and a call's
+reasoning sent back in the history."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from gateway.features.tool_calls import ToolCallParser, parse_all
-from gateway.features.tools import HARMONY, parse_tools, template_tool_format, tool_grammar
+from gateway.features.tools import HARMONY, HERMES, chat_for_template, parse_tools, template_tool_format, tool_grammar
+from gateway.ollama.requests import parse_chat as ollama_chat
+from gateway.openai.requests import parse_chat
+from gateway.text.chat_template import ChatTemplate
 from lanes.api import ReasoningMarkers
 
 from .test_reasoning_units import GPT_OSS
@@ -76,3 +80,20 @@ def test_calls_flag_only_with_harmony():
     assert ReasoningMarkers("", "", harmony=True, calls=True).calls
     with pytest.raises(ValueError):
         ReasoningMarkers("<think>", "</think>", calls=True)
+
+
+def test_a_tool_call_turns_reasoning_renders_for_gpt_oss_only():
+    call = {"function": {"name": "f", "arguments": {}}}
+    turns = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "said", "thinking": "thought",
+                                                 "tool_calls": [call]},
+             {"role": "tool", "content": "r", "tool_name": "f"}, {"role": "assistant", "content": "a", "thinking": "t"}]
+    messages = list(ollama_chat({"model": "m", "messages": turns}).messages)
+    assert messages[1]["thinking"] == "thought" and "thinking" not in messages[3]  # only a call's reasoning stays
+    harmony, _ = chat_for_template(messages[:3], {}, None, HARMONY)  # (a later answer drops it: the template's rule)
+    rendered = ChatTemplate(GPT_OSS).render(harmony, {})
+    assert "<|channel|>analysis<|message|>thought<|end|>" in rendered and "said" not in rendered
+    other, _ = chat_for_template(messages, {}, None, HERMES)
+    assert "thinking" not in other[1] and other[1]["content"] == "said"
+    chat = parse_chat({"model": "m", "messages": [{"role": "assistant", "content": "a", "reasoning_content": "t"}]},
+                      lenient=False)
+    assert "thinking" not in chat.messages[0]

@@ -56,10 +56,10 @@ def test_generic_history_rewrite_alternates_roles():
     assert [m["role"] for m in out] == ["system", "user", "assistant", "user"]
     assert '"name": "f"' in out[2]["content"] and out[3]["content"].count("<tool_response>") == 2
     assert "You can call these functions" in out[0]["content"]
-    messages, kwargs = chat_for_template(history, {}, tools, supports_tools=True)
+    messages, kwargs = chat_for_template(history, {}, tools, HERMES)
     assert messages == history and kwargs["tools"][0]["function"]["name"] == "f"
     plain = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
-    assert chat_for_template(plain, {}, None, supports_tools=False)[0] == plain  # untouched without tools
+    assert chat_for_template(plain, {}, None, None)[0] == plain  # untouched without tools
 
 
 def test_parser_agrees_however_the_text_is_split():

@@ -50,6 +50,7 @@ def test_tool_turns_render_as_llama_server(name, monkeypatch):
     template = ChatTemplate(source, bos_token=ref["bos_token"], eos_token=ref["eos_token"])
     for case in ref["cases"]:
         chat = parse_chat({"model": "m", **case["body"]}, lenient=False)
-        tools = dataclasses.replace(chat.tools, fmt=template_tool_format(source))
-        messages, kwargs = chat_for_template(list(chat.messages), chat.template_kwargs, tools, True)
+        fmt = template_tool_format(source)
+        tools = dataclasses.replace(chat.tools, fmt=fmt)
+        messages, kwargs = chat_for_template(list(chat.messages), chat.template_kwargs, tools, fmt)
         assert template.render(messages, kwargs) == case["prompt"], case["body"]
