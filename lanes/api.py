@@ -49,17 +49,19 @@ class ReasoningMarkers:
     """How the lane splits a model's reasoning out of its text (csrc/engine/reasoning_splitter.h):
     text between `open` and `close` goes to the reasoning channel; starts_inside: the prompt already
     opened the block. harmony: gpt-oss channels instead (open/close empty): the analysis channel is
-    reasoning (content too when as_content), the other channels content, harmony's control text neither."""
+    reasoning (content too when as_content), the other channels content, harmony's control text neither;
+    calls: messages to functions.NAME reach content as calls (gateway.features.tools.HARMONY reads them)."""
     open: str
     close: str
     starts_inside: bool = False
     harmony: bool = False
     as_content: bool = False
+    calls: bool = False
 
     def __post_init__(self) -> None:
         if self.harmony and (self.open or self.close or self.starts_inside):
             raise ValueError("harmony reasoning takes no markers")
-        if not self.harmony and (not self.close or self.as_content):
+        if not self.harmony and (not self.close or self.as_content or self.calls):
             raise ValueError("the reasoning close marker must be non-empty")
 
 

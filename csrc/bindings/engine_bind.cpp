@@ -307,12 +307,12 @@ void bind_engine(py::module_& m) {
   // The lane's reasoning splitter on its own (unit tests): push/flush return (content, reasoning).
   py::class_<ReasoningSplitter>(m, "ReasoningSplitter")
       .def(py::init([](const std::string& open, const std::string& close, bool starts_inside, bool harmony,
-                       bool as_content) {
+                       bool as_content, bool calls) {
              auto* s = new ReasoningSplitter();
-             s->reset(ReasoningFormat{open, close, starts_inside, harmony, as_content});
+             s->reset(ReasoningFormat{open, close, starts_inside, harmony, as_content, calls});
              return s;
            }), py::arg("open"), py::arg("close"), py::arg("starts_inside") = false, py::arg("harmony") = false,
-           py::arg("as_content") = false)
+           py::arg("as_content") = false, py::arg("calls") = false)
       .def("push", [](ReasoningSplitter& s, const std::string& text) {
              std::string content, reasoning;
              s.push(text, content, reasoning);

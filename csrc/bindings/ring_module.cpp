@@ -242,7 +242,7 @@ py::dict decode_request_py(py::bytes payload) {
                        ? py::object(py::make_tuple(py::bytes(r.reasoning.open), py::bytes(r.reasoning.close),
                                                    r.reasoning.starts_inside))
                        : py::object(py::none());
-  d["harmony"] = py::make_tuple(r.reasoning.harmony, r.reasoning.as_content);
+  d["harmony"] = py::make_tuple(r.reasoning.harmony, r.reasoning.as_content, r.reasoning.calls);
   d["num_choices"] = r.num_choices;
   d["embed"] = r.embed;
   d["prompt_lengths"] = r.prompt_lengths;

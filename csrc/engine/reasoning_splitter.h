@@ -15,6 +15,15 @@
 // exactly the harmony_marker() tokens) and routes by channel: "analysis" → reasoning, any other
 // channel → content (as_content: analysis too, thinking switched off). Headers, markers and the
 // role text between messages go nowhere; text before the first header is content.
+//
+// Harmony calls (calls): a message with a recipient `to=functions.NAME`, in its role text
+// (`<|start|>assistant to=functions.NAME<|channel|>commentary json<|message|>`) or its channel header
+// (`<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>`), reaches content as
+// `<|channel|>commentary to=functions.NAME<|message|>ARGS<|call|>` whatever its header's order and
+// constraint were, so the gateway's harmony CallFormat (gateway/features/tool_calls.py) reads one
+// form; the closing <|call|> is written when another message begins (the model's own <|call|> ends
+// the generation). Messages to any other recipient go nowhere, as llama.cpp drops them. Without
+// calls, a message with a recipient is content like any other non-analysis message.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +37,7 @@ struct ReasoningFormat {
   bool starts_inside = false;
   bool harmony = false;        // gpt-oss channels instead of open/close markers
   bool as_content = false;     // harmony: the analysis channel is content too
+  bool calls = false;          // harmony: messages to functions.NAME reach content as calls
   bool enabled() const { return harmony || !close.empty(); }
 };
 
@@ -48,10 +58,14 @@ class ReasoningSplitter {
  private:
   void emit(std::string_view text, std::string& content, std::string& reasoning);
   void push_harmony(std::string_view text, std::string& content, std::string& reasoning);
-  void emit_harmony(std::string_view text, std::string& out);  // out: the channel of inside_
-  void on_harmony_marker(std::string_view marker);
+  void emit_harmony(std::string_view text, std::string& content, std::string& reasoning);
+  void on_harmony_marker(std::string_view marker, std::string& content);
+  void begin_harmony_message(std::string& content);
+  void end_harmony_message(std::string& content);
 
-  enum class Harmony : uint8_t { Body, Header, Between };
+  // Start: right after the prompt's `<|start|>assistant`, role text (" to=…") or the answer;
+  // Hidden: the body of a message to a recipient other than functions.
+  enum class Harmony : uint8_t { Start, Body, Header, Between, Hidden };
 
   std::string open_, close_;
   bool enabled_ = false;
@@ -59,10 +73,14 @@ class ReasoningSplitter {
   bool skip_space_ = false;  // just after a marker: drop leading whitespace
   std::string held_;         // suffix that is a proper prefix of the marker looked for
   std::string work_;         // held_ + pushed text
-  bool harmony_ = false, as_content_ = false;
+  bool harmony_ = false, as_content_ = false, calls_ = false;
+  bool in_call_ = false;     // harmony: content is inside a call's arguments
   Harmony state_ = Harmony::Body;
-  std::string header_;       // harmony: the current header's first kMaxHeaderBytes bytes
-  bool header_long_ = false;  // the header went past them (so it is no known channel name)
+  // harmony: the current message's role and channel header text, first kMaxHeaderBytes bytes
+  // (capacity reserved once); channel_at_ is where its last channel header begins (npos: none).
+  std::string header_;
+  size_t channel_at_ = std::string::npos;
+  bool header_long_ = false;  // the header went past them (so it is no known channel or recipient)
 };
 
 }  // namespace ls

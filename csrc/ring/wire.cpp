@@ -85,6 +85,7 @@ void decode_request(const uint8_t* payload, size_t size_bytes, DecodedRequest& o
   }
   out.reasoning.harmony = (h.flags & kRequestReasoningHarmony) != 0;
   out.reasoning.as_content = out.reasoning.harmony && (h.flags & kRequestReasoningAsContent) != 0;
+  out.reasoning.calls = out.reasoning.harmony && (h.flags & kRequestHarmonyCalls) != 0;
   out.num_top_logprobs = -1;
   out.prompt_logprobs = false;
   if (h.flags & kRequestLogprobs) {

@@ -106,6 +106,8 @@ struct RequestHeader { LS_WIRE_REQUEST_HEADER(LS_WIRE_DECLARE_FIELD) };
   /* with kRequestReasoningAsContent the analysis channel is content too. */                    \
   X(kRequestReasoningHarmony, REQUEST_REASONING_HARMONY, 1u << 12)                             \
   X(kRequestReasoningAsContent, REQUEST_REASONING_AS_CONTENT, 1u << 13)                        \
+  /* Harmony: messages to functions.NAME reach content as calls (reasoning_splitter.h). */      \
+  X(kRequestHarmonyCalls, REQUEST_HARMONY_CALLS, 1u << 14)                                     \
   X(kDoneLastChoice, DONE_LAST_CHOICE, 1u) /* DONE: the request is over (every choice ended) */ \
   X(kAudioTranslate, AUDIO_TRANSLATE, 1u) /* translate to English instead of transcribing */  \
   X(kAudioWordTimestamps, AUDIO_WORD_TIMESTAMPS, 2u) /* segments carry per-word timings */

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from gateway.features.reasoning import rendered_for_thinking
-from gateway.features.tools import HERMES, Tools, chat_for_template, tool_grammar
+from gateway.features.tools import HARMONY, HERMES, Tools, chat_for_template, tool_grammar
 from gateway.http.errors import APIError, invalid
 from gateway.vision.request import check_images_served, image_prompt
 
@@ -19,7 +19,7 @@ def active_tools(served, tools: Tools | None) -> tuple[Tools | None, str | None]
     if tools is None or not tools.active:
         return None, None
     tools = dataclasses.replace(tools, fmt=served.text.tool_format or HERMES)
-    return tools, tool_grammar(tools)
+    return tools, tool_grammar(tools, served.text.control_ids)
 
 
 def chat_prompt(served, messages: list[dict], template_kwargs: dict, tools: Tools | None, think: bool | None,
@@ -27,9 +27,11 @@ def chat_prompt(served, messages: list[dict], template_kwargs: dict, tools: Tool
     """(token ids, reasoning markers or None, the lane's PromptImages) of a conversation whose messages carry one
     IMAGE_MARKER per image of `images` (gateway.vision.parts.RequestImage, in order). With images this decodes and
     encodes them: call it off the event loop (the adapters mark such requests Parsed.plan_off_loop)."""
-    messages, kwargs = chat_for_template(messages, template_kwargs, tools, served.text.supports_tools)
+    messages, kwargs = chat_for_template(messages, template_kwargs, tools, served.text.tool_format)
     rendered, markers = rendered_for_thinking(served.text, messages, kwargs, think, param=think_param,
                                               model=served.name)
+    if markers is not None and tools is not None and tools.active and served.text.tool_format is HARMONY:
+        markers = dataclasses.replace(markers, calls=True)  # the lane writes harmony calls for the parser
     if images:
         check_images_served(served, images, param)
         ids, prompt_images = image_prompt(served.text, served.vision, rendered, list(images), param)

@@ -10,12 +10,17 @@ markers (csrc/engine/reasoning_splitter.h) into the reasoning channel (lanes.wir
 switched off, everything stays content (harmony: still without its control text, as for the other
 models; llama-server's enable_thinking does not change gpt-oss's split, and its reasoning_format "none"
 keeps the raw markers). Reasoning sent back in history is never rendered again (the message parsers
-drop `reasoning_content` / `reasoning` / `thinking`).
+drop `reasoning_content` / `reasoning` / `thinking`), but for gpt-oss's tool-call turns
+(gateway.features.tools.tool_call_thinking).
 
 Interface for protocol routes (OpenAI here, Ollama in gateway/ollama):
   * `thinking_markers(template_source)` / `ModelText.thinking_markers` → (open, close) or None;
     `ModelText.supports_thinking`.
   * `think_from_ollama(value)`      Ollama `think`: bool or "low"/"medium"/"high" → bool | None.
+  * `effort_kwargs(level)`          a level (OpenAI `reasoning_effort`, Responses `reasoning.effort`,
+        Ollama `think`) → the chat template kwargs that carry it: {"reasoning_effort": level} for
+        low/medium/high (gpt-oss's template prints "Reasoning: low"; without it, medium), else {}.
+        Anthropic's `thinking` has no level. Request kwargs (`chat_template_kwargs`) take precedence.
   * `render_for_thinking(text, messages, template_kwargs, think, param=..., model=...)`
         → (token ids, ReasoningMarkers | None): checks support (400), sets `enable_thinking` for
         the template, renders, decides whether generation starts inside the block.
@@ -37,7 +42,13 @@ HARMONY = ("<|channel|>", "<|message|>")
 # The marker pairs we recognise in templates, most specific first.
 KNOWN_MARKERS = (HARMONY, ("<think>", "</think>"))
 EFFORTS = ("none", "minimal", "low", "medium", "high")
-OLLAMA_LEVELS = ("low", "medium", "high")
+# The levels a chat template is told (as vLLM and Ollama pass them to gpt-oss); Ollama's `think` takes the same.
+TEMPLATE_EFFORTS = ("low", "medium", "high")
+OLLAMA_LEVELS = TEMPLATE_EFFORTS
+
+
+def effort_kwargs(level) -> dict:
+    return {"reasoning_effort": level} if level in TEMPLATE_EFFORTS else {}
 
 
 def thinking_markers(template_source: str | None) -> tuple[str, str] | None:

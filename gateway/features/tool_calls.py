@@ -9,7 +9,9 @@ ToolCallParser takes the text in pieces as the lane produces it and returns even
 Concatenating a call's fragments gives its arguments exactly as generated (compact JSON under
 the grammar). The same parser serves non-stream answers (`parse_all`), so both agree.
 Formats (gateway.features.tools.CallFormat): HERMES finds `<tool_call>` blocks anywhere in the text;
-LLAMA3 reads an answer whose first non-space character is "{" as one bare call, any other as text.
+LLAMA3 reads an answer whose first non-space character is "{" as one bare call, any other as text;
+HARMONY finds the lane's `<|channel|>commentary to=functions.NAME<|message|>ARGS<|call|>` anywhere
+(ARGS is the message body as the model wrote it, up to <|call|> or the end of the text).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import json
 import re
 import uuid
 
-from gateway.features.tools import CALL_CLOSE, CALL_OPEN, HERMES, LLAMA3, CallFormat
+from gateway.features.tools import CALL_CLOSE, CALL_OPEN, HARMONY, HARMONY_NAME_END, HERMES, LLAMA3, CallFormat
 
 
 def _head(args_key: str) -> re.Pattern:
@@ -55,9 +57,10 @@ def _prefix_overlap(text: str, marker: str) -> int:
 class ToolCallParser:
     def __init__(self, fmt: CallFormat = HERMES) -> None:
         self._fmt = fmt
-        self._head = _HEADS[fmt.name]
+        self._head = _HEADS.get(fmt.name)
+        self._open = HARMONY.open if fmt is HARMONY else CALL_OPEN  # where a call begins in text
         self._buf = ""
-        self._state = "text" if fmt is HERMES else "start"  # (start) text | head | args | tail
+        self._state = "start" if fmt is LLAMA3 else "text"  # (start) text | head | args | tail
         self._index = -1      # index of the current / last call
         self.num_calls = 0
         self._depth = 0       # arguments scanner: nesting depth, inside a string, after a backslash
@@ -79,17 +82,20 @@ class ToolCallParser:
                     self._buf = ""
                 return events
             elif self._state == "text":
-                at = self._buf.find(CALL_OPEN)
+                at = self._buf.find(self._open)
                 if at < 0:
-                    keep = _prefix_overlap(self._buf, CALL_OPEN)
+                    keep = _prefix_overlap(self._buf, self._open)
                     emit, self._buf = self._buf[:len(self._buf) - keep], self._buf[len(self._buf) - keep:]
                     if emit:
                         events.append(("content", emit))
                     return events
                 if at:
                     events.append(("content", self._buf[:at]))
-                self._buf = self._buf[at + len(CALL_OPEN):]
+                self._buf = self._buf[at + len(self._open):]
                 self._state = "head"
+            elif self._fmt is HARMONY:
+                if not self._feed_harmony(events):
+                    return events
             elif self._state == "head":
                 m = self._head.match(self._buf)
                 if m is None:
@@ -128,6 +134,31 @@ class ToolCallParser:
                 self._buf = self._buf[at + len(marker):]
                 self._state = "text" if self._fmt is HERMES else "free"
 
+    def _feed_harmony(self, events: list) -> bool:
+        """One step of a harmony call (head: the name up to <|message|>; args: the body up to
+        <|call|>); False when the buffer holds too little to go on."""
+        if self._state == "head":
+            at = self._buf.find(HARMONY_NAME_END)
+            if at < 0:
+                return False
+            self._index += 1
+            self.num_calls += 1
+            events.append(("call", self._index, new_call_id(), self._buf[:at]))
+            self._buf = self._buf[at + len(HARMONY_NAME_END):]
+            self._state = "args"
+            return True
+        at = self._buf.find(HARMONY.close)
+        end = len(self._buf) - _prefix_overlap(self._buf, HARMONY.close) if at < 0 else at
+        if end:
+            events.append(("arguments", self._index, self._buf[:end]))
+        self._buf = self._buf[end:]
+        if at < 0:
+            return False
+        events.append(("end", self._index))
+        self._buf = self._buf[len(HARMONY.close):]
+        self._state = "text"
+        return True
+
     def _scan_arguments(self) -> int:
         """Scans the arguments value (a JSON object) in the buffer, carrying string/escape/depth
         state across pieces; returns the buffer offset just past its end, or -1 if it goes on.
@@ -157,7 +188,7 @@ class ToolCallParser:
         if self._state in ("text", "start", "free"):
             return [("content", rest)] if rest else []
         if self._state == "head":
-            return [("content", (CALL_OPEN if self._fmt is HERMES else "") + rest)]
+            return [("content", (self._open if self._fmt is not LLAMA3 else "") + rest)]
         events = [("arguments", self._index, rest)] if rest and self._state == "args" else []
         return events + [("end", self._index)]
 

@@ -20,6 +20,11 @@ The lane enforces the format with a grammar (llguidance Lark, gateway.features.s
 parallel_tool_calls false allows one call only, and is the default when the request does not
 say (as llama-server): small models asked for "one or more" calls tend to repeat a call until the
 token limit. `parallel_tool_calls: true` allows several.
+
+Templates that render tools in another format get it instead: Llama 3 (LLAMA3, one bare JSON call)
+and gpt-oss (HARMONY: a message to functions.NAME, which the lane rewrites into one form; its grammar
+admits the harmony messages before the call, since a lazy rule is one lexeme and cannot take in the
+control tokens of the messages before it).
 """
 from __future__ import annotations
 
@@ -46,12 +51,21 @@ class CallFormat:
 HERMES = CallFormat("hermes", CALL_OPEN + "\n", "\n" + CALL_CLOSE, "arguments")
 # Llama 3.x templates: the answer is one bare JSON object {"name": …, "parameters": {…}}.
 LLAMA3 = CallFormat("llama3", "", "", "parameters")
+# gpt-oss (harmony): a message to functions.NAME, its body the arguments. The lane's splitter
+# (csrc/engine/reasoning_splitter.h, ReasoningMarkers.calls) writes every such message to content
+# in this one form, `open` NAME "<|message|>" ARGS `close`, wherever the model put the recipient.
+HARMONY = CallFormat("harmony", "<|channel|>commentary to=functions.", "<|call|>", "")
+HARMONY_NAME_END = "<|message|>"
+# The control tokens tool_grammar names (<|end|> is text: the runtime's tokenizer makes it user-defined).
+HARMONY_CONTROL = ("<|channel|>", "<|message|>", "<|start|>", "<|constrain|>")
 
 
 def template_tool_format(source: str | None) -> CallFormat | None:
     """The call format a template renders tools for; None: it does not (the generic mode)."""
     if not source or "tools" not in source:
         return None
+    if "<|channel|>" in source and HARMONY.close in source:
+        return HARMONY
     if CALL_OPEN in source:
         return HERMES
     if "<|python_tag|>" in source or '"parameters"' in source:
@@ -172,8 +186,40 @@ def _call_schema(tools: Tools) -> dict:
     return {**schema, "x-guidance": {"whitespace_flexible": False}}
 
 
-def tool_grammar(tools: Tools) -> str:
-    """The llguidance grammar of the assistant's answer under `tools` (active only)."""
+def _harmony_grammar(tools: Tools, control_ids: dict[str, tuple[int, ...]]) -> str:
+    """gpt-oss: analysis and commentary messages, then a call to one of the allowed functions with
+    arguments that satisfy its schema, or (auto) a final message. A call's recipient may stand in the
+    role or the channel header, with or without its constraint, as llama.cpp's gpt-oss parser reads
+    them. Control tokens by id when `control_ids` has them (every copy), else by name."""
+    def tok(text: str) -> str:
+        ids = control_ids.get(text)
+        return f"<[{','.join(map(str, ids))}]>" if ids else text
+
+    channel, message, start, constrain = (tok(t) for t in HARMONY_CONTROL)
+    calls = []
+    for i, f in enumerate(tools.allowed()):
+        to = " to=functions." + f["name"]
+        args = json.dumps({**bound_integers(f["parameters"]), "x-guidance": {"whitespace_flexible": False}})
+        calls.append(f'call{i}: ({json.dumps(to)} {channel} "commentary" | {channel} '
+                     f'{json.dumps("commentary" + to)}) constraint? {message} %json {args}\n')
+    lark = (f'pre: {channel} ("analysis" | "commentary") {message} body {start} "assistant"\n'
+            'body[lazy]: TEXT "<|end|>"\n'
+            f'constraint: " json" | " " {constrain} "json"\n'
+            "TEXT: /(.|\\n)*/\n"
+            f"call: {' | '.join(f'call{i}' for i in range(len(calls)))}\n" + "".join(calls))
+    more = f' ("<|end|>" {start} "assistant" call)*' if tools.parallel else ""
+    if tools.choice == "auto":
+        lark = f'start: pre* (call{more} | final)\nfinal: {channel} "final" constraint? {message} TEXT\n' + lark
+    else:
+        lark = f"start: pre* call{more}\n" + lark
+    return compile_grammar("lark", lark, "tools")
+
+
+def tool_grammar(tools: Tools, control_ids: dict[str, tuple[int, ...]] | None = None) -> str:
+    """The llguidance grammar of the assistant's answer under `tools` (active only); `control_ids`:
+    the served model's (gateway.text.model_text.ModelText.control_ids, harmony only)."""
+    if tools.fmt is HARMONY:
+        return _harmony_grammar(tools, control_ids or {})
     if tools.fmt is LLAMA3:  # one bare call, or (auto) an answer that does not start with "{"
         call = f"call: %json {json.dumps(_call_schema(tools))}\n"
         free = "start: call | TEXT\nTEXT: /[^{\\s](.|\\n)*/\n" if tools.choice == "auto" else "start: call\n"
@@ -272,11 +318,31 @@ def template_tools(tools: Tools | None) -> list[dict] | None:
     return [{"type": "function", "function": f} for f in tools.allowed()]
 
 
+def tool_call_thinking(normal: dict, message: dict, keys: tuple[str, ...]) -> None:
+    """A parsed history turn `normal` (of request `message`) that made tool calls keeps its
+    reasoning (the first string of `keys` in the message) as `thinking`: gpt-oss's template renders
+    it as the analysis before the call, as llama-server passes reasoning_content. chat_for_template
+    removes it for every other template (reasoning is otherwise never rendered again)."""
+    if normal["role"] == "assistant" and normal.get("tool_calls"):
+        text = next((message[k] for k in keys if type(message.get(k)) is str and message[k]), None)
+        if text is not None:
+            normal["thinking"] = text
+
+
+def _history_thinking(messages: list[dict], harmony: bool) -> list[dict]:
+    """harmony: a turn with `thinking` renders it instead of its content (llama-server drops the
+    content then; gpt-oss's template refuses both); any other template: `thinking` removed."""
+    drop = "content" if harmony else "thinking"
+    return [{k: v for k, v in m.items() if k != drop} if "thinking" in m else m for m in messages]
+
+
 def chat_for_template(messages: list[dict], template_kwargs: dict, tools: Tools | None,
-                      supports_tools: bool) -> tuple[list[dict], dict]:
-    """(messages, template kwargs) to render: a template with tool support gets `tools` and the
-    history as it is; any other template the generic mode's rewrite, when tools are in play."""
-    if supports_tools:
+                      fmt: CallFormat | None) -> tuple[list[dict], dict]:
+    """(messages, template kwargs) to render: a template with tool support (`fmt`, its call format)
+    gets `tools` and the history as it is; any other template the generic mode's rewrite, when
+    tools are in play."""
+    messages = _history_thinking(messages, fmt is HARMONY)
+    if fmt is not None:
         listed = template_tools(tools)
         return messages, ({**template_kwargs, "tools": listed} if listed else template_kwargs)
     in_history = any(m["role"] == "tool" or m.get("tool_calls") for m in messages)

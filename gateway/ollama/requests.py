@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.serve.lanes import GenerationParams, engine_top_p
 from lanes.api import param_default
@@ -19,9 +19,9 @@ from gateway.http.fields import as_float32
 from gateway.http.limits import MAX_MESSAGES, MAX_TOKENS_LIMIT, SEED_MAX
 from gateway.ollama.keep_alive import KeepAliveError, parse_keep_alive
 from gateway.ollama.logprobs import ollama_logprobs
-from gateway.features.reasoning import OLLAMA_LEVELS, think_from_ollama
+from gateway.features.reasoning import OLLAMA_LEVELS, effort_kwargs, think_from_ollama
 from gateway.features.structured import from_ollama_format
-from gateway.features.tools import CALL_SHAPE, TOOL_SHAPES, Tools, parse_tools, tool_calls_of_message
+from gateway.features.tools import CALL_SHAPE, TOOL_SHAPES, Tools, parse_tools, tool_call_thinking, tool_calls_of_message
 from gateway.vision.decode import ImageDecodeError, ImageTooLarge
 from gateway.vision.parts import ollama_images, with_markers
 
@@ -66,6 +66,7 @@ class OllamaRequest:
     context: tuple[int, ...] = ()       # generate: token ids of an earlier exchange (deprecated)
     keep_alive_s: float | None = None   # gateway.ollama.keep_alive: None = not given, < 0 = never unload
     think: bool | None = None           # None: the template's default
+    template_kwargs: dict = field(default_factory=dict)  # think's level for the template (reasoning.effort_kwargs)
     tools: Tools | None = None          # chat: gateway.features.tools (Ollama has no tool_choice: auto)
     images: tuple = ()                  # gateway.vision.parts.RequestImage, in order (their markers are in the text)
 
@@ -193,12 +194,14 @@ def _messages(body: dict, images: list) -> tuple[dict, ...]:
             raise bad(f"messages[{i}].content must be a string")
         found = _images(message.get("images"), f"messages[{i}].images")
         images += found
-        # `thinking` sent back in the history is accepted and not fed to the model again.
+        # `thinking` sent back in the history is accepted and not fed to the model again, but for
+        # gpt-oss's tool-call turns (tool_call_thinking).
         normal = {"role": role, "content": with_markers(content, len(found))}
         if message.get("tool_calls") is not None:  # validated on any role; only an assistant's are rendered
             calls = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
             if role == "assistant" and calls:
                 normal["tool_calls"] = calls
+                tool_call_thinking(normal, message, ("thinking",))
         name = message.get("tool_name") or message.get("name")
         if role == "tool" and type(name) is str:
             normal["name"] = name
@@ -221,7 +224,8 @@ def parse_chat(body: dict) -> OllamaRequest:
     messages = _messages(body, images)
     return OllamaRequest(model=model, stream=stream, params=params, num_predict=num_predict,
                          messages=messages, keep_alive_s=_keep_alive_s(body),
-                         think=think_from_ollama(body.get("think")), tools=tools, images=tuple(images))
+                         think=think_from_ollama(body.get("think")), tools=tools, images=tuple(images),
+                         template_kwargs=effort_kwargs(body.get("think")))
 
 
 def parse_generate(body: dict) -> OllamaRequest:
@@ -248,7 +252,8 @@ def parse_generate(body: dict) -> OllamaRequest:
         raise bad("context must be a list of token ids")
     return OllamaRequest(model=model, stream=stream, params=params, num_predict=num_predict, prompt=prompt,
                          system=system, raw=raw, context=tuple(context), keep_alive_s=_keep_alive_s(body),
-                         think=think_from_ollama(body.get("think")), images=tuple(images))
+                         think=think_from_ollama(body.get("think")), images=tuple(images),
+                         template_kwargs=effort_kwargs(body.get("think")))
 
 
 # --- JSON Schema of the fields read above (gateway/server/openapi.py renders it); each shape states what

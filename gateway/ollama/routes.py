@@ -11,9 +11,8 @@ import dataclasses
 
 import orjson
 
-from gateway.features.chat_prompt import chat_prompt
+from gateway.features.chat_prompt import active_tools, chat_prompt
 from gateway.features.reasoning import check_thinking, lane_markers
-from gateway.features.tools import HERMES, tool_grammar
 from gateway.http.body import parse_json_object
 from gateway.ollama.errors import error_response, served_model
 from gateway.ollama.frames import OllamaFrames
@@ -22,7 +21,7 @@ from gateway.ollama.output import OllamaOutput
 from gateway.ollama.residency_calls import apply_keep_alive, load_or_unload
 from gateway.ollama.requests import (CHAT_FIELDS, GENERATE_FIELDS, OllamaError, OllamaRequest, parse_chat,
                                      parse_generate, unknown_fields)
-from gateway.openai.tool_stream import TOOL_TEXT_FRAMING
+from gateway.openai.tool_stream import TOOL_REASONING_FRAMING, TOOL_TEXT_FRAMING
 from gateway.serve.generation import Submission
 from gateway.serve.handler import Adapter, Job, Parsed, route_handler
 from gateway.serve.lanes import CONTENT, REASONING, Framing, ReasoningMarkers
@@ -35,7 +34,7 @@ def _prompt_ids(served, parsed: OllamaRequest, chat: bool) -> tuple[list[int], R
     """The prompt's token ids, the markers the lane splits thinking at (None: all content), and its images."""
     text = served.text
     if chat:
-        return chat_prompt(served, list(parsed.messages), {}, parsed.tools, parsed.think, "think",
+        return chat_prompt(served, list(parsed.messages), parsed.template_kwargs, parsed.tools, parsed.think, "think",
                            images=parsed.images, param="messages")
     if parsed.raw or not text.supports_chat:
         if parsed.images:
@@ -47,8 +46,8 @@ def _prompt_ids(served, parsed: OllamaRequest, chat: bool) -> tuple[list[int], R
     else:
         messages = ([{"role": "system", "content": parsed.system}] if parsed.system else []) + \
             [{"role": "user", "content": with_markers(parsed.prompt or "", len(parsed.images))}]
-        ids, reasoning, images = chat_prompt(served, messages, {}, None, parsed.think, "think", images=parsed.images,
-                                             param="prompt")
+        ids, reasoning, images = chat_prompt(served, messages, parsed.template_kwargs, None, parsed.think, "think",
+                                             images=parsed.images, param="prompt")
         shift = len(parsed.context)  # an earlier exchange's ids go first: the images move with the text
         ids = list(parsed.context) + ids
         images = tuple(dataclasses.replace(im, pos=im.pos + shift) for im in images)
@@ -108,10 +107,9 @@ class _Generate(Adapter):
             raise OllamaError(400, "the prompt is empty after tokenization")
         params = dataclasses.replace(parsed.params, reasoning=reasoning, images=images,
                                      max_tokens=_max_tokens(parsed.num_predict, len(ids), served.n_ctx))
-        tools = parsed.tools if chat and parsed.tools is not None and parsed.tools.active else None
+        tools, grammar = active_tools(served, parsed.tools if chat else None)
         if tools is not None:
-            tools = dataclasses.replace(tools, fmt=served.text.tool_format or HERMES)
-            params = dataclasses.replace(params, grammar=tool_grammar(tools))
+            params = dataclasses.replace(params, grammar=grammar)
         # logprobs: the lane sends ScoredChunks, framed here (gateway.ollama.logprobs)
         scores = OllamaScores(frames, served.text) if params.logprobs is not None else None
         if tools is not None and scores is not None:
@@ -124,7 +122,8 @@ class _Generate(Adapter):
             # With tools the text comes to Python marked (gateway.ollama.tools finds the calls).
             framings.append(Framing(0, CONTENT, *(frames.content_framing() if tools is None else TOOL_TEXT_FRAMING)))
             if reasoning is not None:  # every split channel needs a framing (else it falls back to content's)
-                framings.append(Framing(0, REASONING, *frames.thinking_framing()))
+                framings.append(Framing(0, REASONING, *(frames.thinking_framing() if tools is None
+                                                        else TOOL_REASONING_FRAMING)))
         return Job([Submission(ids, params, 1, framings, 0, keep_text=parsed.stream and not chat)], out)
 
     def error_response(self, request_id, error):

@@ -7,8 +7,7 @@ import json
 
 from gateway.ollama.frames import line
 from gateway.features.tool_calls import ToolCallParser, parse_all
-from gateway.openai.tool_stream import marked_text
-from gateway.serve.output import unescape
+from gateway.serve.output import marked_pieces, unescape
 from gateway.features.tools import HERMES, CallFormat
 
 
@@ -57,10 +56,9 @@ class OllamaToolStream:
         return b"".join(out)
 
     def chunk(self, data: bytes) -> bytes:
-        text = marked_text(data)
-        if text is None:
-            return data  # a thinking line, framed by the relay
-        return self._lines(self._parser.feed(text))
+        """Marked deltas (gateway.openai.tool_stream): thinking lines as they come, calls found in the content."""
+        return b"".join(line(self._frames._partial("", text)) if reasoning else self._lines(self._parser.feed(text))
+                        for reasoning, text in marked_pieces(data))
 
     def finish(self) -> bytes:
         return self._lines(self._parser.finish())

@@ -6,7 +6,7 @@ text only (/tokenize, Anthropic's converted turns) keep refusing image parts.
 """
 from __future__ import annotations
 
-from gateway.features.tools import CALL_SHAPE, tool_calls_of_message
+from gateway.features.tools import CALL_SHAPE, tool_call_thinking, tool_calls_of_message
 from gateway.http.errors import invalid, safe_repr
 from gateway.http.limits import MAX_MESSAGES
 from gateway.vision.decode import ImageDecodeError, ImageTooLarge
@@ -69,13 +69,15 @@ def parse_messages(body: dict, lenient: bool, images: list | None = None) -> tup
             if message.get(key) is not None and type(message[key]) is not str:
                 raise invalid(f"message {key} must be a string", param=f"messages[{i}].{key}", code="invalid_type")
         # "developer" is OpenAI's newer name for the system turn; templates know only "system".
-        # reasoning_content / reasoning / thinking are dropped: never fed back into the prompt.
+        # reasoning_content / reasoning / thinking are not fed back into the prompt, but for gpt-oss's
+        # tool-call turns (tool_call_thinking).
         normal = {"role": "system" if role == "developer" else role,
                   "content": _message_content(message, i, images)}
         if message.get("tool_calls") is not None:  # validated on any role; only an assistant's are rendered
             calls = tool_calls_of_message(message["tool_calls"], f"messages[{i}].tool_calls")
             if role == "assistant" and calls:
                 normal["tool_calls"] = calls
+                tool_call_thinking(normal, message, ("reasoning_content", "reasoning", "thinking"))
         if role == "tool":
             name = message.get("name") or message.get("tool_name")
             normal.update({k: v for k, v in (("tool_call_id", message.get("tool_call_id")), ("name", name)) if v})

@@ -15,7 +15,7 @@ from gateway.http.fields import (Bool, Custom, Float, Int, NoOp, Obj, Str, get_b
 from gateway.http.limits import MAX_MESSAGES, MAX_TOKENS_LIMIT, SEED_MAX
 from gateway.openai.logprobs import (MAX_CHAT_TOP_LOGPROBS, MAX_COMPLETION_LOGPROBS, chat_top_logprobs, completion_echo,
                               completion_logprobs)
-from gateway.features.reasoning import EFFORTS, think_from_openai
+from gateway.features.reasoning import EFFORTS, effort_kwargs, think_from_openai
 from gateway.features.structured import SCHEMA_SHAPES as STRUCTURED_SHAPES
 from gateway.features.structured import from_openai as structured_from_openai
 from gateway.features.tools import TOOL_SHAPES, Tools, parse_tools
@@ -223,10 +223,6 @@ def template_kwargs(body: dict) -> dict:
     return kwargs
 
 
-# reasoning_effort levels handed to the chat template as `reasoning_effort` (gpt-oss: "Reasoning: low").
-TEMPLATE_EFFORTS = ("low", "medium", "high")
-
-
 def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
     ignored = check_fields(body, CHAT_FIELDS, lenient)
     f = CHAT_FIELDS
@@ -241,8 +237,7 @@ def parse_chat(body: dict, *, lenient: bool) -> ChatRequest:
         raise invalid("'logprobs' cannot be combined with tool calls", param="logprobs", code="unsupported_parameter")
     kwargs = template_kwargs(body)
     think = think_from_openai(kwargs.get("enable_thinking"), body.get("reasoning_effort"))
-    if body.get("reasoning_effort") in TEMPLATE_EFFORTS:  # gpt-oss's template prints it (vLLM passes it too)
-        kwargs.setdefault("reasoning_effort", body["reasoning_effort"])
+    kwargs = {**effort_kwargs(body.get("reasoning_effort")), **kwargs}
     images: list = []
     messages = parse_messages(body, lenient, images)
     return ChatRequest(

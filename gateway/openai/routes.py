@@ -15,7 +15,7 @@ from gateway.openai.frames import StreamFrames, new_completion_id, now_s
 from gateway.openai.logprobs import request_scores
 from gateway.openai.output import OpenAIOutput
 from gateway.openai.requests import COMMON_FIELDS, parse_chat, parse_completion
-from gateway.openai.tool_stream import TOOL_TEXT_FRAMING
+from gateway.openai.tool_stream import TOOL_REASONING_FRAMING, TOOL_TEXT_FRAMING
 from gateway.serve.generation import Submission
 from gateway.serve.handler import Adapter, Job, Parsed, route_handler
 from gateway.serve.lanes import CONTENT, REASONING, Framing, RepeatedFraming, generation_params
@@ -89,7 +89,8 @@ class _Generate(Adapter):
                 framings = [Framing(j, CONTENT, *(frames.content_framing(first + j) if tools is None else TOOL_TEXT_FRAMING))
                             for j in range(sampling.n)]
                 if markers is not None:
-                    framings += [RepeatedFraming(j, REASONING, *frames.reasoning_framing(first + j)) for j in range(sampling.n)]
+                    framings += [RepeatedFraming(j, REASONING, *frames.reasoning_framing(first + j)) if tools is None
+                                 else Framing(j, REASONING, *TOOL_REASONING_FRAMING) for j in range(sampling.n)]
             submissions.append(Submission(ids, params, sampling.n, framings, first))
         return Job(submissions, out)
 

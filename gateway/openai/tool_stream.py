@@ -1,7 +1,8 @@
 """Tool-call answers in the OpenAI protocol: streamed `delta.tool_calls` and the non-stream body.
 
-Streams with tools take the lane's text through Python (the lane frames each delta as bare
-JSON-escaped text): gateway.features.tool_calls finds the calls, and each event becomes a chunk as
+Streams with tools take the lane's text through Python (the lane marks each delta, content and
+reasoning apart: gateway.serve.output.marked_pieces; one relay chunk may hold deltas of both):
+gateway.features.tool_calls finds the calls in the content, and each event becomes a chunk as
 openai-python accumulates them — a call's `index` counts from 0 within its choice, its `id`,
 `type` and `name` come once in its first chunk, then `arguments` arrive in fragments.
 A choice that made calls finishes with "tool_calls" (unless it ran out of tokens: "length").
@@ -14,19 +15,11 @@ from gateway.openai.frames import SYSTEM_FINGERPRINT, ChoiceResult, StreamFrames
 from gateway.features.tool_calls import ToolCallParser, parse_all
 from gateway.features.tools import HERMES, CallFormat
 from gateway.serve.lanes import TOOL_CALLS_FINISH
-from gateway.serve.output import CONTENT_MARK, unescape
+from gateway.serve.output import CONTENT_MARK, REASONING_MARK, marked_pieces, unescape
 
-
-# Content of a tools stream comes from the lane marked (NUL + escaped text per delta), so it is told
-# apart from events the relay framed itself (reasoning).
+# A tools stream's framings of content and reasoning (the rewriters frame both in Python).
 TOOL_TEXT_FRAMING = CONTENT_MARK
-
-
-def marked_text(data: bytes) -> str | None:
-    """The text of one or more TOOL_TEXT_FRAMING deltas, or None for an already-framed event."""
-    if not data.startswith(b"\x00"):
-        return None
-    return unescape(data.replace(b"\x00", b""))
+TOOL_REASONING_FRAMING = REASONING_MARK
 
 
 def finish_reason(reason: str, num_calls: int) -> str:
@@ -65,10 +58,13 @@ class ToolStreamRewriter:
         return parser
 
     def chunk(self, choice: int, data: bytes) -> bytes:
-        text = marked_text(data)
-        if text is None:
-            return data  # a reasoning event, framed by the relay
-        return self._events(choice, self._parser(choice).feed(text))
+        out = []
+        for reasoning, text in marked_pieces(data):
+            if reasoning:
+                out.append(self._frames.delta_event(choice, {"reasoning_content": text, "reasoning": text}))
+            else:
+                out.append(self._events(choice, self._parser(choice).feed(text)))
+        return b"".join(out)
 
     def finish(self, choice: int, reason: str) -> tuple[bytes, str]:
         parser = self._parser(choice)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.features.reasoning import EFFORTS, think_from_openai
+from gateway.features.reasoning import EFFORTS, effort_kwargs, think_from_openai
 from gateway.features.structured import SCHEMA_SHAPES, from_text_format
 from gateway.features.tools import TOOL_CHOICES, Tools, parse_tools
 from gateway.http.errors import invalid
@@ -28,6 +28,7 @@ class ResponsesRequest:
     instructions: str | None
     tools: Tools | None
     think: bool | None
+    template_kwargs: dict       # the reasoning level for the chat template (gateway.features.reasoning.effort_kwargs)
     previous_response_id: str | None
     store: bool
     echo: dict  # request fields the response object repeats (gateway.responses.events)
@@ -60,7 +61,8 @@ def _text_format(body: dict) -> tuple[str | None, dict]:
 
 def _reasoning(body: dict) -> tuple[bool | None, dict]:
     """(think switch, the `reasoning` object echoed back): effort "none" turns thinking off, any
-    other level on; the level does not bound the length, and summaries are not generated."""
+    other level on; low/medium/high also reach the chat template (effort_kwargs), and summaries
+    are not generated."""
     reasoning = get_object(body, "reasoning") or {}
     unknown = [k for k in reasoning if k not in ("effort", "summary", "generate_summary")]
     if unknown:
@@ -104,6 +106,7 @@ def parse_responses(body: dict, *, lenient: bool) -> ResponsesRequest:
         instructions=echo["instructions"],
         tools=tools,
         think=think,
+        template_kwargs=effort_kwargs(reasoning["effort"]),
         previous_response_id=f["previous_response_id"].read(body),
         store=f["store"].read(body),
         echo=echo,

@@ -69,7 +69,7 @@ class _Responses(Adapter):
         system = [{"role": "system", "content": parsed.instructions}] if parsed.instructions else []
         tools, grammar = active_tools(served, parsed.tools)
         sampling = parsed.sampling if tools is None else dataclasses.replace(parsed.sampling, grammar=grammar)
-        ids, markers, images = chat_prompt(served, system + list(conversation), {}, tools, parsed.think,
+        ids, markers, images = chat_prompt(served, system + list(conversation), parsed.template_kwargs, tools, parsed.think,
                                            "reasoning.effort", images=p.fields.images, param="input")
         max_tokens = max_tokens_for(sampling.max_tokens, len(ids), served.n_ctx, "input",
                                     requested_param="max_output_tokens")

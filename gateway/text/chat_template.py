@@ -53,11 +53,22 @@ def _strftime_now(fmt: str) -> str:
     return datetime.datetime.now().strftime(fmt)
 
 
+class _Undefined(jinja2.Undefined):
+    """Joined to a string, an undefined value is empty, as in llama-server's template engine
+    (gpt-oss's template writes `"// " + tool.description` for a tool that may have none)."""
+
+    def __add__(self, other):
+        return other if isinstance(other, str) else super().__add__(other)
+
+    def __radd__(self, other):
+        return other if isinstance(other, str) else super().__radd__(other)
+
+
 class ChatTemplate:
     """A compiled template plus the special-token strings it may reference."""
 
     def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "") -> None:
-        env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.Undefined)
+        env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True, undefined=_Undefined)
         env.filters["tojson"] = env.bounded_filter("tojson", tojson)
         env.globals["raise_exception"] = _raise_exception
         env.globals["strftime_now"] = _strftime_now

@@ -7,7 +7,21 @@ from gateway.text.chat_template import ChatTemplate, template_source
 from gateway.http.errors import invalid
 from gateway.text.gguf_meta import read_model_meta
 from gateway.features.reasoning import thinking_markers
-from gateway.features.tools import template_tool_format
+from gateway.features.tools import HARMONY, HARMONY_CONTROL, template_tool_format
+
+
+def _control_ids(tokenizer) -> dict[str, tuple[int, ...]]:
+    """harmony's control token texts → every id with that text (a vocabulary may hold copies, as the
+    scripted test models do)."""
+    from lanes._runtime import TokenType
+
+    out: dict[str, list[int]] = {}
+    for token in range(tokenizer.n_vocab):
+        if tokenizer.token_type(token) == TokenType.CONTROL:
+            text = bytes(tokenizer.piece(token, True)).decode("utf-8", errors="replace")
+            if text in HARMONY_CONTROL:
+                out.setdefault(text, []).append(token)
+    return {text: tuple(ids) for text, ids in out.items()}
 
 
 class ModelText:
@@ -28,6 +42,8 @@ class ModelText:
         # The call format the template renders `tools` and tool turns for (Qwen/Hermes, Llama 3); None:
         # it does not, and gateway.features.tools' generic mode describes the functions in a system turn.
         self.tool_format = template_tool_format(source)
+        # harmony: the ids of its control tokens by text (gateway.features.tools.tool_grammar names them by id).
+        self.control_ids = _control_ids(self.tokenizer) if self.tool_format is HARMONY else {}
 
     @property
     def supports_tools(self) -> bool:

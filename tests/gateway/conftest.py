@@ -122,12 +122,15 @@ def think_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def harmony_server(tmp_path_factory):
-    """`harmony`: the tiny scripted gpt-oss model (harmony_gguf.py)."""
+    """`harmony`: the tiny scripted gpt-oss model (harmony_gguf.py); `harmony-tools`: its tool-calling twin."""
     from . import harmony_gguf
 
     tmp = tmp_path_factory.mktemp("harmony")
     path = harmony_gguf.write_harmony_gguf(tmp / "tiny-harmony.gguf")
-    with running_server(tmp, "--model", f"harmony={path}") as srv:
+    tools_path = harmony_gguf.write_harmony_tools_gguf(tmp / "tiny-harmony-tools.gguf")
+    # A byte-level vocabulary: gpt-oss's system turn and two tools take ~550 tokens.
+    with running_server(tmp, "--model", f"harmony={path}", "--model", f"harmony-tools={tools_path}",
+                        "--ctx-size", "1024") as srv:
         yield srv
 
 

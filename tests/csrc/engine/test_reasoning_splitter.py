@@ -4,6 +4,8 @@ analysis channel is reasoning, the other channels content, and headers, <|end|>,
 reach neither."""
 import re
 
+import pytest
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -85,42 +87,101 @@ def test_any_token_boundaries_give_the_whole_text_split(parts, data, starts_insi
     assert (content, reasoning) == reference(text, starts_inside)
 
 
-def harmony(as_content=False):
+def harmony(as_content=False, calls=False):
     """run()'s keywords for a harmony splitter (no open/close markers)."""
-    return {"open_marker": "", "close_marker": "", "harmony": True, "as_content": as_content}
+    return {"open_marker": "", "close_marker": "", "harmony": True, "as_content": as_content, "calls": calls}
 
 
 ANSWER = ["<|channel|>", "analysis", "<|message|>", "User", " asks", " 6", "*", "7", ".", "<|end|>",
           "<|start|>", "assistant", "<|channel|>", "final", "<|message|>", "It", " is", " 42", "."]
 HARMONY_MARKER = re.compile(r"<\|(channel|message|end|start|constrain)\|>")
+SPACE = " \n\r\t"
+MAX_HEADER_BYTES = 160
+CALL_OPEN, CALL_CLOSE = "<|channel|>commentary to=", "<|call|>"
 
 
-def harmony_reference(text, as_content=False):
-    """Whole-text split: a header runs from <|channel|> to <|message|>; the body after an "analysis"
-    header is reasoning, after any other header content; <|end|> / <|start|> drop text until the next
-    header; text before any marker is content."""
+def _role_text(text: str) -> int:
+    """Text right after the prompt's <|start|>assistant: 1 role text (" to=…"), -1 not, 0 undecided."""
+    text = text.strip(SPACE)
+    return -1 if not "to=".startswith(text[:3]) else (1 if len(text) >= 3 else 0)
+
+
+def _recipient(header: bytes) -> bytes:
+    for m in re.finditer(rb"(?:^|(?<=[ \n\r\t]))to=([^ \n\r\t]*)", header):
+        return m.group(1)
+    return b""
+
+
+def harmony_reference(text, as_content=False, calls=False):
+    """Whole-text split: a message's header is its role text (after <|start|>, or before the first
+    marker when it starts with "to=") and channel header (<|channel|> to <|message|>, after a space;
+    a second one replaces the first), its first 160 bytes kept; the body after an "analysis" header without a
+    recipient is reasoning, after any other content. calls: a body to functions.NAME is content as
+    CALL_OPEN NAME <|message|> body, closed by CALL_CLOSE when another message begins; a body to any
+    other recipient goes nowhere. Text before any marker that is no role text is content."""
     content, reasoning = [], []
-    state, header, target = "body", "", content
-    pos = 0
-    for m in list(HARMONY_MARKER.finditer(text)) + [None]:
-        part = text[pos:m.start() if m else len(text)]
-        if state == "header":
-            header += part
-        elif state == "body":
-            target.append(part)
-        if m is None:
-            return "".join(content), "".join(reasoning)
-        pos, name = m.end(), m.group(1)
+    st_ = {"state": "start", "header": b"", "channel_at": None, "long": False, "target": content, "call": False}
+
+    def end_message():
+        if st_["call"]:
+            content.append(CALL_CLOSE)
+        st_.update(call=False, target=content, header=b"", channel_at=None, long=False)
+
+    def add_header(part: bytes):
+        room = MAX_HEADER_BYTES - len(st_["header"])
+        st_["header"] += part[:room]
+        st_["long"] = st_["long"] or len(part) > room
+
+    def begin_message():
+        header, long_ = st_["header"], st_["long"]
+        to = b"" if long_ else _recipient(header)
+        st_.update(state="body", target=content)
+        if to and calls:
+            if to.startswith(b"functions.") and len(to) > len(b"functions."):
+                content.append(CALL_OPEN + to.decode() + "<|message|>")
+                st_["call"] = True
+            else:
+                st_["state"] = "hidden"
+            return
+        channel = header[st_["channel_at"]:].strip(SPACE.encode()) if st_["channel_at"] is not None else b""
+        if not as_content and not long_ and not to and channel == b"analysis":
+            st_["target"] = reasoning
+
+    first = HARMONY_MARKER.search(text)
+    head = text[:first.start()] if first else text
+    role = _role_text(head)
+    if role < 0 or (role == 0 and first is None):
+        content.append(head)
+        st_["state"] = "body"
+    else:
+        st_["state"] = "between"
+        add_header(head.encode())
+    markers = list(HARMONY_MARKER.finditer(text))
+    for i, m in enumerate(markers):
+        name = m.group(1)
         if name == "channel":
-            state, header = "header", ""
+            if st_["state"] in ("body", "hidden"):
+                end_message()
+            if st_["channel_at"] is not None:
+                st_.update(header=st_["header"][:st_["channel_at"]], long=False)
+            st_["state"] = "header"
+            add_header(b" ")
+            st_["channel_at"] = len(st_["header"])
         elif name == "message":
-            if state == "header":
-                target = reasoning if header == "analysis" and not as_content else content
-            state = "body"
+            if st_["state"] not in ("body", "hidden"):
+                begin_message()
         elif name == "constrain":
-            header += "<constrain>"
+            if st_["state"] in ("header", "between"):
+                add_header(b" <|constrain|>")
         else:
-            state, target = "between", content
+            end_message()
+            st_["state"] = "between"
+        part = text[m.end():markers[i + 1].start() if i + 1 < len(markers) else len(text)]
+        if st_["state"] in ("header", "between"):
+            add_header(part.encode())
+        elif st_["state"] == "body":
+            st_["target"].append(part)
+    return "".join(content), "".join(reasoning)
 
 
 def test_harmony_analysis_then_final_one_token_at_a_time():
@@ -159,12 +220,40 @@ def test_harmony_cut_off_header_and_partial_marker_at_the_end():
     assert run(["a <| b", " <|chan"], **harmony())[:2] == ("a <| b <|chan", "")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(["<|channel|>", "<|message|>", "<|end|>", "<|start|>", "<|constrain|>",
-                                 "analysis", "final", "assistant", "<|", "|>", "<", "a", " ", "é", "json"]),
+                                 "analysis", "final", "assistant", "commentary", "<|", "|>", "<", "a", " ", "é",
+                                 "json", " to=functions.f", "to=", "t", "functions.", "to=python", '{"x":1}']),
                 max_size=24),
-       st.data(), st.booleans())
-def test_harmony_any_token_boundaries_give_the_whole_text_split(parts, data, as_content):
+       st.data(), st.booleans(), st.booleans())
+def test_harmony_any_token_boundaries_give_the_whole_text_split(parts, data, as_content, calls):
     text = "".join(parts)
     pieces = cut_anywhere(text, data)
-    assert run(pieces, **harmony(as_content))[:2] == harmony_reference(text, as_content)
+    assert run(pieces, **harmony(as_content, calls))[:2] == harmony_reference(text, as_content, calls)
+
+
+CALL = '<|channel|>commentary to=functions.get_weather<|message|>{"city":"Paris"}'
+
+
+@pytest.mark.parametrize("header", [
+    "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>",   # recipient in the channel
+    " to=functions.get_weather<|channel|>commentary json<|message|>",               # in the role text
+    " to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>",
+    "<|channel|>analysis to=functions.get_weather<|message|>",
+    "<|channel|>commentary to=assistant<|channel|>commentary to=functions.get_weather<|message|>"])
+def test_harmony_call_reaches_content_in_one_form_at_every_boundary(header):
+    text = "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant" + header + '{"city":"Paris"}'
+    for cut in range(len(text) + 1):
+        assert run([text[:cut], text[cut:]], **harmony(calls=True))[:2] == (CALL, "Need weather."), cut
+    assert run([text], **harmony(calls=False))[:2] == ('{"city":"Paris"}', "Need weather.")
+
+
+def test_harmony_several_calls_preamble_and_other_recipients():
+    text = ("<|channel|>commentary<|message|>Checking.<|end|>"
+            "<|start|>assistant to=functions.a<|channel|>commentary json<|message|>{}<|end|>"
+            "<|start|>assistant<|channel|>commentary to=python<|message|>print(1)<|end|>"
+            "<|start|>assistant<|channel|>commentary to=functions.b <|constrain|>json<|message|>{\"k\":2}")
+    content, reasoning = run([text], **harmony(calls=True))[:2]
+    assert reasoning == "" and content == ("Checking." + "<|channel|>commentary to=functions.a<|message|>{}<|call|>"
+                                           + '<|channel|>commentary to=functions.b<|message|>{"k":2}')
+    assert run([text], **harmony(True, calls=True))[:2] == (content, "")

@@ -106,14 +106,15 @@ def test_reasoning_markers_follow_the_stop_strings(starts_inside):
 
 
 @pytest.mark.parametrize("as_content", [False, True])
-def test_harmony_reasoning_is_flags_without_markers(as_content):
+@pytest.mark.parametrize("calls", [False, True])
+def test_harmony_reasoning_is_flags_without_markers(as_content, calls):
     params = GenerationParams(max_tokens=3, stop=("x",), reasoning=ReasoningMarkers("", "", harmony=True,
-                                                                                     as_content=as_content))
+                                                                                     as_content=as_content, calls=calls))
     payload = wire.encode_request(2, [1], params, 1)
     d = _ring.decode_request(payload)
-    assert d["stop"] == [b"x"] and d["reasoning"] == (b"", b"", False) and d["harmony"] == (True, as_content)
+    assert d["stop"] == [b"x"] and d["reasoning"] == (b"", b"", False) and d["harmony"] == (True, as_content, calls)
     assert _ring.decode_request(wire.encode_request(2, [1], GenerationParams(max_tokens=3), 1))["harmony"] == \
-        (False, False)
+        (False, False, False)
     both = GenerationParams(max_tokens=3, reasoning=ReasoningMarkers("<think>", "</think>"))
     raw = bytearray(wire.encode_request(2, [1], both, 1))
     flags_at = wire.REQUEST_HEADER.offsets()["flags"]

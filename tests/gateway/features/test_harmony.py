@@ -51,3 +51,25 @@ def test_thinking_off_is_all_content_without_control_text(client, switch):
     assert message.content == REASONING + CONTENT and not (message.model_extra or {}).get("reasoning_content")
     chunks = client.chat.completions.create(model="harmony", messages=USER, stream=True, **GREEDY, **switch)
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == REASONING + CONTENT
+
+
+def test_reasoning_levels_reach_the_template_from_every_api(client, harmony_server):
+    """The tiny model's vocabulary is byte-level, so the prompt grows by a byte per letter of the
+    level the template prints ("Reasoning: low" / "medium" / "high")."""
+    import ollama
+
+    def chat(**kw):
+        return client.chat.completions.create(model="harmony", messages=USER, max_tokens=1, **kw).usage.prompt_tokens
+
+    def responses(**kw):
+        return client.responses.create(model="harmony", input=USER, max_output_tokens=1, **kw).usage.input_tokens
+
+    api = ollama.Client(host=harmony_server.base_url, timeout=60)
+
+    def ollama_chat(think):
+        return api.chat(model="harmony", messages=USER, think=think, options={"num_predict": 1}).prompt_eval_count
+
+    medium = chat()
+    assert [chat(reasoning_effort=e) - medium for e in ("low", "medium", "high")] == [-3, 0, -2]
+    assert [responses(reasoning={"effort": e}) - responses() for e in ("low", "high")] == [-3, -2]
+    assert [ollama_chat(t) - ollama_chat(True) for t in ("low", "medium", "high")] == [-3, 0, -2]

@@ -11,8 +11,10 @@ from gateway.text.chat_template import ChatTemplate
 from gateway.http.errors import APIError
 from gateway.openai.frames import ChoiceResult, StreamFrames, non_stream_body
 from gateway.openai.requests import parse_chat
-from gateway.features.reasoning import (HARMONY, check_thinking, render_for_thinking, think_from_ollama,
-                                       think_from_openai, thinking_markers)
+from gateway.features.reasoning import (HARMONY, check_thinking, effort_kwargs, render_for_thinking,
+                                       think_from_ollama, think_from_openai, thinking_markers)
+from gateway.ollama.requests import parse_chat as ollama_chat, parse_generate
+from gateway.responses.requests import parse_responses
 from lanes.api import ReasoningMarkers
 
 QWEN3 = (Path(__file__).resolve().parents[2] / "data" / "templates" / "qwen3-0.6b.jinja").read_text()
@@ -152,3 +154,27 @@ def test_harmony_template_splits_channels_and_thinking_off_keeps_them_content():
         ReasoningMarkers("<|channel|>", "", harmony=True)
     with pytest.raises(ValueError):
         ReasoningMarkers("<think>", "</think>", as_content=True)
+
+
+def test_reasoning_levels_reach_the_template_from_every_api():
+    assert effort_kwargs("low") == {"reasoning_effort": "low"}
+    assert effort_kwargs("none") == effort_kwargs(True) == effort_kwargs(None) == {}
+    user = [{"role": "user", "content": "hi"}]
+    text = FakeText(GPT_OSS)
+
+    def rendered_level(template_kwargs, think):
+        render_for_thinking(text, user, template_kwargs, think, param="p", model="m")
+        return text.rendered.split("Reasoning: ")[1].split("\n")[0]
+
+    chat = parse_chat({"model": "m", "messages": user, "reasoning_effort": "high"}, lenient=False)
+    assert rendered_level(chat.template_kwargs, chat.think) == "high"
+    own = parse_chat({"model": "m", "messages": user, "reasoning_effort": "high",
+                      "chat_template_kwargs": {"reasoning_effort": "low"}}, lenient=False)
+    assert own.template_kwargs["reasoning_effort"] == "low"  # the request's own kwargs win
+    responses = parse_responses({"model": "m", "input": "hi", "reasoning": {"effort": "low"}}, lenient=False)
+    assert responses.think is True and rendered_level(responses.template_kwargs, responses.think) == "low"
+    for parse in (lambda b: ollama_chat({**b, "messages": user}), lambda b: parse_generate({**b, "prompt": "hi"})):
+        ollama = parse({"model": "m", "think": "low"})
+        assert ollama.think is True and rendered_level(ollama.template_kwargs, ollama.think) == "low"
+        assert parse({"model": "m", "think": True}).template_kwargs == {}
+    assert rendered_level({}, None) == "medium"

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from gateway.http.errors import APIError
+from gateway.serve.output import REASONING_MARK
 from gateway.openai.frames import StreamFrames
 from gateway.ollama.frames import OllamaFrames
 from gateway.ollama.tools import OllamaToolStream, final_message
@@ -55,10 +56,10 @@ def test_generic_history_rewrite_alternates_roles():
     assert [m["role"] for m in out] == ["system", "user", "assistant", "user"]
     assert '"name": "f"' in out[2]["content"] and out[3]["content"].count("<tool_response>") == 2
     assert "You can call these functions" in out[0]["content"]
-    messages, kwargs = chat_for_template(history, {}, tools, supports_tools=True)
+    messages, kwargs = chat_for_template(history, {}, tools, HERMES)
     assert messages == history and kwargs["tools"][0]["function"]["name"] == "f"
     plain = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
-    assert chat_for_template(plain, {}, None, supports_tools=False)[0] == plain  # untouched without tools
+    assert chat_for_template(plain, {}, None, None)[0] == plain  # untouched without tools
 
 
 def test_parser_agrees_however_the_text_is_split():
@@ -123,23 +124,26 @@ def _marked(text: str) -> bytes:
 def test_openai_rewriter_chunks_accumulate_like_the_client():
     frames = StreamFrames("chatcmpl-x", 1, "m", True, False)
     rewriter = ToolStreamRewriter(frames)
-    data = b"".join(rewriter.chunk(0, _marked(TEXT[i:i + 5])) for i in range(0, len(TEXT), 5))
-    assert rewriter.chunk(0, b"data: {}\n\n") == b"data: {}\n\n"  # a relay-framed (reasoning) event passes
+    # One relay chunk may carry deltas of both channels: reasoning is framed here, content parsed.
+    data = rewriter.chunk(0, REASONING_MARK[0] + b"wh" + _marked(TEXT[:5]) + REASONING_MARK[0] + b"y")
+    data += b"".join(rewriter.chunk(0, _marked(TEXT[i:i + 5])) for i in range(5, len(TEXT), 5))
     tail, reason = rewriter.finish(0, "stop")
     assert reason == "tool_calls"
-    calls, content = {}, ""
+    calls, content, reasoning = {}, "", ""
     for line in (data + tail).split(b"\n\n"):
         if not line:
             continue
         delta = json.loads(line[len(b"data: "):])["choices"][0]["delta"]
         content += delta.get("content") or ""
+        reasoning += delta.get("reasoning_content") or ""
+        assert delta.get("reasoning_content") == delta.get("reasoning")
         for tc in delta.get("tool_calls", []):
             entry = calls.setdefault(tc["index"], {"name": "", "arguments": "", "ids": 0})
             entry["ids"] += "id" in tc
             entry["name"] += tc.get("function", {}).get("name", "")
             entry["arguments"] += tc.get("function", {}).get("arguments", "")
     expected = parse_all(TEXT)[1]
-    assert content == "Let me check."
+    assert content == "Let me check." and reasoning == "why"
     assert [calls[i]["arguments"] for i in range(2)] == [c["function"]["arguments"] for c in expected]
     assert all(calls[i]["ids"] == 1 for i in range(2))
 
@@ -148,7 +152,8 @@ def test_ollama_shapes():
     content, calls = final_message(_escaped(TEXT))
     assert content == "Let me check." and calls[0]["function"]["arguments"]["a"] == 1
     stream = OllamaToolStream(OllamaFrames("m", True))
-    lines = (stream.chunk(_marked(TEXT[:30]) + _marked(TEXT[30:])) + stream.finish()).splitlines()
+    lines = (stream.chunk(REASONING_MARK[0] + b"why" + _marked(TEXT[:30]) + _marked(TEXT[30:])) + stream.finish()).splitlines()
+    assert json.loads(lines[0])["message"] == {"role": "assistant", "content": "", "thinking": "why"}
     with_calls = [json.loads(x) for x in lines if b"tool_calls" in x]
     assert len(with_calls) == 2 and all(len(o["message"]["tool_calls"]) == 1 for o in with_calls)
 
