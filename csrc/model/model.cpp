@@ -44,14 +44,17 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   k_ = LazyArray<float>(B * kv_dim);
   v_ = LazyArray<float>(B * kv_dim);
   attn_ = LazyArray<float>(B * q_dim);
-  const int64_t ffn_width = cfg_.n_expert > 0 ? cfg_.n_ff_exp : cfg_.n_ff;  // MoE: every layer is MoE
-  ffn_a_ = LazyArray<float>(B * ffn_width);
-  ffn_b_ = LazyArray<float>(B * ffn_width);
+  // MoE: every layer is MoE, and the FFN rows are the batch's (token, expert) pairs.
+  const int64_t ffn_rows = cfg_.n_expert > 0 ? B * cfg_.n_expert_used : B;
+  const int64_t ffn_width = cfg_.n_expert > 0 ? cfg_.n_ff_exp : cfg_.n_ff;
+  ffn_a_ = LazyArray<float>(ffn_rows * ffn_width);
+  ffn_b_ = LazyArray<float>(ffn_rows * ffn_width);
   if (cfg_.n_expert > 0) {
     const int64_t pairs = B * cfg_.n_expert_used;
     moe_logits_ = LazyArray<float>(B * cfg_.n_expert);
-    moe_x_ = LazyArray<float>(B * E);
+    moe_x_ = LazyArray<float>(pairs * E);
     moe_y_ = LazyArray<float>(pairs * E);
+    moe_outs_.resize(size_t(2) * size_t(std::min<int64_t>(cfg_.n_expert, pairs)));
     moe_ids_.assign(pairs, 0);
     moe_weights_.assign(pairs, 0.0f);
     moe_row_.assign(pairs, 0);
@@ -78,9 +81,10 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   };
   for (const LayerWeights& L : layers_) {
     for (const Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) need(*w, B);
-    if (cfg_.n_expert > 0) {  // one expert may be chosen by every row of a batch
+    if (cfg_.n_expert > 0) {  // the experts of a layer run over all (token, expert) pairs at once
       need(L.ffn_gate_inp, B);
-      for (const ExpertWeights* x : {&L.gate_exps, &L.up_exps, &L.down_exps}) need(x->expert(0), B);
+      for (const ExpertWeights* x : {&L.gate_exps, &L.up_exps, &L.down_exps})
+        need(x->expert(0), B * cfg_.n_expert_used);
     }
   }
   need(output_, B);

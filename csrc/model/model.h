@@ -220,6 +220,7 @@ class ModelRuntime {
   std::vector<int32_t> moe_pairs_;      // pair indices grouped by expert
   std::vector<int32_t> moe_first_;      // [n_expert + 1] start of each expert's group in moe_pairs_
   std::vector<int32_t> moe_next_;       // [n_expert] fill cursors while grouping
+  std::vector<MatmulOut> moe_outs_;     // [2·min(n_expert, pairs)] the chosen experts' matmul outputs
   RopeTable rope_, rope_local_;                   // global base; local (SWA) base
   std::vector<BatchToken> fwd_tokens_;            // [max_batch] forward()'s batch, seq 0
   std::vector<int32_t> fwd_rows_;                 // [max_batch] forward()'s out_rows

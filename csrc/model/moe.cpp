@@ -113,28 +113,47 @@ void ModelRuntime::moe_ffn(const LayerWeights& L, const float* x, int n, float* 
   for (int p = 0; p < n_pairs; ++p) moe_pairs_[moe_next_[moe_ids_[p]]++] = p;
   for (int r = 0; r < n_pairs; ++r) moe_row_[moe_pairs_[r]] = r;
 
-  // 3. Each chosen expert once, over its gathered rows: gate/up → silu ⊙ → down into moe_y_.
-  for (int e = 0; e < c.n_expert; ++e) {
-    const int r0 = moe_first_[e], m = moe_first_[e + 1] - r0;
-    if (m == 0) continue;
-    for (int r = 0; r < m; ++r)
-      std::memcpy(moe_x_.data() + int64_t(r) * E, x + int64_t(moe_pairs_[r0 + r] / K) * E, sizeof(float) * size_t(E));
-    const Weight gate = L.gate_exps.expert(e), up = L.up_exps.expert(e), down = L.down_exps.expert(e);
-    project3(gate, ffn_a_.data(), up, ffn_b_.data(), nullptr, nullptr, moe_x_.data(), m);
-    if (!L.b_gate_exps.empty())  // gpt-oss: each expert's own biases (ggml_add_id)
-      for (int r = 0; r < m; ++r) {
-        add_f32(ffn_a_.data() + int64_t(r) * F, L.b_gate_exps.data() + int64_t(e) * F, F);
-        add_f32(ffn_b_.data() + int64_t(r) * F, L.b_up_exps.data() + int64_t(e) * F, F);
-      }
-    pool_->parallel_for(int64_t(m) * F, 1024, [&](int64_t b, int64_t end) {
-      if (c.moe_oai) swiglu_oai_mul(ffn_a_.data() + b, ffn_b_.data() + b, end - b);
-      else silu_mul(ffn_a_.data() + b, ffn_b_.data() + b, end - b);
-    });
-    float* y_e = moe_y_.data() + int64_t(r0) * E;
-    project(down, ffn_a_.data(), m, y_e);
-    if (!L.b_down_exps.empty())
-      for (int r = 0; r < m; ++r) add_f32(y_e + int64_t(r) * E, L.b_down_exps.data() + int64_t(e) * E, E);
+  // 3. Every chosen expert once over its gathered rows, all experts of the layer in one dispatch per
+  //    product (llama.cpp's mul_mat_id): gate and up, the activation, then down into moe_y_.
+  //    Row r of moe_x_ / ffn_a_ / ffn_b_ / moe_y_ is the r-th pair in expert order.
+  for (int r = 0; r < n_pairs; ++r)
+    std::memcpy(moe_x_.data() + int64_t(r) * E, x + int64_t(moe_pairs_[r] / K) * E, sizeof(float) * size_t(E));
+  // Each chosen expert's rows of one product: (its weight, its rows of x, their outputs).
+  auto expert_outs = [&](const ExpertWeights& w, float* y, int64_t y_width, MatmulOut* outs) {
+    int n_outs = 0;
+    for (int e = 0; e < c.n_expert; ++e) {
+      const int r0 = moe_first_[e], m = moe_first_[e + 1] - r0;
+      if (m > 0) outs[n_outs++] = MatmulOut{w.expert(e).data, w.rows, y + int64_t(r0) * y_width, y_width, r0, m};
+    }
+    return n_outs;
+  };
+  auto run = [&](const ExpertWeights& w, const float* in, int64_t n_in, const MatmulOut* outs, int n_outs) {
+    matmul_multi(*pool_, mm_scratch_, w.all.type, n_in, in, n_pairs, outs, n_outs, w.all.layout);
+  };
+  MatmulOut* outs = moe_outs_.data();
+  const int n_gate = expert_outs(L.gate_exps, ffn_a_.data(), F, outs);
+  if (L.up_exps.all.type == L.gate_exps.all.type && L.up_exps.all.layout == L.gate_exps.all.layout) {
+    expert_outs(L.up_exps, ffn_b_.data(), F, outs + n_gate);  // one quantization of x and one dispatch
+    run(L.gate_exps, moe_x_.data(), E, outs, 2 * n_gate);
+  } else {
+    run(L.gate_exps, moe_x_.data(), E, outs, n_gate);
+    expert_outs(L.up_exps, ffn_b_.data(), F, outs);
+    run(L.up_exps, moe_x_.data(), E, outs, n_gate);
   }
+  if (!L.b_gate_exps.empty())  // gpt-oss: each expert's own biases (ggml_add_id)
+    for (int r = 0; r < n_pairs; ++r) {
+      const int64_t e = moe_ids_[moe_pairs_[r]];
+      add_f32(ffn_a_.data() + int64_t(r) * F, L.b_gate_exps.data() + e * F, F);
+      add_f32(ffn_b_.data() + int64_t(r) * F, L.b_up_exps.data() + e * F, F);
+    }
+  pool_->parallel_for(int64_t(n_pairs) * F, 1024, [&](int64_t b, int64_t end) {
+    if (c.moe_oai) swiglu_oai_mul(ffn_a_.data() + b, ffn_b_.data() + b, end - b);
+    else silu_mul(ffn_a_.data() + b, ffn_b_.data() + b, end - b);
+  });
+  run(L.down_exps, ffn_a_.data(), F, outs, expert_outs(L.down_exps, moe_y_.data(), E, outs));
+  if (!L.b_down_exps.empty())
+    for (int r = 0; r < n_pairs; ++r)
+      add_f32(moe_y_.data() + int64_t(r) * E, L.b_down_exps.data() + int64_t(moe_ids_[moe_pairs_[r]]) * E, E);
 
   // 4. Each token: Σ_j weight_j · expert_j(x), adds in selection order (llama.cpp: ggml_mul, then
   //    ggml_add of the views one after another).

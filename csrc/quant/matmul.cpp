@@ -108,9 +108,16 @@ void run_multi_rows(const MultiJob& m, int64_t o0, int64_t o1) {
   for (int k = 0; k < m.n_outs && base < o1; ++k) {
     const MatmulOut& out = m.outs[k];
     const int64_t b = std::max(o0, base), e = std::min(o1, base + out.n_out);
-    if (b < e)
-      m.job->rows(static_cast<const uint8_t*>(out.w), m.job->w_stride, b - base, e - base, m.job->view, out.y,
+    if (b < e && out.n_rows != 0) {
+      ActView view = m.job->view;
+      if (out.n_rows > 0) {  // rows [row0, row0 + n_rows) of the activation
+        view.n_rows = out.n_rows;
+        if (view.base) view.base += size_t(out.row0) * view.row_bytes;
+        else view.xf += out.row0 * view.n_in;
+      }
+      m.job->rows(static_cast<const uint8_t*>(out.w), m.job->w_stride, b - base, e - base, view, out.y,
                   out.y_stride);
+    }
     base += out.n_out;
   }
 }

@@ -91,12 +91,16 @@ void matmul(ThreadPool& pool, MatmulScratch& scratch, GgmlType wt, const void* w
             int64_t n_out, const float* x, int64_t n_rows, float* y, int64_t y_stride,
             WeightLayout layout = WeightLayout::Rows);
 
-// One weight of a matmul_multi: n_out rows (same type and n_in as its siblings) → y.
+// One weight of a matmul_multi: n_out rows (same type and n_in as its siblings) → y. By default it
+// reads every row of x; n_rows ≥ 0 picks rows [row0, row0 + n_rows) of x instead (y then holds
+// only those), so the experts of a MoE layer, each over its own gathered rows, share one call.
 struct MatmulOut {
   const void* w;
   int64_t n_out;
   float* y;
   int64_t y_stride;
+  int64_t row0 = 0;
+  int64_t n_rows = -1;
 };
 // Several weights applied to the same x (e.g. attention q/k/v, ffn gate/up): the activation is
 // quantized once and all output rows are split over the pool in one dispatch. Results are
