@@ -256,11 +256,12 @@ void LoraSet::sort() {
   std::sort(use, use + n, [](const LoraUse& a, const LoraUse& b) { return a.serial < b.serial; });
 }
 
-LoraRunner::LoraRunner(int32_t max_rows) {
+LoraRunner::LoraRunner(int32_t max_rows, int64_t max_out) : max_out_(max_out) {
   active_.reserve(max_rows);
   chunks_.reserve(size_t(max_rows) + 1);
   out_map_.assign(max_rows, -1);
   t_ = LazyArray<float>(size_t(max_rows) * kMaxLoraGroup * kMaxLoraRank);
+  u_ = LazyArray<float>(size_t(kLoraSideRows) * kMaxLoraGroup * kMaxLoraPerSeq * size_t(max_out));
 }
 
 namespace {
@@ -387,6 +388,56 @@ void LoraRunner::apply_group(ThreadPool& pool, int il, const LoraTarget* targets
   pool.parallel_for(n_chunks * n_targets, 1, [&task](int64_t k0, int64_t k1) {
     for (int64_t k = k0; k < k1; ++k) task(k);
   });
+}
+
+SideTasks LoraRunner::side_tasks(int il, const LoraTarget* targets, int n_targets, const float* x, int64_t x_stride) {
+  side_il_ = il;
+  side_n_targets_ = n_targets;
+  std::copy(targets, targets + n_targets, side_targets_);
+  side_x_ = x;
+  side_x_stride_ = x_stride;
+  SideTasks tasks;
+  tasks.n = (int64_t(chunks_.size()) - 1) * n_targets;  // task k: chunk k / n_targets, matrix k % n_targets
+  tasks.run = &LoraRunner::run_side_task;
+  tasks.ctx = this;
+  return tasks;
+}
+
+void LoraRunner::run_side_task(void* self, int64_t k) {
+  LoraRunner& r = *static_cast<LoraRunner*>(self);
+  const int slot = int(k % r.side_n_targets_);
+  const int64_t a0 = r.chunks_[k / r.side_n_targets_], a1 = r.chunks_[k / r.side_n_targets_ + 1];
+  const float* xs[kLoraRowChunk];
+  float* ts[kLoraRowChunk];
+  float* us[kLoraRowChunk];
+  const int n = int(a1 - a0);
+  for (int j = 0; j < n; ++j) {
+    xs[j] = r.side_x_ + int64_t(r.active_[a0 + j]) * r.side_x_stride_;
+    ts[j] = r.t_.data() + ((a0 + j) * kMaxLoraGroup + slot) * kMaxLoraRank;
+  }
+  const LoraSet& set = *r.sets_[r.active_[a0]];  // every row of the chunk uses the same adapters
+  for (int32_t use = 0; use < set.n; ++use) {
+    const LoraPair* p = set.use[use].adapter->layer(r.side_il_, r.side_targets_[slot]);
+    if (!p) continue;
+    lora_down(p->at, xs, ts, n);
+    for (int j = 0; j < n; ++j) us[j] = r.u_at(a0 + j, slot, use);
+    lora_up(p->bt, ts, us, n, 0, p->bt.cols);
+  }
+}
+
+void LoraRunner::add_side(float* const* ys, const int64_t* y_strides) {
+  for (int slot = 0; slot < side_n_targets_; ++slot)
+    for (size_t a = 0; a < active_.size(); ++a) {
+      const int32_t row = active_[a];
+      const LoraSet& set = *sets_[row];
+      for (int32_t use = 0; use < set.n; ++use) {  // ascending serial, as chunk_terms adds them
+        const LoraAdapter& adapter = *set.use[use].adapter;
+        const LoraPair* p = adapter.layer(side_il_, side_targets_[slot]);
+        if (p)
+          lora_add(ys[slot] + int64_t(row) * y_strides[slot], u_at(int64_t(a), slot, use),
+                   adapter.scale(*p, set.use[use].scale), p->bt.cols);
+      }
+    }
 }
 
 void LoraRunner::apply_output(ThreadPool& pool, const int32_t* out_rows, int n_out, const float* x, int64_t x_stride,

@@ -42,6 +42,7 @@
 #include "common/lazy_array.h"
 #include "gguf/gguf.h"
 #include "model/batch.h"
+#include "quant/quant.h"
 
 namespace ls {
 
@@ -96,10 +97,14 @@ struct LoraPair {
 //   up_add: y_r[o] += s_r·(scale[o]·Σ_k t_r[k]·w[k][o])  for o in [o0, o1)  (bt: BT)
 // (without the scale factors for exact values). Each row's result is the same for any n_rows, any
 // companions and any split of outputs.
+//   up:     u_r[o] = scale[o]·Σ_k t_r[k]·w[k][o]     (up_add's u, stored for a later lora_add)
+//   add:    y[o] += s·u[o]                          (up_add's last step: multiply, then add)
 constexpr int kLoraRowChunk = 4;
 void lora_down(const LoraT& at, const float* const* xs, float* const* ts, int n_rows);
 void lora_up_add(const LoraT& bt, const float* const* ts, const float* ss, float* const* ys, int n_rows, int64_t o0,
                  int64_t o1);
+void lora_up(const LoraT& bt, const float* const* ts, float* const* us, int n_rows, int64_t o0, int64_t o1);
+void lora_add(float* y, const float* u, float s, int64_t n);
 
 class LoraAdapter {
  public:
@@ -169,7 +174,8 @@ struct LoraSet {
 class LoraRunner {
  public:
   LoraRunner() = default;
-  explicit LoraRunner(int32_t max_rows);  // max_rows: the forward's max batch
+  // max_rows: the forward's max batch; max_out: the widest adapted layer matrix (n_out).
+  LoraRunner(int32_t max_rows, int64_t max_out);
 
   // Notes the step's rows with adapters (row_sets[i]: row i's adapters; null or empty: base).
   // Returns false when no row uses an adapter (the pass is then exactly the base model's).
@@ -184,6 +190,17 @@ class LoraRunner {
   // ys[j], y_strides[j]: targets[j]'s output. Each row's term is computed exactly as by apply.
   void apply_group(ThreadPool& pool, int il, const LoraTarget* targets, int n_targets, const float* x,
                    int64_t x_stride, float* const* ys, const int64_t* y_strides);
+  // Decode-sized steps (≤ kLoraSideRows rows with adapters) run a layer matrix group's terms inside
+  // the base matmul's own dispatch instead (quant's SideTasks): side_tasks(...) returns the
+  // tasks, one per (chunk, matrix) as apply_group's, each writing u = B·(A·x) per row and adapter
+  // (lora_up) into u_; after the matmul, add_side(...) adds s·u to each row's y in the order apply
+  // adds its terms. The bits equal apply_group's; a step saves a dispatch per group and the
+  // terms overlap the base rows on the other threads.
+  static constexpr int kLoraSideRows = 16;
+  bool uses_side_tasks() const { return !active_.empty() && active_.size() <= size_t(kLoraSideRows); }
+  SideTasks side_tasks(int il, const LoraTarget* targets, int n_targets, const float* x, int64_t x_stride);
+  void add_side(float* const* ys, const int64_t* y_strides);
+
   // LM head: x and y hold only the n_out rows out_rows[] (strictly increasing batch rows).
   void apply_output(ThreadPool& pool, const int32_t* out_rows, int n_out, const float* x, int64_t x_stride, float* y,
                     int64_t y_stride);
@@ -211,6 +228,16 @@ class LoraRunner {
   std::vector<int32_t> out_map_;          // [max_rows] batch row → LM-head row (-1: no logits)
   LazyArray<float> t_;                    // [max_rows][kMaxLoraGroup][kMaxLoraRank] A·x of each active row
                                           // and group matrix (pages touched only as used)
+  // side_tasks' group, kept for its tasks and add_side.
+  int side_il_ = 0, side_n_targets_ = 0;
+  LoraTarget side_targets_[kMaxLoraGroup] = {};
+  const float* side_x_ = nullptr;
+  int64_t side_x_stride_ = 0, max_out_ = 0;
+  LazyArray<float> u_;  // [kLoraSideRows][kMaxLoraGroup][kMaxLoraPerSeq][max_out] (pages touched as used)
+  float* u_at(int64_t active, int slot, int use) {
+    return u_.data() + ((active * kMaxLoraGroup + slot) * kMaxLoraPerSeq + use) * max_out_;
+  }
+  static void run_side_task(void* self, int64_t k);
 };
 
 }  // namespace ls

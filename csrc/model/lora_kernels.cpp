@@ -86,8 +86,14 @@ void down_portable(const LoraT& at, const float* const* xs, float* const* ts, in
     for (int64_t k = 0; k < at.cols; ++k) ts[row][k] = down_one<E>(at, xs[row], k);
 }
 
+// y + s·u, the multiply rounded first (intrinsics: no contraction).
+inline float add_scaled(float y, float s, float u) {
+  return _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(y), _mm_mul_ss(_mm_set_ss(s), _mm_set_ss(u))));
+}
+
+// The up kernels either add s·u to y (kAdd) or store u for a later lora_add (side tasks).
 // One output of one row (the portable path and the AVX2 path's scalar tail).
-template <class E>
+template <class E, bool kAdd>
 inline void up_one(const LoraT& bt, const float* t, float s, float* y, int64_t o) {
   const int64_t r = bt.rows, n_out = bt.cols;
   const auto* w = static_cast<const typename E::T*>(bt.data);
@@ -95,14 +101,14 @@ inline void up_one(const LoraT& bt, const float* t, float s, float* y, int64_t o
   for (int64_t k = 0; k < r; ++k) acc = std::fma(t[k], E::one(w + lora_panel_index(k, o, r, n_out)), acc);
   __m128 u = _mm_set_ss(acc);  // intrinsics: no contraction
   if constexpr (E::kScaled) u = _mm_mul_ss(_mm_set_ss(bt.scale[o]), u);
-  y[o] = _mm_cvtss_f32(_mm_add_ss(_mm_set_ss(y[o]), _mm_mul_ss(_mm_set_ss(s), u)));
+  y[o] = kAdd ? add_scaled(y[o], s, _mm_cvtss_f32(u)) : _mm_cvtss_f32(u);
 }
 
-template <class E>
-void up_add_portable(const LoraT& bt, const float* const* ts, const float* ss, float* const* ys, int n_rows,
-                     int64_t o0, int64_t o1) {
+template <class E, bool kAdd>
+void up_portable(const LoraT& bt, const float* const* ts, const float* ss, float* const* ys, int n_rows, int64_t o0,
+                 int64_t o1) {
   for (int row = 0; row < n_rows; ++row)
-    for (int64_t o = o0; o < o1; ++o) up_one<E>(bt, ts[row], ss[row], ys[row], o);
+    for (int64_t o = o0; o < o1; ++o) up_one<E, kAdd>(bt, ts[row], ss ? ss[row] : 0.f, ys[row], o);
 }
 
 // ---- AVX2 + FMA (+ F16C) ----
@@ -153,7 +159,7 @@ __attribute__((target("avx2,fma,f16c"))) void down_rows(const LoraT& at, const f
 
 // Outputs o .. o+8V of R rows: one chain per output over ascending k. w points at (k = 0, o) in its
 // panel and w + k·width at (k, o).
-template <class E, int R, int V>
+template <class E, bool kAdd, int R, int V>
 __attribute__((target("avx2,fma,f16c"))) void up_block(const LoraT& bt, const typename E::T* w, int64_t width,
                                                        const float* const* ts, const float* ss, float* const* ys,
                                                        int64_t o) {
@@ -175,11 +181,12 @@ __attribute__((target("avx2,fma,f16c"))) void up_block(const LoraT& bt, const ty
       __m256 u = acc[row][v];
       if constexpr (E::kScaled) u = _mm256_mul_ps(_mm256_loadu_ps(bt.scale + o + 8 * v), u);
       float* y = ys[row] + o + 8 * v;
-      _mm256_storeu_ps(y, _mm256_add_ps(_mm256_loadu_ps(y), _mm256_mul_ps(_mm256_set1_ps(ss[row]), u)));
+      if constexpr (kAdd) u = _mm256_add_ps(_mm256_loadu_ps(y), _mm256_mul_ps(_mm256_set1_ps(ss[row]), u));
+      _mm256_storeu_ps(y, u);
     }
 }
 
-template <class E, int R>
+template <class E, bool kAdd, int R>
 __attribute__((target("avx2,fma,f16c"))) void up_rows(const LoraT& bt, const float* const* ts, const float* ss,
                                                       float* const* ys, int64_t o0, int64_t o1) {
   const int64_t r = bt.rows, n_out = bt.cols;
@@ -187,10 +194,10 @@ __attribute__((target("avx2,fma,f16c"))) void up_rows(const LoraT& bt, const flo
     const int64_t p0 = o / kLoraPanel * kLoraPanel, width = std::min<int64_t>(kLoraPanel, n_out - p0);
     const int64_t end = std::min(o1, p0 + width);
     const auto* panel = static_cast<const typename E::T*>(bt.data) + p0 * r;
-    for (; o + 32 <= end; o += 32) up_block<E, R, 4>(bt, panel + (o - p0), width, ts, ss, ys, o);
-    for (; o + 8 <= end; o += 8) up_block<E, R, 1>(bt, panel + (o - p0), width, ts, ss, ys, o);
+    for (; o + 32 <= end; o += 32) up_block<E, kAdd, R, 4>(bt, panel + (o - p0), width, ts, ss, ys, o);
+    for (; o + 8 <= end; o += 8) up_block<E, kAdd, R, 1>(bt, panel + (o - p0), width, ts, ss, ys, o);
     for (; o < end; ++o)
-      for (int row = 0; row < R; ++row) up_one<E>(bt, ts[row], ss[row], ys[row], o);
+      for (int row = 0; row < R; ++row) up_one<E, kAdd>(bt, ts[row], kAdd ? ss[row] : 0.f, ys[row], o);
   }
 }
 
@@ -202,12 +209,37 @@ __attribute__((target("avx2,fma,f16c"))) void down_avx2(const LoraT& at, const f
   if (row < n_rows) down_rows<E, 1>(at, xs + row, ts + row);
 }
 
-template <class E>
-__attribute__((target("avx2,fma,f16c"))) void up_add_avx2(const LoraT& bt, const float* const* ts, const float* ss,
-                                                          float* const* ys, int n_rows, int64_t o0, int64_t o1) {
+template <class E, bool kAdd>
+__attribute__((target("avx2,fma,f16c"))) void up_avx2(const LoraT& bt, const float* const* ts, const float* ss,
+                                                      float* const* ys, int n_rows, int64_t o0, int64_t o1) {
   int row = 0;
-  for (; row + 2 <= n_rows; row += 2) up_rows<E, 2>(bt, ts + row, ss + row, ys + row, o0, o1);
-  if (row < n_rows) up_rows<E, 1>(bt, ts + row, ss + row, ys + row, o0, o1);
+  for (; row + 2 <= n_rows; row += 2) up_rows<E, kAdd, 2>(bt, ts + row, kAdd ? ss + row : nullptr, ys + row, o0, o1);
+  if (row < n_rows) up_rows<E, kAdd, 1>(bt, ts + row, kAdd ? ss + row : nullptr, ys + row, o0, o1);
+}
+
+template <bool kAdd>
+void up_any(const LoraT& bt, const float* const* ts, const float* ss, float* const* ys, int n_rows, int64_t o0,
+            int64_t o1) {
+  const bool simd = active_isa() != Isa::Scalar;
+  switch (bt.elem) {
+    case LoraElem::I8:
+      return simd ? up_avx2<I8, kAdd>(bt, ts, ss, ys, n_rows, o0, o1) : up_portable<I8, kAdd>(bt, ts, ss, ys, n_rows, o0, o1);
+    case LoraElem::F16:
+      return simd ? up_avx2<F16, kAdd>(bt, ts, ss, ys, n_rows, o0, o1)
+                  : up_portable<F16, kAdd>(bt, ts, ss, ys, n_rows, o0, o1);
+    case LoraElem::F32:
+      return simd ? up_avx2<F32, kAdd>(bt, ts, ss, ys, n_rows, o0, o1)
+                  : up_portable<F32, kAdd>(bt, ts, ss, ys, n_rows, o0, o1);
+  }
+}
+
+// y + s·u over n floats, as the kAdd kernels' last step (multiply, then add).
+__attribute__((target("avx2,fma,f16c"))) void add_avx2(float* y, const float* u, float s, int64_t n) {
+  const __m256 sv = _mm256_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(sv, _mm256_loadu_ps(u + i))));
+  for (; i < n; ++i) y[i] = add_scaled(y[i], s, u[i]);
 }
 
 }  // namespace
@@ -223,17 +255,16 @@ void lora_down(const LoraT& at, const float* const* xs, float* const* ts, int n_
 
 void lora_up_add(const LoraT& bt, const float* const* ts, const float* ss, float* const* ys, int n_rows, int64_t o0,
                  int64_t o1) {
-  const bool simd = active_isa() != Isa::Scalar;
-  switch (bt.elem) {
-    case LoraElem::I8:
-      return simd ? up_add_avx2<I8>(bt, ts, ss, ys, n_rows, o0, o1) : up_add_portable<I8>(bt, ts, ss, ys, n_rows, o0, o1);
-    case LoraElem::F16:
-      return simd ? up_add_avx2<F16>(bt, ts, ss, ys, n_rows, o0, o1)
-                  : up_add_portable<F16>(bt, ts, ss, ys, n_rows, o0, o1);
-    case LoraElem::F32:
-      return simd ? up_add_avx2<F32>(bt, ts, ss, ys, n_rows, o0, o1)
-                  : up_add_portable<F32>(bt, ts, ss, ys, n_rows, o0, o1);
-  }
+  up_any<true>(bt, ts, ss, ys, n_rows, o0, o1);
+}
+
+void lora_up(const LoraT& bt, const float* const* ts, float* const* us, int n_rows, int64_t o0, int64_t o1) {
+  up_any<false>(bt, ts, nullptr, us, n_rows, o0, o1);
+}
+
+void lora_add(float* y, const float* u, float s, int64_t n) {
+  if (active_isa() != Isa::Scalar) return add_avx2(y, u, s, n);
+  for (int64_t i = 0; i < n; ++i) y[i] = add_scaled(y[i], s, u[i]);
 }
 
 }  // namespace ls

@@ -69,7 +69,7 @@ ModelRuntime::ModelRuntime(const GgufFile& file, int ctx_size, int max_batch, in
   fwd_tokens_.assign(B, BatchToken{0, 0, 0});
   fwd_rows_.assign(B, 0);
   fwd_lora_.assign(B, nullptr);
-  lora_ = LoraRunner(int32_t(B));
+  lora_ = LoraRunner(int32_t(B), std::max({q_dim, int64_t(cfg_.n_head_kv) * cfg_.head_dim, E, int64_t(cfg_.n_ff)}));
 
   rope_ = RopeTable(cfg_.rope_base, cfg_.n_rot, ctx_size_, cfg_.rope_scaling, rope_freqs_);
   if (cfg_.sliding_window > 0) rope_local_ = RopeTable(cfg_.rope_base_local, cfg_.n_rot, ctx_size_, cfg_.rope_scaling_local);
@@ -189,24 +189,24 @@ void ModelRuntime::repack_weights(const std::string& cache_dir, const std::strin
   if (tied) output_ = tok_embd_;
 }
 
-void ModelRuntime::project(const Weight& w, const float* x, int n_rows, float* y) {
-  matmul(*pool_, mm_scratch_, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out, w.layout);
+void ModelRuntime::project(const Weight& w, const float* x, int n_rows, float* y, const SideTasks* side) {
+  matmul(*pool_, mm_scratch_, w.type, w.data, w.n_in, w.n_out, x, n_rows, y, w.n_out, w.layout, side);
 }
 
 // Two or three projections of the same input: one activation quantization and one dispatch
 // when the weight types agree (decode runs ~90 fewer thread-pool calls per SmolLM2 token).
 void ModelRuntime::project3(const Weight& a, float* ya, const Weight& b, float* yb, const Weight* c, float* yc,
-                            const float* x, int n_rows) {
+                            const float* x, int n_rows, const SideTasks* side) {
   if (a.type == b.type && a.n_in == b.n_in && a.layout == b.layout &&
       (!c || (c->type == a.type && c->n_in == a.n_in && c->layout == a.layout))) {
     const MatmulOut outs[3] = {{a.data, a.n_out, ya, a.n_out}, {b.data, b.n_out, yb, b.n_out},
                                {c ? c->data : nullptr, c ? c->n_out : 0, yc, c ? c->n_out : 0}};
-    matmul_multi(*pool_, mm_scratch_, a.type, a.n_in, x, n_rows, outs, c ? 3 : 2, a.layout);
+    matmul_multi(*pool_, mm_scratch_, a.type, a.n_in, x, n_rows, outs, c ? 3 : 2, a.layout, side);
     return;
   }
   project(a, x, n_rows, ya);
-  project(b, x, n_rows, yb);
-  if (c) project(*c, x, n_rows, yc);
+  project(b, x, n_rows, yb, c ? nullptr : side);
+  if (c) project(*c, x, n_rows, yc, side);
 }
 
 // Causal (and, on local layers, sliding-window) attention for the n batch tokens, whose K/V
@@ -297,8 +297,19 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
   // LoRA (model/lora.h): rows grouped by adapter once; each adapted matmul then adds its
   // low-rank terms right after the base product (before biases and norms, as llama.cpp does).
   const bool lora = lora_.begin(row_lora, n);
-  auto adapt = [&](int il, LoraTarget t, const float* x, int64_t x_stride, float* y, int64_t y_stride) {
-    if (lora) lora_.apply(*pool_, il, t, x, x_stride, y, y_stride);
+  // The base product of matrices reading x, then their adapters' terms: as side tasks of the base
+  // matmul's dispatch on decode-sized steps, else after it (bit-identical either way).
+  auto adapted = [&](int il, const LoraTarget* targets, int n_targets, const float* x, int64_t x_stride,
+                     float* const* ys, const int64_t* y_strides, auto&& base) {
+    if (!lora) return base(nullptr);
+    if (lora_.uses_side_tasks()) {
+      const SideTasks side = lora_.side_tasks(il, targets, n_targets, x, x_stride);
+      base(&side);
+      lora_.add_side(ys, y_strides);
+    } else {
+      base(nullptr);
+      lora_.apply_group(*pool_, il, targets, n_targets, x, x_stride, ys, y_strides);
+    }
   };
   const ModelConfig& c = cfg_;
   const int64_t E = c.n_embd, hd = c.head_dim;
@@ -330,12 +341,13 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
       pool_->parallel_for(n, 8, [&](int64_t i0, int64_t i1) {  // rows are independent: any split
         for (int64_t i = i0; i < i1; ++i) rmsnorm(x_.data() + i * E, L.attn_norm.data(), h_.data() + i * E, E, c.rms_eps);
       });
-    project3(L.wq, q_.data(), L.wk, k_.data(), &L.wv, v_.data(), attn_in, n);
-    if (lora) {
+    {
       constexpr LoraTarget qkv[] = {LoraTarget::Q, LoraTarget::K, LoraTarget::V};
       float* const ys[] = {q_.data(), k_.data(), v_.data()};
       const int64_t strides[] = {q_dim, kv_dim, kv_dim};
-      lora_.apply_group(*pool_, il, qkv, 3, attn_in, E, ys, strides);
+      adapted(il, qkv, 3, attn_in, E, ys, strides, [&](const SideTasks* side) {
+        project3(L.wq, q_.data(), L.wk, k_.data(), &L.wv, v_.data(), attn_in, n, side);
+      });
     }
     for (int i = 0; i < n; ++i) {
       float* q = q_.data() + i * q_dim;
@@ -364,8 +376,13 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
       attn_kern_->store(v, kv_.v_row(il, page, pos % kKvPagePositions), kv_dim);
     }
     attention(il, tokens, n);
-    project(L.wo, attn_.data(), n, tmp_.data());
-    adapt(il, LoraTarget::O, attn_.data(), q_dim, tmp_.data(), E);
+    {
+      constexpr LoraTarget o[] = {LoraTarget::O};
+      float* const ys[] = {tmp_.data()};
+      const int64_t strides[] = {E};
+      adapted(il, o, 1, attn_.data(), q_dim, ys, strides,
+              [&](const SideTasks* side) { project(L.wo, attn_.data(), n, tmp_.data(), side); });
+    }
     for (int i = 0; i < n; ++i) {
       float* o = tmp_.data() + i * E;
       if (!L.bo.empty()) add_f32(o, L.bo.data(), E);
@@ -383,12 +400,13 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
     if (!L.gate_exps.empty()) {  // MoE (model/moe.cpp); LoRA adapters cannot target experts
       moe_ffn(L, ffn_in, n, tmp_.data());
     } else {
-      project3(L.w_gate, ffn_a_.data(), L.w_up, ffn_b_.data(), nullptr, nullptr, ffn_in, n);
-      if (lora) {
+      {
         constexpr LoraTarget gate_up[] = {LoraTarget::Gate, LoraTarget::Up};
         float* const ys[] = {ffn_a_.data(), ffn_b_.data()};
         const int64_t strides[] = {c.n_ff, c.n_ff};
-        lora_.apply_group(*pool_, il, gate_up, 2, ffn_in, E, ys, strides);
+        adapted(il, gate_up, 2, ffn_in, E, ys, strides, [&](const SideTasks* side) {
+          project3(L.w_gate, ffn_a_.data(), L.w_up, ffn_b_.data(), nullptr, nullptr, ffn_in, n, side);
+        });
       }
       if (!L.b_gate.empty() || !L.b_up.empty()) {  // after the adapters' terms, as llama.cpp adds them
         for (int i = 0; i < n; ++i) {
@@ -402,8 +420,11 @@ void ModelRuntime::forward_batch(const BatchToken* tokens, int n, const int32_t*
         if (gemma) gelu_tanh_mul(ffn_a_.data() + b, ffn_b_.data() + b, e - b);
         else silu_mul(ffn_a_.data() + b, ffn_b_.data() + b, e - b);
       });
-      project(L.w_down, ffn_a_.data(), n, tmp_.data());
-      adapt(il, LoraTarget::Down, ffn_a_.data(), c.n_ff, tmp_.data(), E);
+      constexpr LoraTarget down[] = {LoraTarget::Down};
+      float* const ys[] = {tmp_.data()};
+      const int64_t strides[] = {E};
+      adapted(il, down, 1, ffn_a_.data(), c.n_ff, ys, strides,
+              [&](const SideTasks* side) { project(L.w_down, ffn_a_.data(), n, tmp_.data(), side); });
     }
     for (int i = 0; i < n; ++i) {
       float* o = tmp_.data() + i * E;

@@ -183,9 +183,10 @@ class ModelRuntime {
   void attention(int il, const BatchToken* tokens, int n);
   void init_kv(int64_t kv_bytes, int64_t extra_kv_bytes, bool window_group, const GgufFile& file);
   void check_batch(const BatchToken* tokens, int n, const int32_t* out_rows, int n_out) const;
-  void project(const Weight& w, const float* x, int n_rows, float* y);
+  // side: tasks sharing the matmul's dispatch (quant.h), run once whatever the path.
+  void project(const Weight& w, const float* x, int n_rows, float* y, const SideTasks* side = nullptr);
   void project3(const Weight& a, float* ya, const Weight& b, float* yb, const Weight* c, float* yc,
-                const float* x, int n_rows);
+                const float* x, int n_rows, const SideTasks* side = nullptr);
   // Mixture-of-experts FFN (model/moe.cpp): y [n][n_embd] from the normed input x [n][n_embd].
   void moe_ffn(const LayerWeights& L, const float* x, int n, float* y);
 

@@ -28,8 +28,9 @@ size_t matmul_scratch_bytes(GgmlType wt, int64_t n_in, int64_t n_rows) {
 }
 
 void matmul(ThreadPool& pool, MatmulScratch& scratch, GgmlType wt, const void* w, int64_t n_in, int64_t n_out,
-            const float* x, int64_t n_rows, float* y, int64_t y_stride, WeightLayout layout) {
-  quant::matmul_with(quant::active_kernels(), &pool, scratch, wt, w, n_in, n_out, x, n_rows, y, y_stride, layout);
+            const float* x, int64_t n_rows, float* y, int64_t y_stride, WeightLayout layout, const SideTasks* side) {
+  quant::matmul_with(quant::active_kernels(), &pool, scratch, wt, w, n_in, n_out, x, n_rows, y, y_stride, layout,
+                     side);
 }
 
 namespace quant {
@@ -103,6 +104,44 @@ struct MultiJob {
   int n_outs;
 };
 
+// One dispatch over n_rows output rows (grain by grain) and the side tasks, each one grain of the
+// index space: the first 2·n_side grains alternate side task, base grain, so a thread streaming a
+// memory-bound side task runs beside one computing base rows. rows(o0, o1) runs a range of rows.
+template <class Rows>
+void dispatch_rows(ThreadPool* pool, int64_t n_rows, int64_t grain, const SideTasks* side, const Rows& rows) {
+  const int64_t n_side = side ? side->n : 0;
+  if (!pool) {
+    if (n_rows > 0) rows(int64_t(0), n_rows);
+    for (int64_t k = 0; k < n_side; ++k) side->run(side->ctx, k);
+    return;
+  }
+  if (n_side == 0) {
+    pool->parallel_for(n_rows, grain, [&rows](int64_t o0, int64_t o1) { rows(o0, o1); });
+    return;
+  }
+  const int64_t n_base = (n_rows + grain - 1) / grain, mixed = 2 * std::min(n_side, n_base);
+  auto grains = [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      int64_t base_grain;
+      if (g < mixed) {
+        if (g % 2 == 0) {
+          side->run(side->ctx, g / 2);
+          continue;
+        }
+        base_grain = g / 2;
+      } else if (n_side > n_base) {
+        side->run(side->ctx, g - n_base);  // side tasks beyond the base grains
+        continue;
+      } else {
+        base_grain = g - n_side;
+      }
+      rows(base_grain * grain, std::min(n_rows, (base_grain + 1) * grain));
+    }
+  };
+  // One captured reference: the std::function parallel_for builds stays allocation-free.
+  pool->parallel_for(n_base + n_side, 1, [&grains](int64_t g0, int64_t g1) { grains(g0, g1); });
+}
+
 void run_multi_rows(const MultiJob& m, int64_t o0, int64_t o1) {
   int64_t base = 0;
   for (int k = 0; k < m.n_outs && base < o1; ++k) {
@@ -125,37 +164,39 @@ void run_multi_rows(const MultiJob& m, int64_t o0, int64_t o1) {
 
 void matmul_with(const KernelTable& k, ThreadPool* pool, MatmulScratch& scratch, GgmlType wt, const void* w,
                  int64_t n_in, int64_t n_out, const float* x, int64_t n_rows, float* y, int64_t y_stride,
-                 WeightLayout layout) {
+                 WeightLayout layout, const SideTasks* side) {
   MatmulJob job{};
   if (layout == WeightLayout::Interleaved16 && !interleave_supported(wt, n_in, n_out))
     throw std::invalid_argument("matmul: interleaved weights need n_out a multiple of 16");
-  if (!prepare_job(k, pool, scratch, wt, n_in, x, n_rows, layout, job) || n_out <= 0) return;
+  if (!prepare_job(k, pool, scratch, wt, n_in, x, n_rows, layout, job) || n_out <= 0) {
+    dispatch_rows(pool, 0, job.grain, side, [](int64_t, int64_t) {});
+    return;
+  }
   job.w = static_cast<const uint8_t*>(w);
   job.y = y;
   job.y_stride = y_stride;
-  if (pool) {
-    pool->parallel_for(n_out, job.grain, [&job](int64_t o0, int64_t o1) {
-      job.rows(job.w, job.w_stride, o0, o1, job.view, job.y, job.y_stride);
-    });
-  } else {
-    job.rows(job.w, job.w_stride, 0, n_out, job.view, y, y_stride);
-  }
+  dispatch_rows(pool, n_out, job.grain, side,
+                [&job](int64_t o0, int64_t o1) { job.rows(job.w, job.w_stride, o0, o1, job.view, job.y, job.y_stride); });
 }
 
 }  // namespace quant
 
 void matmul_multi(ThreadPool& pool, MatmulScratch& scratch, GgmlType wt, int64_t n_in, const float* x,
-                  int64_t n_rows, const MatmulOut* outs, int n_outs, WeightLayout layout) {
+                  int64_t n_rows, const MatmulOut* outs, int n_outs, WeightLayout layout, const SideTasks* side) {
   quant::MatmulJob job{};
   for (int k = 0; k < n_outs && layout == WeightLayout::Interleaved16; ++k)
     if (!interleave_supported(wt, n_in, outs[k].n_out))
       throw std::invalid_argument("matmul_multi: interleaved weights need n_out a multiple of 16");
-  if (!quant::prepare_job(quant::active_kernels(), &pool, scratch, wt, n_in, x, n_rows, layout, job)) return;
+  if (!quant::prepare_job(quant::active_kernels(), &pool, scratch, wt, n_in, x, n_rows, layout, job)) {
+    quant::dispatch_rows(&pool, 0, job.grain, side, [](int64_t, int64_t) {});
+    return;
+  }
   int64_t total = 0;
   for (int k = 0; k < n_outs; ++k) total += outs[k].n_out;
   const quant::MultiJob multi{&job, outs, n_outs};
   // Every out is a whole number of grains, so grain-aligned chunks never split a group.
-  pool.parallel_for(total, job.grain, [&multi](int64_t o0, int64_t o1) { quant::run_multi_rows(multi, o0, o1); });
+  quant::dispatch_rows(&pool, total, job.grain, side,
+                       [&multi](int64_t o0, int64_t o1) { quant::run_multi_rows(multi, o0, o1); });
 }
 
 }  // namespace ls

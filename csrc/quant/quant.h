@@ -85,11 +85,21 @@ void interleave_weights(GgmlType t, const void* src, int64_t n_in, int64_t n_out
 // Row `row` of a weight matrix in either layout, dequantized to n_in floats (embedding lookup).
 void dequantize_weight_row(GgmlType t, WeightLayout layout, const void* w, int64_t n_in, int64_t row, float* dst);
 
+// Small independent work that shares a matmul's pool dispatch (LoRA terms, model/lora.h): tasks
+// 0 .. n-1, each run(ctx, k) once on some thread, claimed after the output rows, so the pool's
+// threads take them as they finish rows. They must not read the matmul's output.
+struct SideTasks {
+  int64_t n = 0;
+  void (*run)(void* ctx, int64_t k) = nullptr;
+  void* ctx = nullptr;
+};
+
 // y (row stride y_stride floats) = x (n_rows × n_in, row stride n_in) · Wᵀ.
 // Splits output rows over the pool; results are independent of the thread count.
+// side (optional): tasks run within the same dispatch.
 void matmul(ThreadPool& pool, MatmulScratch& scratch, GgmlType wt, const void* w, int64_t n_in,
             int64_t n_out, const float* x, int64_t n_rows, float* y, int64_t y_stride,
-            WeightLayout layout = WeightLayout::Rows);
+            WeightLayout layout = WeightLayout::Rows, const SideTasks* side = nullptr);
 
 // One weight of a matmul_multi: n_out rows (same type and n_in as its siblings) → y. By default it
 // reads every row of x; n_rows ≥ 0 picks rows [row0, row0 + n_rows) of x instead (y then holds
@@ -107,6 +117,7 @@ struct MatmulOut {
 // bit-identical to separate matmul() calls.
 // All outs share wt, n_in and layout.
 void matmul_multi(ThreadPool& pool, MatmulScratch& scratch, GgmlType wt, int64_t n_in, const float* x,
-                  int64_t n_rows, const MatmulOut* outs, int n_outs, WeightLayout layout = WeightLayout::Rows);
+                  int64_t n_rows, const MatmulOut* outs, int n_outs, WeightLayout layout = WeightLayout::Rows,
+                  const SideTasks* side = nullptr);
 
 }  // namespace ls

@@ -238,7 +238,7 @@ const KernelTable& active_kernels();
 // Runs one matmul through an explicit table (self-test; matmul() uses the active one).
 void matmul_with(const KernelTable& k, ThreadPool* pool, MatmulScratch& scratch, GgmlType wt, const void* w,
                  int64_t n_in, int64_t n_out, const float* x, int64_t n_rows, float* y, int64_t y_stride,
-                 WeightLayout layout = WeightLayout::Rows);
+                 WeightLayout layout = WeightLayout::Rows, const SideTasks* side = nullptr);
 // Scalar reference kernels for the interleaved layout (interleave.cpp).
 void fill_il_scalar(KernelTable& t);
 

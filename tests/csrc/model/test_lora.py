@@ -223,3 +223,14 @@ def test_thread_count_never_changes_a_bit(tmp_path, name):
         first = models[0].logits(IDS[:n])
         for m in models[1:]:
             assert np.array_equal(m.logits(IDS[:n]), first), n
+
+
+@pytest.mark.parametrize("name", ["llama-r16-f16-attn", "qwen2-r64-q8_0-untied-embd-out", "llama-r12-f16a-f32b-all"])
+def test_decode_sized_and_prefill_sized_batches_give_the_same_bits(tmp_path, name):
+    """Up to 16 rows with adapters run their terms as side tasks of the base matmul's dispatch, more
+    rows after it (model/lora.h): a row's logits are the same bits either way."""
+    _, _, base, _, adapter, _ = build(tmp_path, name)
+    model = Model(base, threads=2, ctx_size=64, lora=[(adapter, 0.8)])
+    whole = model.logits(IDS)  # 20 rows: the terms after the base matmul
+    for n in (1, 2, 5):       # ≤ 16 rows: side tasks
+        assert np.array_equal(model.logits(IDS[:n]), whole[:n]), n
