@@ -10,6 +10,10 @@
 // s·u first: llama.cpp's ggml_scale then ggml_add). The SIMD lanes and the scalar tails of up_add
 // do exactly this per output, so any split of outputs gives the same bits. Which path (AVX2 or
 // portable) is fixed per process (quant's active ISA); the portable path has the same chains.
+// GCC contracts a vector multiply feeding an add into one FMA by default (-ffp-contract=fast, even
+// for _mm256_mul_ps / _mm256_add_ps), which would round s·u together with the add in the SIMD
+// lanes but not in the scalar tails; the chains above that want FMAs call them explicitly.
+#pragma GCC optimize("fp-contract=off")
 #include <immintrin.h>
 
 #include <algorithm>
