@@ -194,8 +194,8 @@ class LoraRunner {
   // the base matmul's own dispatch instead (quant's SideTasks): side_tasks(...) returns the
   // tasks, one per (chunk, matrix) as apply_group's, each writing u = B·(A·x) per row and adapter
   // (lora_up) into u_; after the matmul, add_side(...) adds s·u to each row's y in the order apply
-  // adds its terms. The bits equal apply_group's; a step saves a dispatch per group and the
-  // terms overlap the base rows on the other threads.
+  // adds its terms. The bits equal apply_group's; a step saves a dispatch per group, and a lone
+  // matrix's terms (o, down) run beside base rows instead of while the other threads wait.
   static constexpr int kLoraSideRows = 16;
   bool uses_side_tasks() const { return !active_.empty() && active_.size() <= size_t(kLoraSideRows); }
   SideTasks side_tasks(int il, const LoraTarget* targets, int n_targets, const float* x, int64_t x_stride);
