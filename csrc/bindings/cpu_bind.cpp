@@ -13,6 +13,7 @@ void bind_cpu(py::module_& m) {
     usable["avx512"] = f.avx512;
     usable["avx512_vnni"] = f.avx512_vnni;
     usable["avx_vnni"] = f.avx_vnni;
+    usable["amx_int8"] = f.amx_int8;
     advertised["avx2"] = f.adv_avx2;
     advertised["fma"] = f.adv_fma;
     advertised["f16c"] = f.adv_f16c;

@@ -4,6 +4,8 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <mutex>
@@ -47,6 +49,39 @@ __attribute__((target("avx2,avxvnni"), noinline)) int probe_avx_vnni(const volat
   __m256i s = _mm256_set1_epi8(2);
   acc = _mm256_dpbusd_avx_epi32(acc, u, s);
   return _mm256_extract_epi32(acc, 0);
+}
+
+// Linux's opt-in for the AMX tile data state (arch/x86/include/uapi/asm/prctl.h); once granted it
+// holds for every thread of the process.
+constexpr int kArchReqXcompPerm = 0x1023;
+constexpr int kXfeatureXtiledata = 18;
+bool request_amx_permission() {
+#ifdef SYS_arch_prctl
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
+__attribute__((target("amx-tile,amx-int8"), noinline)) int probe_amx_int8(const volatile int* seed) {
+  struct alignas(64) {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+  } cfg = {};
+  cfg.palette = 1;
+  for (int t = 0; t < 3; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  alignas(64) int8_t a[16 * 64], b[16 * 64];
+  alignas(64) int32_t c[16 * 16];
+  for (int i = 0; i < 16 * 64; ++i) a[i] = int8_t(*seed), b[i] = 2;
+  _tile_loadconfig(&cfg);
+  _tile_zero(0);
+  _tile_loadd(1, a, 64);
+  _tile_loadd(2, b, 64);
+  _tile_dpbssd(0, 1, 2);
+  _tile_stored(0, c, 64);
+  _tile_release();
+  return c[0];  // 64 products of seed·2
 }
 
 // Always faults: proves the probe harness turns SIGILL into "not usable" instead of a crash.
@@ -106,6 +141,7 @@ CpuFeatures detect() {
     f.avx512 = executes(probe_avx512, (2 << 16) | 2);
   if (f.avx512 && f.adv_avx512_vnni) f.avx512_vnni = executes(probe_avx512_vnni, 8);
   if (f.avx2 && f.adv_avx_vnni) f.avx_vnni = executes(probe_avx_vnni, 8);
+  if (f.avx512_vnni && f.adv_amx_int8 && request_amx_permission()) f.amx_int8 = executes(probe_amx_int8, 128);
   return f;
 }
 
@@ -130,6 +166,7 @@ std::string cpu_features_string() {
   add(f.avx512, "avx512");
   add(f.avx512_vnni, "avx512_vnni");
   add(f.avx_vnni, "avx_vnni");
+  add(f.amx_int8, "amx_int8");
   return s.empty() ? "scalar" : s;
 }
 

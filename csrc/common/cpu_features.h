@@ -2,8 +2,9 @@
 //
 // "advertised" comes from cpuid + XGETBV (the OS must have enabled the register state);
 // "usable" additionally requires that a representative instruction of that kind actually
-// executed in this process without SIGILL. This VM advertises AMX and then faults on it,
-// so nothing is trusted on cpuid alone.
+// executed in this process without SIGILL. Some VMs advertise AMX and then fault on it,
+// so nothing is trusted on cpuid alone. AMX tile data also needs the kernel's per-process
+// permission (arch_prctl ARCH_REQ_XCOMP_PERM), requested here before its probe.
 #pragma once
 
 #include <string>
@@ -20,6 +21,7 @@ struct CpuFeatures {
   bool avx512 = false;       // AVX-512 F + BW + VL
   bool avx512_vnni = false;  // vpdpbusd on zmm
   bool avx_vnni = false;     // VEX-encoded vpdpbusd on ymm
+  bool amx_int8 = false;     // tile permission granted, then ldtilecfg + tdpbssd + tilestored ran
 };
 
 // Detected once (thread-safe static init) and cached for the process lifetime.

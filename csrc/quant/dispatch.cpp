@@ -87,7 +87,8 @@ bool il_self_test(const KernelTable& cand, const KernelTable& ref) {
                      GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
                      GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::MXFP4}) {
     if (!cand.il_rows[slot(t)]) continue;
-    const int64_t n_in = ggml_type_info(t).block_elems == 256 ? 512 : 224, n_out = 32, n_rows = 11;  // 8 + 3 rows
+    // 11 = a zmm tile of 8 + 3 rows; 37 = AMX tiles of 16 + 16 + an overlapping last one.
+    const int64_t n_in = ggml_type_info(t).block_elems == 256 ? 512 : 224, n_out = 32, n_rows = 37;
     const std::vector<uint8_t> w = test_weights(t, n_in, n_out, 4242u + uint32_t(t));
     std::vector<uint8_t> il(interleaved_bytes(t, n_in, n_out));
     interleave_weights(t, w.data(), n_in, n_out, il.data());
@@ -137,6 +138,7 @@ struct Dispatch {
   bool usable[kNumIsa] = {true, false, false, false};
   bool supported[kNumIsa] = {true, false, false, false};  // the CPU's features allow the path
   std::atomic<int> active{0};
+  bool amx = false;  // tables[Avx512Vnni] holds the AMX kernels (kernels_amx.cpp)
 
   Dispatch() {
     fill_scalar(tables[0]);
@@ -154,6 +156,13 @@ struct Dispatch {
       tables[2] = tables[0];
       fill_avx512_vnni(tables[2]);
       usable[2] = self_test(tables[2], tables[0]);
+      if (usable[2] && f.amx_int8) {
+        KernelTable with_amx = tables[2];
+        fill_amx(with_amx);
+        amx = self_test(with_amx, tables[0]);
+        if (amx) tables[2] = with_amx;
+        else std::fprintf(stderr, "laneserve: AMX kernels differ from the scalar reference; not used\n");
+      }
     }
     if (supported[3]) {
       tables[3] = tables[0];
@@ -174,6 +183,7 @@ struct Dispatch {
                      isa_name(Isa(best)));
     }
     active.store(best);
+    if (const char* env = std::getenv("LANESERVE_AMX"); env && std::strcmp(env, "0") == 0) set_amx_enabled(false);
   }
 };
 
@@ -196,6 +206,13 @@ bool interleave_preferred(GgmlType t, int64_t n_in, int64_t n_out) {
   quant::Dispatch& d = quant::dispatch();
   const int s = quant::slot(t);
   return d.tables[d.active.load()].il_rows[s] != d.tables[0].il_rows[s];
+}
+
+bool amx_available() { return quant::dispatch().amx; }
+bool amx_active() { return amx_available() && quant::amx_enabled() && active_isa() == Isa::Avx512Vnni; }
+bool set_amx(bool on) {
+  if (amx_available()) quant::set_amx_enabled(on);
+  return amx_active();
 }
 
 Isa active_isa() { return Isa(quant::dispatch().active.load()); }

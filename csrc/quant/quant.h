@@ -42,6 +42,13 @@ bool isa_usable(Isa isa);
 // The CPU's features allow the path; it is usable only if its start-up self-test also passed, so a
 // supported path that is not usable is a kernel bug (the machine silently runs a slower path).
 bool isa_supported(Isa isa);
+// AMX-INT8: on the avx512_vnni path, interleaved Q4_K / Q6_K products with ≥ 16 activation rows run on
+// tiles when the CPU lets this process use them and they passed the self-test (amx_available). Bit-identical
+// to the kernels they replace. LANESERVE_AMX=0 or set_amx(false) turns them off; set_amx returns whether
+// they are on afterwards.
+bool amx_available();
+bool amx_active();
+bool set_amx(bool on);
 
 // Dequantize n elements (a multiple of the block size) of type t at src into dst.
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);

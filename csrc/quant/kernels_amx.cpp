@@ -1,0 +1,252 @@
+// AMX-INT8 kernels over row-interleaved K-quant records (quant_internal.h KIlFormat) against Q8_K
+// activations, for products with at least kAmxMinRows activation rows (prefill, large batches).
+//
+// Why the weights are widened first. A K-quant sub-block has its own integer scale per weight row, and
+// the exact integer of a super-block is Σ_j scale_j · dot_j. A tile product cannot apply a per-column
+// scale, so instead of one tile product per sub-block (K = 16 or 32, then a vpmulld per row) each code c
+// of row i is multiplied by its scale once per group, p = c · scale (|p| < 2^15), and split into bytes
+// p = lo + 256·hi. Then Σ_j scale_j · dot_j = A·LO + 256·(A·HI): two accumulating tile products over
+// the whole super-block at K = 64, stored once per super-block. The widening is done once per 16-row
+// group and super-block and reused by every activation tile; the exact int32 is the zmm kernels', and
+// the float operations after it are those of il_kquant_zmm.h, so results are bit-identical to every
+// other path (the start-up self-test checks it like any path's kernels).
+//
+// Tiles: C_lo = 0, C_hi = 1 (16 activation rows × 16 weight rows, int32); A = 2 / 5 (16 activation rows ×
+// 64 bytes); B_lo = 3 / 6, B_hi = 4 / 7 (16 lines × 16 weight rows × 4 bytes). Two A/B sets alternate
+// between K-steps so loads overlap the products. A tile always has 16 rows: the last tile of a call
+// starts 16 rows before the end and its already-finished rows are skipped (so one tile configuration
+// serves every call; calls with fewer rows take the zmm kernels).
+#include <immintrin.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+
+#include "quant/quant_internal.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-int8")
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace ls::quant {
+namespace {
+
+constexpr int kTileRows = 16;     // activation rows of an A / C tile (the AMX maximum)
+constexpr int kChunkRows = 128;   // activation rows whose float accumulators one group pass keeps
+constexpr int kKSteps = 4;        // K = 64 tile products per 256-element super-block
+
+RowsFn g_fallback[kNumTypeSlots];  // the kernels these replace, for calls below kAmxMinRows
+std::atomic<bool> g_amx_on{true};
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+const TileConfig& tile_config() {
+  static const TileConfig cfg = [] {
+    TileConfig c;
+    for (int t = 0; t < 8; ++t) c.colsb[t] = 64, c.rows[t] = kTileRows;
+    return c;
+  }();
+  return cfg;
+}
+
+// Widened codes of one super-block of a 16-row group: per K-step, the LO and HI byte planes in B-tile
+// layout (line l: bytes 4i..4i+3 = row i's 4 elements 64·step + 4l..+3).
+struct Widened {
+  alignas(64) uint8_t lo[kKSteps][16 * 64];
+  alignas(64) uint8_t hi[kKSteps][16 * 64];
+};
+
+// One 64-byte line of codes (u8 per element, row i in dword i) times the row scales (int16, the same
+// value in both words of dword i), split into the low and high bytes of each 16-bit product.
+inline void widen_line(__m512i codes, __m512i scale_w, uint8_t* lo, uint8_t* hi) {
+  const __m512i even = _mm512_and_si512(codes, _mm512_set1_epi16(0x00ff));
+  const __m512i odd = _mm512_srli_epi16(codes, 8);
+  const __m512i pe = _mm512_mullo_epi16(even, scale_w), po = _mm512_mullo_epi16(odd, scale_w);
+  const __mmask64 odd_bytes = 0xaaaaaaaaaaaaaaaaull;
+  _mm512_store_si512(lo, _mm512_mask_blend_epi8(odd_bytes, pe, _mm512_slli_epi16(po, 8)));
+  _mm512_store_si512(hi, _mm512_mask_blend_epi8(odd_bytes, _mm512_srli_epi16(pe, 8), po));
+}
+
+// Row scales as int32 per dword → the same int16 in both words.
+inline __m512i words_of(__m512i s32) { return _mm512_or_si512(s32, _mm512_slli_epi32(s32, 16)); }
+
+template <GgmlType T>
+struct AmxK;
+
+// Q4_K: K-step c = chunk c (64 elements): sub-block 2c in the low nibbles, 2c+1 in the high ones.
+template <>
+struct AmxK<GgmlType::Q4_K> {
+  static constexpr KIlFormat F = kil_format(GgmlType::Q4_K);
+  static constexpr bool kSignedHi = false;
+  static void widen(const uint8_t* rec, Widened& w) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int c = 0; c < kKSteps; ++c) {
+      const __m512i s_lo = words_of(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + F.sc_off + 16 * (2 * c)))));
+      const __m512i s_hi = words_of(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + F.sc_off + 16 * (2 * c + 1)))));
+      for (int l = 0; l < 8; ++l) {
+        const __m512i x = _mm512_loadu_si512(rec + F.qs_off + (8 * c + l) * 64);
+        widen_line(_mm512_and_si512(x, m4), s_lo, w.lo[c] + 64 * l, w.hi[c] + 64 * l);
+        widen_line(_mm512_and_si512(_mm512_srli_epi16(x, 4), m4), s_hi, w.lo[c] + 64 * (8 + l), w.hi[c] + 64 * (8 + l));
+      }
+    }
+  }
+  // What the float step needs of a record, loaded once per record (not per activation row).
+  struct Rec {
+    __m512 dw, dmw;
+    __m512i mp[4];
+    explicit Rec(const uint8_t* rec)
+        : dw(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)))),
+          dmw(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32)))) {
+      for (int p = 0; p < 4; ++p)
+        mp[p] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + F.m_off + 32 * p)));
+    }
+  };
+  // The float step of one activation row after its exact super-block integer `sumi` (il_kquant_zmm.h's Q4_K order).
+  static void finish(const Rec& rc, __m512i sumi, const ActView& a, int64_t row, int64_t s, float* acc, float* accm) {
+    // Sums of the activation block sums by sub-block pair as int16 pairs (|.| ≤ 8128): dwords 0, 1, 4, 5 of
+    // packs(pairs) are pairs {0,1}, {2,3}, {4,5}, {6,7}, the operands of il_kquant_zmm.h's vpdpwssd.
+    const __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.bsums(row) + 16 * s)),
+                                            _mm256_set1_epi16(1));
+    alignas(32) int32_t packed[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(packed), _mm256_packs_epi32(pairs, pairs));
+    __m512i summ = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p) summ = _mm512_dpwssd_epi32(summ, rc.mp[p], _mm512_set1_epi32(packed[p < 2 ? p : p + 2]));
+    const __m512 da = _mm512_set1_ps(a.sc(row)[s]);
+    _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(rc.dw, da), _mm512_load_ps(acc)));
+    _mm512_store_ps(accm, _mm512_fmadd_ps(_mm512_cvtepi32_ps(summ), _mm512_mul_ps(rc.dmw, da), _mm512_load_ps(accm)));
+  }
+};
+
+// Q6_K: K-step t = elements 64t..64t+63 = half t/2, element steps 16·(t%2)..+15 (16-element sub-blocks 4t..4t+3).
+template <>
+struct AmxK<GgmlType::Q6_K> {
+  static constexpr KIlFormat F = kil_format(GgmlType::Q6_K);
+  static constexpr bool kSignedHi = true;
+  static void widen(const uint8_t* rec, Widened& w) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    for (int t = 0; t < kKSteps; ++t) {
+      const int h = t / 2;
+      for (int q = 0; q < 4; ++q) {  // sub-block 4t + q = lines 4q..4q+3
+        const int sb = 4 * t + q;
+        const __m512i pr = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + F.sc_off + 32 * (sb / 2))));
+        const __m512i one = (sb & 1) ? _mm512_srli_epi32(pr, 16) : _mm512_and_si512(pr, _mm512_set1_epi32(0xffff));
+        const __m512i scale_w = words_of(one);
+        for (int k = 0; k < 4; ++k) {
+          const int l = 4 * q + k, E = 16 * (t % 2) + l;
+          const __m512i ql = _mm512_loadu_si512(rec + F.qs_off + (16 * h + (E < 16 ? E : E - 16)) * 64);
+          const __m512i qh = _mm512_loadu_si512(rec + F.qh_off + (8 * h + (E & 7)) * 64);
+          const __m512i lo = E < 16 ? _mm512_and_si512(ql, m4) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4);
+          __m512i hi;
+          switch (E >> 3) {
+            case 0: hi = _mm512_slli_epi16(qh, 4); break;
+            case 1: hi = _mm512_slli_epi16(qh, 2); break;
+            case 2: hi = qh; break;
+            default: hi = _mm512_srli_epi16(qh, 2); break;
+          }
+          widen_line(_mm512_or_si512(lo, _mm512_and_si512(hi, m30)), scale_w, w.lo[t] + 64 * l, w.hi[t] + 64 * l);
+        }
+      }
+    }
+  }
+  struct Rec {
+    __m512 dw;
+    __m512i pr[8];
+    explicit Rec(const uint8_t* rec) : dw(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)))) {
+      for (int p = 0; p < 8; ++p)
+        pr[p] = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + F.sc_off + 32 * p)));
+    }
+  };
+  static void finish(const Rec& rc, __m512i sumi, const ActView& a, int64_t row, int64_t s, float* acc, float*) {
+    const int16_t* bs = a.bsums(row) + 16 * s;
+    __m512i corr = _mm512_setzero_si512();  // Σ scale·bsum per row: the codes' −32
+    for (int p = 0; p < 8; ++p)
+      corr = _mm512_dpwssd_epi32(corr, rc.pr[p], _mm512_set1_epi32(int(load_u32(reinterpret_cast<const uint8_t*>(bs + 2 * p)))));
+    sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(corr, 5));
+    _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(rc.dw, _mm512_set1_ps(a.sc(row)[s])), _mm512_load_ps(acc)));
+  }
+};
+
+// The two K-steps ks, ks+1 of one 16-row activation tile starting at row r0, on tile sets 2-4 and 5-7.
+template <bool kSignedHi>
+inline void products(const Widened& w, const ActView& a, int64_t r0, int64_t s) {
+  const int8_t* q = a.q(r0) + 256 * s;
+  const long stride = long(a.row_bytes);
+  for (int ks = 0; ks < kKSteps; ks += 2) {
+    _tile_loadd(2, q + 64 * ks, stride);
+    _tile_loadd(3, w.lo[ks], 64);
+    _tile_loadd(4, w.hi[ks], 64);
+    _tile_loadd(5, q + 64 * (ks + 1), stride);
+    _tile_loadd(6, w.lo[ks + 1], 64);
+    _tile_loadd(7, w.hi[ks + 1], 64);
+    _tile_dpbsud(0, 2, 3);
+    if (kSignedHi) _tile_dpbssd(1, 2, 4); else _tile_dpbsud(1, 2, 4);
+    _tile_dpbsud(0, 5, 6);
+    if (kSignedHi) _tile_dpbssd(1, 5, 7); else _tile_dpbsud(1, 5, 7);
+  }
+}
+
+template <GgmlType T>
+void run_amx_groups(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, const ActView& a, float* y,
+                    int64_t y_stride) {
+  using K = AmxK<T>;
+  if (a.n_rows < kAmxMinRows || !g_amx_on.load(std::memory_order_relaxed))
+    return g_fallback[slot(T)](w, w_stride, o0, o1, a, y, y_stride);
+  const int64_t nsb = a.n_in / 256;
+  const size_t group_bytes = size_t(nsb) * size_t(K::F.rec_bytes);
+  Widened wide;
+  alignas(64) int32_t c_lo[kTileRows * 16], c_hi[kTileRows * 16];
+  alignas(64) float acc[kChunkRows * 16], accm[kChunkRows * 16];
+  _tile_loadconfig(&tile_config());
+  for (int64_t g = o0 / kInterleaveRows; g < o1 / kInterleaveRows; ++g) {
+    const uint8_t* gp = w + size_t(g) * group_bytes;
+    for (int64_t c0 = 0; c0 < a.n_rows; c0 += kChunkRows) {
+      const int64_t c1 = c0 + kChunkRows < a.n_rows ? c0 + kChunkRows : a.n_rows;
+      std::memset(acc, 0, sizeof(float) * 16 * size_t(c1 - c0));
+      std::memset(accm, 0, sizeof(float) * 16 * size_t(c1 - c0));
+      for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* rec = gp + size_t(s) * K::F.rec_bytes;
+        K::widen(rec, wide);
+        const typename K::Rec rc(rec);
+        for (int64_t r = c0; r < c1; r += kTileRows) {
+          const int64_t t0 = r + kTileRows <= a.n_rows ? r : a.n_rows - kTileRows;  // rows t0..t0+15 (≥ 0)
+          _tile_zero(0);
+          _tile_zero(1);
+          products<K::kSignedHi>(wide, a, t0, s);
+          _tile_stored(0, c_lo, 64);
+          _tile_stored(1, c_hi, 64);
+          const int64_t end = r + kTileRows < c1 ? r + kTileRows : c1;
+          for (int64_t row = r; row < end; ++row) {
+            const int k = int(row - t0);
+            const __m512i sumi = _mm512_add_epi32(_mm512_load_si512(c_lo + 16 * k),
+                                                  _mm512_slli_epi32(_mm512_load_si512(c_hi + 16 * k), 8));
+            K::finish(rc, sumi, a, row, s, acc + 16 * (row - c0), accm + 16 * (row - c0));
+          }
+        }
+      }
+      for (int64_t row = c0; row < c1; ++row)
+        _mm512_storeu_ps(y + row * y_stride + g * kInterleaveRows,
+                         _mm512_sub_ps(_mm512_load_ps(acc + 16 * (row - c0)), _mm512_load_ps(accm + 16 * (row - c0))));
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace
+
+void fill_amx(KernelTable& t) {
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) g_fallback[slot(type)] = t.il_rows[slot(type)];
+  t.il_rows[slot(GgmlType::Q4_K)] = &run_amx_groups<GgmlType::Q4_K>;
+  t.il_rows[slot(GgmlType::Q6_K)] = &run_amx_groups<GgmlType::Q6_K>;
+}
+
+void set_amx_enabled(bool on) { g_amx_on.store(on, std::memory_order_relaxed); }
+bool amx_enabled() { return g_amx_on.load(std::memory_order_relaxed); }
+
+}  // namespace ls::quant
+
+#pragma GCC pop_options
