@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <vector>
+
 #include "quant/quant_internal.h"
 
 #pragma GCC push_options
@@ -29,8 +31,12 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include "quant/rows_driver.h"
+
 namespace ls::quant {
 namespace {
+
+#include "quant/il_zmm.h"  // ZIl<T>: the 32-block records' code unpacking and scales
 
 constexpr int kTileRows = 16;     // activation rows of an A / C tile (the AMX maximum)
 constexpr int kChunkRows = 128;   // activation rows whose float accumulators one group pass keeps
@@ -236,12 +242,148 @@ void run_amx_groups(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, c
   _tile_release();
 }
 
+
+// ---- 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4) ----
+// Every block has its own float scales, so each block is its own tile product: the A tile holds an activation
+// block pair (64 bytes in the activation order), and each block of the pair has a B tile whose lines facing the
+// other block are zero. Codes are the signed values (u − bias_k) against TDPBSSD, or Q4_1 / Q5_1's unsigned
+// codes against TDPBSUD, so the dot is the row kernels' exact int32 with no bias term.
+template <GgmlType T>
+struct AmxBlk {
+  using Z = ZIl<T>;
+  static constexpr IlFormat F = Z::F;
+  static constexpr bool kSigned = Z::kBias;
+  static constexpr int kBiasK = T == GgmlType::Q4_0 ? 8 : T == GgmlType::Q5_0 ? 16 : 128;
+  static constexpr bool kNatural = T == GgmlType::Q8_0;  // act_format(T).order
+  static constexpr size_t kPairBytes = 2 * 16 * 64;     // B tiles of the even and the odd block
+
+  // B line l of a pair faces activation bytes 4l..4l+3: Natural [blk0 | blk1]; PairPerm
+  // [blk0 0..15 | blk1 0..15 | blk0 16..31 | blk1 16..31]. Returns (block half, step) of line l.
+  static void line_source(int l, int& half, int& step) {
+    if (kNatural) {
+      half = l / 8, step = l % 8;
+    } else {
+      half = (l / 4) & 1, step = (l % 4) + 4 * (l / 8);
+    }
+  }
+  // The B tiles of blocks 2p and 2p+1 (absent past nb: zeros) of a group at gp.
+  static void widen_pair(const uint8_t* gp, int64_t p, int64_t nb, uint8_t* out) {
+    __m512i u[2][8];
+    for (int h = 0; h < 2; ++h) {
+      const int64_t b = 2 * p + h;
+      if (b < nb) {
+        Z::unpack(gp + size_t(b) * F.rec_bytes, u[h]);
+        if (kSigned)
+          for (int j = 0; j < 8; ++j) u[h][j] = _mm512_sub_epi8(u[h][j], _mm512_set1_epi8(char(kBiasK)));
+      } else {
+        for (int j = 0; j < 8; ++j) u[h][j] = _mm512_setzero_si512();
+      }
+    }
+    for (int l = 0; l < 16; ++l) {
+      int half, step;
+      line_source(l, half, step);
+      _mm512_store_si512(out + 64 * l, half == 0 ? u[0][step] : _mm512_setzero_si512());
+      _mm512_store_si512(out + 1024 + 64 * l, half == 1 ? u[1][step] : _mm512_setzero_si512());
+    }
+  }
+  // The exact dots of one activation tile (rows at aq, 64 bytes of a block pair) with both blocks of the
+  // pair's B tiles at bp, stored to out[half][row][weight row]. Two tile sets alternate: C tiles 0, 1 with A
+  // tile 2, or 5, 6 with 7 (GCC's tile intrinsics take literal tile numbers); B tiles 3 and 4 are reloaded
+  // each time (their loads are cheap; 8 tiles do not hold two full sets).
+  static void pair_products(int set, const int8_t* aq, long stride, const uint8_t* bp, int32_t* out) {
+#define LS_AMX_PAIR(CE, CO, A, DP)         \
+  _tile_loadd(A, aq, stride);              \
+  _tile_loadd(3, bp, 64);                  \
+  _tile_loadd(4, bp + 1024, 64);           \
+  _tile_zero(CE);                          \
+  _tile_zero(CO);                          \
+  DP(CE, A, 3);                            \
+  DP(CO, A, 4);                            \
+  _tile_stored(CE, out, 64);               \
+  _tile_stored(CO, out + 256, 64)
+    if (kSigned) {
+      if (set == 0) { LS_AMX_PAIR(0, 1, 2, _tile_dpbssd); } else { LS_AMX_PAIR(5, 6, 7, _tile_dpbssd); }
+    } else {
+      if (set == 0) { LS_AMX_PAIR(0, 1, 2, _tile_dpbsud); } else { LS_AMX_PAIR(5, 6, 7, _tile_dpbsud); }
+    }
+#undef LS_AMX_PAIR
+  }
+};
+
+// The group's widened pairs, per thread: grown to the largest n_in once, reused by every call.
+uint8_t* pair_buffer(size_t bytes) {
+  thread_local std::vector<uint8_t> buf;
+  if (buf.size() < bytes + 64) buf.resize(bytes + 64);
+  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
+}
+
+template <GgmlType T>
+void run_amx_blocks(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, const ActView& a, float* y,
+                    int64_t y_stride) {
+  using K = AmxBlk<T>;
+  if (a.n_rows < kAmxMinRows || !g_amx_on.load(std::memory_order_relaxed))
+    return g_fallback[slot(T)](w, w_stride, o0, o1, a, y, y_stride);
+  const int64_t nb = a.n_in / 32, n_pairs = (nb + 1) / 2;
+  const size_t group_bytes = w_stride * kInterleaveRows;
+  uint8_t* wide = pair_buffer(size_t(n_pairs) * K::kPairBytes);
+  alignas(64) int32_t c[2][2 * kTileRows * 16];  // [pair parity][block half][row][weight row]
+  _tile_loadconfig(&tile_config());
+  for (int64_t g = o0 / kInterleaveRows; g < o1 / kInterleaveRows; ++g) {
+    const uint8_t* gp = w + size_t(g) * group_bytes;
+    for (int64_t p = 0; p < n_pairs; ++p) K::widen_pair(gp, p, nb, wide + size_t(p) * K::kPairBytes);
+    for (int64_t r = 0; r < a.n_rows; r += kTileRows) {
+      const int64_t t0 = r + kTileRows <= a.n_rows ? r : a.n_rows - kTileRows;  // rows t0..t0+15 (≥ 0)
+      __m512 acc[kTileRows];
+      for (int k = 0; k < kTileRows; ++k) acc[k] = _mm512_setzero_ps();
+      const float* sc0 = a.sc(t0);
+      const size_t sc_stride = a.row_bytes / sizeof(float);
+      // Software pipeline: the tile products of pair p + 1 (into the other C tiles) are issued before the
+      // float steps of pair p read its stored results, so the loads after a tile store do not stall the tiles.
+      const int8_t* aq = a.q(t0);
+      const long stride = long(a.row_bytes);
+      K::pair_products(0, aq, stride, wide, c[0]);
+      for (int64_t p = 0; p < n_pairs; ++p) {
+        if (p + 1 < n_pairs) {
+          const uint8_t* next = wide + size_t(p + 1) * K::kPairBytes;
+          K::pair_products(int((p + 1) % 2), aq + 64 * (p + 1), stride, next, c[(p + 1) % 2]);
+        }
+        const int32_t* cp = c[p % 2];
+        for (int h = 0; h < 2 && 2 * p + h < nb; ++h) {
+          const int64_t b = 2 * p + h;
+          const uint8_t* rec = gp + size_t(b) * K::F.rec_bytes;
+          const __m512 dw = K::Z::scales(rec);
+          const __m512 mw = K::F.min ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + K::F.m_off)))
+                                     : _mm512_setzero_ps();
+#pragma GCC unroll 16
+          for (int k = 0; k < kTileRows; ++k) {  // il_zmm.h's float steps, row by row
+            const float* asc = sc0 + size_t(k) * sc_stride;
+            const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(asc[2 * b]));
+            acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cp + 256 * h + 16 * k)), s, acc[k]);
+            if (K::F.min) acc[k] = _mm512_fmadd_ps(mw, _mm512_set1_ps(asc[2 * b + 1]), acc[k]);
+          }
+        }
+      }
+      for (int k = int(r - t0); k < kTileRows; ++k) _mm512_storeu_ps(y + (t0 + k) * y_stride + g * kInterleaveRows, acc[k]);
+    }
+  }
+  _tile_release();
+}
+
 }  // namespace
 
 void fill_amx(KernelTable& t) {
-  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K}) g_fallback[slot(type)] = t.il_rows[slot(type)];
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+                        GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::MXFP4})
+    g_fallback[slot(type)] = t.il_rows[slot(type)];
   t.il_rows[slot(GgmlType::Q4_K)] = &run_amx_groups<GgmlType::Q4_K>;
   t.il_rows[slot(GgmlType::Q6_K)] = &run_amx_groups<GgmlType::Q6_K>;
+  t.il_rows[slot(GgmlType::Q4_0)] = &run_amx_blocks<GgmlType::Q4_0>;
+  t.il_rows[slot(GgmlType::Q4_1)] = &run_amx_blocks<GgmlType::Q4_1>;
+  t.il_rows[slot(GgmlType::Q5_0)] = &run_amx_blocks<GgmlType::Q5_0>;
+  t.il_rows[slot(GgmlType::Q5_1)] = &run_amx_blocks<GgmlType::Q5_1>;
+  t.il_rows[slot(GgmlType::Q8_0)] = &run_amx_blocks<GgmlType::Q8_0>;
+  t.il_rows[slot(GgmlType::IQ4_NL)] = &run_amx_blocks<GgmlType::IQ4_NL>;
+  t.il_rows[slot(GgmlType::MXFP4)] = &run_amx_blocks<GgmlType::MXFP4>;
 }
 
 void set_amx_enabled(bool on) { g_amx_on.store(on, std::memory_order_relaxed); }
