@@ -29,8 +29,5 @@ LS_MULTIVERSION void scale_f32(float* y, float s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
 
-void silu_mul(float* a, const float* b, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) a[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];
-}
 
 }  // namespace ls

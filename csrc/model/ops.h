@@ -12,7 +12,10 @@ namespace ls {
 void rmsnorm(const float* x, const float* w, float* out, int64_t n, float eps);
 void add_f32(float* y, const float* x, int64_t n);             // y += x
 void scale_f32(float* y, float s, int64_t n);                  // y *= s
-void silu_mul(float* a, const float* b, int64_t n);            // a = silu(a) ⊙ b
+// a = silu(a) ⊙ b = a / (1 + expf(−a)) · b with libm's expf; the AVX2 path computes glibc's expf bit for
+// bit (silu.cpp), so both give the portable loop's bits.
+void silu_mul(float* a, const float* b, int64_t n);
+void silu_mul_portable(float* a, const float* b, int64_t n);
 // a = gelu_tanh(a) ⊙ b through ggml's fp16 table (gelu.cpp says why); the portable loop is the
 // reference the AVX2 path is tested against.
 void gelu_tanh_mul(float* a, const float* b, int64_t n);
