@@ -104,9 +104,11 @@ struct MultiJob {
   int n_outs;
 };
 
-// One dispatch over n_rows output rows (grain by grain) and the side tasks, each one grain of the
-// index space: the first 2·n_side grains alternate side task, base grain, so a thread streaming a
-// memory-bound side task runs beside one computing base rows. rows(o0, o1) runs a range of rows.
+// One dispatch over n_rows output rows (grain by grain) and the side tasks. While both last, unit k is
+// "side task k, then base grain k" on one thread, so every thread alternates its own memory-bound side work
+// with compute-bound base rows and the lighter base-only units are left for the end of the dispatch.
+// (Measured against alternating separate side and base grains: SmolLM2, 4 adapters at c8, 0.795x -> 0.80-0.81x
+// of the base model's tok/s.) rows(o0, o1) runs a range of rows.
 template <class Rows>
 void dispatch_rows(ThreadPool* pool, int64_t n_rows, int64_t grain, const SideTasks* side, const Rows& rows) {
   const int64_t n_side = side ? side->n : 0;
@@ -119,27 +121,15 @@ void dispatch_rows(ThreadPool* pool, int64_t n_rows, int64_t grain, const SideTa
     pool->parallel_for(n_rows, grain, [&rows](int64_t o0, int64_t o1) { rows(o0, o1); });
     return;
   }
-  const int64_t n_base = (n_rows + grain - 1) / grain, mixed = 2 * std::min(n_side, n_base);
-  auto grains = [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g) {
-      int64_t base_grain;
-      if (g < mixed) {
-        if (g % 2 == 0) {
-          side->run(side->ctx, g / 2);
-          continue;
-        }
-        base_grain = g / 2;
-      } else if (n_side > n_base) {
-        side->run(side->ctx, g - n_base);  // side tasks beyond the base grains
-        continue;
-      } else {
-        base_grain = g - n_side;
-      }
-      rows(base_grain * grain, std::min(n_rows, (base_grain + 1) * grain));
+  const int64_t n_base = (n_rows + grain - 1) / grain;
+  auto units = [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      if (u < n_side) side->run(side->ctx, u);
+      if (u < n_base) rows(u * grain, std::min(n_rows, (u + 1) * grain));
     }
   };
   // One captured reference: the std::function parallel_for builds stays allocation-free.
-  pool->parallel_for(n_base + n_side, 1, [&grains](int64_t g0, int64_t g1) { grains(g0, g1); });
+  pool->parallel_for(std::max(n_side, n_base), 1, [&units](int64_t u0, int64_t u1) { units(u0, u1); });
 }
 
 void run_multi_rows(const MultiJob& m, int64_t o0, int64_t o1) {

@@ -93,8 +93,8 @@ void interleave_weights(GgmlType t, const void* src, int64_t n_in, int64_t n_out
 void dequantize_weight_row(GgmlType t, WeightLayout layout, const void* w, int64_t n_in, int64_t row, float* dst);
 
 // Small independent work that shares a matmul's pool dispatch (LoRA terms, model/lora.h): tasks
-// 0 .. n-1, each run(ctx, k) once on some thread, claimed interleaved with the grains of output
-// rows (matmul.cpp dispatch_rows). They must not read the matmul's output.
+// 0 .. n-1, each run(ctx, k) once on some thread, task k just before the k-th grain of output rows on
+// the same thread (matmul.cpp dispatch_rows). They must not read the matmul's output.
 struct SideTasks {
   int64_t n = 0;
   void (*run)(void* ctx, int64_t k) = nullptr;
