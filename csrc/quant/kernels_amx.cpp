@@ -1,5 +1,6 @@
-// AMX-INT8 kernels over row-interleaved K-quant records (quant_internal.h KIlFormat) against Q8_K
-// activations, for products with at least kAmxMinRows activation rows (prefill, large batches).
+// AMX-INT8 kernels over row-interleaved records (quant_internal.h KIlFormat: Q4_K, Q5_K, Q6_K against Q8_K
+// activations; IlFormat: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, further below), for products with at
+// least kAmxMinRows activation rows (prefill, large batches).
 //
 // Why the weights are widened first. A K-quant sub-block has its own integer scale per weight row, and
 // the exact integer of a super-block is Σ_j scale_j · dot_j. A tile product cannot apply a per-column
@@ -84,20 +85,27 @@ inline __m512i words_of(__m512i s32) { return _mm512_or_si512(s32, _mm512_slli_e
 template <GgmlType T>
 struct AmxK;
 
-// Q4_K: K-step c = chunk c (64 elements): sub-block 2c in the low nibbles, 2c+1 in the high ones.
-template <>
-struct AmxK<GgmlType::Q4_K> {
-  static constexpr KIlFormat F = kil_format(GgmlType::Q4_K);
+// Q4_K / Q5_K: K-step c = chunk c (64 elements): sub-block 2c in the low nibbles, 2c+1 in the high ones; Q5_K's
+// bit j of a qh byte is bit 4 of that element's code in sub-block j (codes ≤ 31, |c·scale| ≤ 1953).
+template <GgmlType T>
+struct AmxQ45K {
+  static constexpr KIlFormat F = kil_format(T);
   static constexpr bool kSignedHi = false;
   static void widen(const uint8_t* rec, Widened& w) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1);
     for (int c = 0; c < kKSteps; ++c) {
       const __m512i s_lo = words_of(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + F.sc_off + 16 * (2 * c)))));
       const __m512i s_hi = words_of(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + F.sc_off + 16 * (2 * c + 1)))));
       for (int l = 0; l < 8; ++l) {
         const __m512i x = _mm512_loadu_si512(rec + F.qs_off + (8 * c + l) * 64);
-        widen_line(_mm512_and_si512(x, m4), s_lo, w.lo[c] + 64 * l, w.hi[c] + 64 * l);
-        widen_line(_mm512_and_si512(_mm512_srli_epi16(x, 4), m4), s_hi, w.lo[c] + 64 * (8 + l), w.hi[c] + 64 * (8 + l));
+        __m512i lo = _mm512_and_si512(x, m4), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+        if (T == GgmlType::Q5_K) {  // as il_kquant_zmm.h: bit j of each qh byte → bit 4 of sub-block j's code
+          const __m512i qh = _mm512_loadu_si512(rec + F.qh_off + l * 64);
+          lo = _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2 * c), one), 4));
+          hi = _mm512_or_si512(hi, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(qh, 2 * c + 1), one), 4));
+        }
+        widen_line(lo, s_lo, w.lo[c] + 64 * l, w.hi[c] + 64 * l);
+        widen_line(hi, s_hi, w.lo[c] + 64 * (8 + l), w.hi[c] + 64 * (8 + l));
       }
     }
   }
@@ -127,6 +135,11 @@ struct AmxK<GgmlType::Q4_K> {
     _mm512_store_ps(accm, _mm512_fmadd_ps(_mm512_cvtepi32_ps(summ), _mm512_mul_ps(rc.dmw, da), _mm512_load_ps(accm)));
   }
 };
+
+template <>
+struct AmxK<GgmlType::Q4_K> : AmxQ45K<GgmlType::Q4_K> {};
+template <>
+struct AmxK<GgmlType::Q5_K> : AmxQ45K<GgmlType::Q5_K> {};
 
 // Q6_K: K-step t = elements 64t..64t+63 = half t/2, element steps 16·(t%2)..+15 (16-element sub-blocks 4t..4t+3).
 template <>
@@ -372,10 +385,11 @@ void run_amx_blocks(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, c
 }  // namespace
 
 void fill_amx(KernelTable& t) {
-  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
                         GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::MXFP4})
     g_fallback[slot(type)] = t.il_rows[slot(type)];
   t.il_rows[slot(GgmlType::Q4_K)] = &run_amx_groups<GgmlType::Q4_K>;
+  t.il_rows[slot(GgmlType::Q5_K)] = &run_amx_groups<GgmlType::Q5_K>;
   t.il_rows[slot(GgmlType::Q6_K)] = &run_amx_groups<GgmlType::Q6_K>;
   t.il_rows[slot(GgmlType::Q4_0)] = &run_amx_blocks<GgmlType::Q4_0>;
   t.il_rows[slot(GgmlType::Q4_1)] = &run_amx_blocks<GgmlType::Q4_1>;

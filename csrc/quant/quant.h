@@ -42,7 +42,7 @@ bool isa_usable(Isa isa);
 // The CPU's features allow the path; it is usable only if its start-up self-test also passed, so a
 // supported path that is not usable is a kernel bug (the machine silently runs a slower path).
 bool isa_supported(Isa isa);
-// AMX-INT8: on the avx512_vnni path, interleaved Q4_K / Q6_K products with ≥ 16 activation rows run on
+// AMX-INT8: on the avx512_vnni path, interleaved products (the types kernels_amx.cpp lists) with ≥ 16 activation rows run on
 // tiles when the CPU lets this process use them and they passed the self-test (amx_available). Bit-identical
 // to the kernels they replace. LANESERVE_AMX=0 or set_amx(false) turns them off; set_amx returns whether
 // they are on afterwards.

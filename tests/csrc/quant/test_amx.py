@@ -1,5 +1,5 @@
 """AMX-INT8 tile kernels (csrc/quant/kernels_amx.cpp): on a CPU that lets this process use them, interleaved
-Q4_K / Q6_K products with 16 or more activation rows run on tiles, and must give the same bits as the zmm
+K-quant and 32-block products with 16 or more activation rows run on tiles, and must give the same bits as the zmm
 kernels they replace (and the scalar reference) for every row count, thread count and code extreme."""
 import importlib.util
 import pathlib
@@ -15,7 +15,7 @@ qref = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(qref)
 
 Q = rt.quant
-AMX_TYPES = [QT.Q4_K, QT.Q6_K, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.IQ4_NL, QT.MXFP4]
+AMX_TYPES = [QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.IQ4_NL, QT.MXFP4]
 needs_amx = pytest.mark.skipif(not Q.amx_available(), reason="no usable AMX-INT8 on this CPU")
 
 
