@@ -1,4 +1,4 @@
-// AMX-INT8 kernels over row-interleaved records (quant_internal.h KIlFormat: Q4_K, Q5_K, Q6_K against Q8_K
+// AMX-INT8 kernels over row-interleaved records (quant_internal.h KIlFormat: Q4_K, Q5_K, Q6_K, IQ4_XS against Q8_K
 // activations; IlFormat: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, further below), for products with at
 // least kAmxMinRows activation rows (prefill, large batches).
 //
@@ -70,17 +70,23 @@ struct Widened {
 
 // One 64-byte line of codes (u8 per element, row i in dword i) times the row scales (int16, the same
 // value in both words of dword i), split into the low and high bytes of each 16-bit product.
+// kSignedCodes: the code bytes are int8 values (IQ4_XS's table values), not unsigned codes.
+template <bool kSignedCodes = false>
 inline void widen_line(__m512i codes, __m512i scale_w, uint8_t* lo, uint8_t* hi) {
-  const __m512i even = _mm512_and_si512(codes, _mm512_set1_epi16(0x00ff));
-  const __m512i odd = _mm512_srli_epi16(codes, 8);
+  const __m512i even = kSignedCodes ? _mm512_srai_epi16(_mm512_slli_epi16(codes, 8), 8)
+                                    : _mm512_and_si512(codes, _mm512_set1_epi16(0x00ff));
+  const __m512i odd = kSignedCodes ? _mm512_srai_epi16(codes, 8) : _mm512_srli_epi16(codes, 8);
   const __m512i pe = _mm512_mullo_epi16(even, scale_w), po = _mm512_mullo_epi16(odd, scale_w);
   const __mmask64 odd_bytes = 0xaaaaaaaaaaaaaaaaull;
   _mm512_store_si512(lo, _mm512_mask_blend_epi8(odd_bytes, pe, _mm512_slli_epi16(po, 8)));
   _mm512_store_si512(hi, _mm512_mask_blend_epi8(odd_bytes, _mm512_srli_epi16(pe, 8), po));
 }
 
-// Row scales as int32 per dword → the same int16 in both words.
-inline __m512i words_of(__m512i s32) { return _mm512_or_si512(s32, _mm512_slli_epi32(s32, 16)); }
+// Row scales as int32 per dword (|scale| < 2^15) → the same int16 in both words.
+inline __m512i words_of(__m512i s32) {
+  const __m512i low = _mm512_and_si512(s32, _mm512_set1_epi32(0xffff));
+  return _mm512_or_si512(low, _mm512_slli_epi32(low, 16));
+}
 
 template <GgmlType T>
 struct AmxK;
@@ -187,6 +193,39 @@ struct AmxK<GgmlType::Q6_K> {
       corr = _mm512_dpwssd_epi32(corr, rc.pr[p], _mm512_set1_epi32(int(load_u32(reinterpret_cast<const uint8_t*>(bs + 2 * p)))));
     sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(corr, 5));
     _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(rc.dw, _mm512_set1_ps(a.sc(row)[s])), _mm512_load_ps(acc)));
+  }
+};
+
+// IQ4_XS: K-step c = sub-blocks 2c, 2c+1; a nibble indexes kIq4Values (signed), the sub-block scales are signed
+// (6-bit value − 32), so |value · scale| ≤ 127 · 32 and the high byte plane is signed.
+template <>
+struct AmxK<GgmlType::IQ4_XS> {
+  static constexpr KIlFormat F = kil_format(GgmlType::IQ4_XS);
+  static constexpr bool kSignedHi = true;
+  static void widen(const uint8_t* rec, Widened& w) {
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int c = 0; c < kKSteps; ++c)
+      for (int half = 0; half < 2; ++half) {
+        const int j = 2 * c + half;
+        const __m512i scale_w =
+            words_of(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + F.sc_off + 16 * j))));
+        for (int t = 0; t < 4; ++t) {  // line t of sub-block j: elements 32j+4t.. (low nibbles), 32j+16+4t.. (high)
+          const __m512i x = _mm512_loadu_si512(rec + F.qs_off + (4 * j + t) * 64);
+          const int l = 8 * half + t;
+          widen_line<true>(_mm512_shuffle_epi8(tab, _mm512_and_si512(x, m4)), scale_w, w.lo[c] + 64 * l, w.hi[c] + 64 * l);
+          widen_line<true>(_mm512_shuffle_epi8(tab, _mm512_and_si512(_mm512_srli_epi16(x, 4), m4)), scale_w,
+                           w.lo[c] + 64 * (l + 4), w.hi[c] + 64 * (l + 4));
+        }
+      }
+  }
+  struct Rec {
+    __m512 dw;
+    explicit Rec(const uint8_t* rec) : dw(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)))) {}
+  };
+  static void finish(const Rec& rc, __m512i sumi, const ActView& a, int64_t row, int64_t s, float* acc, float*) {
+    _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(rc.dw, _mm512_set1_ps(a.sc(row)[s])),
+                                         _mm512_load_ps(acc)));
   }
 };
 
@@ -385,12 +424,13 @@ void run_amx_blocks(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, c
 }  // namespace
 
 void fill_amx(KernelTable& t) {
-  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
                         GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::MXFP4})
     g_fallback[slot(type)] = t.il_rows[slot(type)];
   t.il_rows[slot(GgmlType::Q4_K)] = &run_amx_groups<GgmlType::Q4_K>;
   t.il_rows[slot(GgmlType::Q5_K)] = &run_amx_groups<GgmlType::Q5_K>;
   t.il_rows[slot(GgmlType::Q6_K)] = &run_amx_groups<GgmlType::Q6_K>;
+  t.il_rows[slot(GgmlType::IQ4_XS)] = &run_amx_groups<GgmlType::IQ4_XS>;
   t.il_rows[slot(GgmlType::Q4_0)] = &run_amx_blocks<GgmlType::Q4_0>;
   t.il_rows[slot(GgmlType::Q4_1)] = &run_amx_blocks<GgmlType::Q4_1>;
   t.il_rows[slot(GgmlType::Q5_0)] = &run_amx_blocks<GgmlType::Q5_0>;

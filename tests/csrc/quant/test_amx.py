@@ -15,7 +15,7 @@ qref = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(qref)
 
 Q = rt.quant
-AMX_TYPES = [QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.IQ4_NL, QT.MXFP4]
+AMX_TYPES = [QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.IQ4_XS, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.IQ4_NL, QT.MXFP4]
 needs_amx = pytest.mark.skipif(not Q.amx_available(), reason="no usable AMX-INT8 on this CPU")
 
 
@@ -66,9 +66,10 @@ def test_tiles_equal_zmm_kernels_and_scalar_for_every_row_count(vnni, qtype):
 
 
 @needs_amx
-@pytest.mark.parametrize("qtype", [QT.Q4_K, QT.Q6_K], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [QT.Q4_K, QT.Q6_K, QT.IQ4_XS], ids=lambda t: t.name)
 def test_extreme_codes_and_scales_stay_exact(vnni, qtype):
-    """Largest codes times largest scales (Q4_K 15 · 63; Q6_K 63 · ±127/-128) against activations of ±127:
+    """Largest codes times largest scales (Q4_K 15 · 63; Q6_K 63 · 127 / -128; IQ4_XS -127 · -32 and 113 · 31)
+    against activations of ±127:
     the 16-bit products split into bytes must reassemble to the exact integers."""
     n_in, n_out = 512, 32
     raw, _ = qref.random_weights(qtype, n_out, n_in, np.random.default_rng(3))
@@ -76,6 +77,11 @@ def test_extreme_codes_and_scales_stay_exact(vnni, qtype):
     if qtype == QT.Q4_K:  # d, dmin, 12 scale bytes, 128 code bytes
         blocks[:, :, 4:16] = 0xFF  # every 6-bit scale and min 63
         blocks[:16, :, 16:144] = 0xFF  # codes 15
+    elif qtype == QT.IQ4_XS:  # d, scales_h (u16), scales_l (4 bytes), 128 code bytes
+        blocks[:16, :, 2:8] = 0  # every 6-bit scale 0: -32
+        blocks[:16, :, 8:] = 0  # nibble 0: -127
+        blocks[16:, :, 2:8] = 0xFF  # 63 - 32 = 31
+        blocks[16:, :, 8:] = 0xFF  # nibble 15: 113
     else:  # 128 ql, 64 qh, 16 int8 scales, d
         blocks[:, :, :192] = 0xFF  # codes 63
         blocks[:16, :, 192:208] = np.uint8(0x80)  # scale -128
