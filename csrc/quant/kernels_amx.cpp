@@ -82,6 +82,10 @@ inline void widen_line(__m512i codes, __m512i scale_w, uint8_t* lo, uint8_t* hi)
   _mm512_store_si512(hi, _mm512_mask_blend_epi8(odd_bytes, _mm512_srli_epi16(pe, 8), po));
 }
 
+// The accumulator a super-block's float step adds to: zero for the first super-block (as the zmm kernels' zeroed
+// accumulators; fma(x, y, +0) is what they compute there), else the stored one.
+inline __m512 acc_before(const float* p, int64_t s) { return s == 0 ? _mm512_setzero_ps() : _mm512_load_ps(p); }
+
 // Row scales as int32 per dword (|scale| < 2^15) → the same int16 in both words.
 inline __m512i words_of(__m512i s32) {
   const __m512i low = _mm512_and_si512(s32, _mm512_set1_epi32(0xffff));
@@ -96,7 +100,7 @@ struct AmxK;
 template <GgmlType T>
 struct AmxQ45K {
   static constexpr KIlFormat F = kil_format(T);
-  static constexpr bool kSignedHi = false;
+  static constexpr bool kSignedHi = false, kMins = true;
   static void widen(const uint8_t* rec, Widened& w) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), one = _mm512_set1_epi8(1);
     for (int c = 0; c < kKSteps; ++c) {
@@ -137,8 +141,8 @@ struct AmxQ45K {
     __m512i summ = _mm512_setzero_si512();
     for (int p = 0; p < 4; ++p) summ = _mm512_dpwssd_epi32(summ, rc.mp[p], _mm512_set1_epi32(packed[p < 2 ? p : p + 2]));
     const __m512 da = _mm512_set1_ps(a.sc(row)[s]);
-    _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(rc.dw, da), _mm512_load_ps(acc)));
-    _mm512_store_ps(accm, _mm512_fmadd_ps(_mm512_cvtepi32_ps(summ), _mm512_mul_ps(rc.dmw, da), _mm512_load_ps(accm)));
+    _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(rc.dw, da), acc_before(acc, s)));
+    _mm512_store_ps(accm, _mm512_fmadd_ps(_mm512_cvtepi32_ps(summ), _mm512_mul_ps(rc.dmw, da), acc_before(accm, s)));
   }
 };
 
@@ -151,7 +155,7 @@ struct AmxK<GgmlType::Q5_K> : AmxQ45K<GgmlType::Q5_K> {};
 template <>
 struct AmxK<GgmlType::Q6_K> {
   static constexpr KIlFormat F = kil_format(GgmlType::Q6_K);
-  static constexpr bool kSignedHi = true;
+  static constexpr bool kSignedHi = true, kMins = false;
   static void widen(const uint8_t* rec, Widened& w) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     for (int t = 0; t < kKSteps; ++t) {
@@ -192,7 +196,7 @@ struct AmxK<GgmlType::Q6_K> {
     for (int p = 0; p < 8; ++p)
       corr = _mm512_dpwssd_epi32(corr, rc.pr[p], _mm512_set1_epi32(int(load_u32(reinterpret_cast<const uint8_t*>(bs + 2 * p)))));
     sumi = _mm512_sub_epi32(sumi, _mm512_slli_epi32(corr, 5));
-    _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(rc.dw, _mm512_set1_ps(a.sc(row)[s])), _mm512_load_ps(acc)));
+    _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(rc.dw, _mm512_set1_ps(a.sc(row)[s])), acc_before(acc, s)));
   }
 };
 
@@ -201,7 +205,7 @@ struct AmxK<GgmlType::Q6_K> {
 template <>
 struct AmxK<GgmlType::IQ4_XS> {
   static constexpr KIlFormat F = kil_format(GgmlType::IQ4_XS);
-  static constexpr bool kSignedHi = true;
+  static constexpr bool kSignedHi = true, kMins = false;
   static void widen(const uint8_t* rec, Widened& w) {
     const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
     const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -225,7 +229,7 @@ struct AmxK<GgmlType::IQ4_XS> {
   };
   static void finish(const Rec& rc, __m512i sumi, const ActView& a, int64_t row, int64_t s, float* acc, float*) {
     _mm512_store_ps(acc, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi), _mm512_mul_ps(rc.dw, _mm512_set1_ps(a.sc(row)[s])),
-                                         _mm512_load_ps(acc)));
+                                         acc_before(acc, s)));
   }
 };
 
@@ -264,8 +268,6 @@ void run_amx_groups(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, c
     const uint8_t* gp = w + size_t(g) * group_bytes;
     for (int64_t c0 = 0; c0 < a.n_rows; c0 += kChunkRows) {
       const int64_t c1 = c0 + kChunkRows < a.n_rows ? c0 + kChunkRows : a.n_rows;
-      std::memset(acc, 0, sizeof(float) * 16 * size_t(c1 - c0));
-      std::memset(accm, 0, sizeof(float) * 16 * size_t(c1 - c0));
       for (int64_t s = 0; s < nsb; ++s) {
         const uint8_t* rec = gp + size_t(s) * K::F.rec_bytes;
         K::widen(rec, wide);
@@ -286,9 +288,11 @@ void run_amx_groups(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, c
           }
         }
       }
-      for (int64_t row = c0; row < c1; ++row)
+      for (int64_t row = c0; row < c1; ++row) {  // the zmm kernels store acc − accm, accm = 0 without mins
+        const __m512 v = _mm512_load_ps(acc + 16 * (row - c0));
         _mm512_storeu_ps(y + row * y_stride + g * kInterleaveRows,
-                         _mm512_sub_ps(_mm512_load_ps(acc + 16 * (row - c0)), _mm512_load_ps(accm + 16 * (row - c0))));
+                         K::kMins ? _mm512_sub_ps(v, _mm512_load_ps(accm + 16 * (row - c0))) : v);
+      }
     }
   }
   _tile_release();
