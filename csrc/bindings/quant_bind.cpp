@@ -207,7 +207,7 @@ void bind_quant(py::module_& parent) {
     return out;
   };
   m.def("amx_available", &amx_available, "AMX-INT8 tile kernels passed the self-test and can serve avx512_vnni.");
-  m.def("amx_active", &amx_active, "Large interleaved K-quant products run on AMX tiles now.");
+  m.def("amx_active", &amx_active, "Interleaved products of >= 16 activation rows run on AMX tiles now.");
   m.def("set_amx", &set_amx, py::arg("on"), "Turn the AMX kernels on or off; returns amx_active().");
   m.def("usable_isas", [isas_where] { return isas_where(isa_usable); },
         "Paths whose CPU features are present and whose start-up self-test passed.");

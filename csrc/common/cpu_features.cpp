@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace ls {
@@ -141,7 +143,11 @@ CpuFeatures detect() {
     f.avx512 = executes(probe_avx512, (2 << 16) | 2);
   if (f.avx512 && f.adv_avx512_vnni) f.avx512_vnni = executes(probe_avx512_vnni, 8);
   if (f.avx2 && f.adv_avx_vnni) f.avx_vnni = executes(probe_avx_vnni, 8);
-  if (f.avx512_vnni && f.adv_amx_int8 && request_amx_permission()) f.amx_int8 = executes(probe_amx_int8, 128);
+  // LANESERVE_AMX=0: the process never asks for the tile state nor runs a tile instruction.
+  const char* amx_env = std::getenv("LANESERVE_AMX");
+  const bool amx_allowed = !(amx_env && std::strcmp(amx_env, "0") == 0);
+  if (amx_allowed && f.avx512_vnni && f.adv_amx_int8 && request_amx_permission())
+    f.amx_int8 = executes(probe_amx_int8, 128);
   return f;
 }
 

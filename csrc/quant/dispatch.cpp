@@ -183,7 +183,6 @@ struct Dispatch {
                      isa_name(Isa(best)));
     }
     active.store(best);
-    if (const char* env = std::getenv("LANESERVE_AMX"); env && std::strcmp(env, "0") == 0) set_amx_enabled(false);
   }
 };
 

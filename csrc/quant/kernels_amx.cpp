@@ -8,7 +8,8 @@
 // of row i is multiplied by its scale once per group, p = c · scale (|p| < 2^15), and split into bytes
 // p = lo + 256·hi. Then Σ_j scale_j · dot_j = A·LO + 256·(A·HI): two accumulating tile products over
 // the whole super-block at K = 64, stored once per super-block. The widening is done once per 16-row
-// group and super-block and reused by every activation tile; the exact int32 is the zmm kernels', and
+// group, super-block and chunk of 128 activation rows, and reused by that chunk's activation tiles; the
+// exact int32 is the zmm kernels', and
 // the float operations after it are those of il_kquant_zmm.h, so results are bit-identical to every
 // other path (the start-up self-test checks it like any path's kernels).
 //
@@ -51,6 +52,10 @@ struct alignas(64) TileConfig {
   uint16_t colsb[16] = {};
   uint8_t rows[16] = {};
 };
+
+// GCC's tile intrinsics pass only a pointer to their asm (no memory operand), so the compiler is not told
+// that a tile load reads the bytes just stored by the widening code: a memory clobber orders them.
+inline void tile_reads_memory() { asm volatile("" ::: "memory"); }
 
 const TileConfig& tile_config() {
   static const TileConfig cfg = [] {
@@ -236,6 +241,7 @@ struct AmxK<GgmlType::IQ4_XS> {
 // The two K-steps ks, ks+1 of one 16-row activation tile starting at row r0, on tile sets 2-4 and 5-7.
 template <bool kSignedHi>
 inline void products(const Widened& w, const ActView& a, int64_t r0, int64_t s) {
+  tile_reads_memory();
   const int8_t* q = a.q(r0) + 256 * s;
   const long stride = long(a.row_bytes);
   for (int ks = 0; ks < kKSteps; ks += 2) {
@@ -263,6 +269,7 @@ void run_amx_groups(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, c
   Widened wide;
   alignas(64) int32_t c_lo[kTileRows * 16], c_hi[kTileRows * 16];
   alignas(64) float acc[kChunkRows * 16], accm[kChunkRows * 16];
+  tile_reads_memory();
   _tile_loadconfig(&tile_config());
   for (int64_t g = o0 / kInterleaveRows; g < o1 / kInterleaveRows; ++g) {
     const uint8_t* gp = w + size_t(g) * group_bytes;
@@ -347,6 +354,7 @@ struct AmxBlk {
   // tile 2, or 5, 6 with 7 (GCC's tile intrinsics take literal tile numbers); B tiles 3 and 4 are reloaded
   // each time (their loads are cheap; 8 tiles do not hold two full sets).
   static void pair_products(int set, const int8_t* aq, long stride, const uint8_t* bp, int32_t* out) {
+    tile_reads_memory();
 #define LS_AMX_PAIR(CE, CO, A, DP)         \
   _tile_loadd(A, aq, stride);              \
   _tile_loadd(3, bp, 64);                  \
@@ -383,6 +391,7 @@ void run_amx_blocks(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, c
   const size_t group_bytes = w_stride * kInterleaveRows;
   uint8_t* wide = pair_buffer(size_t(n_pairs) * K::kPairBytes);
   alignas(64) int32_t c[2][2 * kTileRows * 16];  // [pair parity][block half][row][weight row]
+  tile_reads_memory();
   _tile_loadconfig(&tile_config());
   for (int64_t g = o0 / kInterleaveRows; g < o1 / kInterleaveRows; ++g) {
     const uint8_t* gp = w + size_t(g) * group_bytes;

@@ -44,8 +44,8 @@ bool isa_usable(Isa isa);
 bool isa_supported(Isa isa);
 // AMX-INT8: on the avx512_vnni path, interleaved products (the types kernels_amx.cpp lists) with ≥ 16 activation rows run on
 // tiles when the CPU lets this process use them and they passed the self-test (amx_available). Bit-identical
-// to the kernels they replace. LANESERVE_AMX=0 or set_amx(false) turns them off; set_amx returns whether
-// they are on afterwards.
+// to the kernels they replace. With LANESERVE_AMX=0 the process never asks for nor runs them (cpu_features.cpp);
+// set_amx(false) turns them off for a while; set_amx returns whether they are on afterwards.
 bool amx_available();
 bool amx_active();
 bool set_amx(bool on);

@@ -232,7 +232,7 @@ void fill_scalar(KernelTable& t);
 void fill_avx2(KernelTable& t);
 void fill_avx_vnni(KernelTable& t);
 void fill_avx512_vnni(KernelTable& t);
-// AMX-INT8 kernels (kernels_amx.cpp) for the interleaved K-quants they cover, over an AVX-512 VNNI table
+// AMX-INT8 kernels (kernels_amx.cpp) for the interleaved types they cover, over an AVX-512 VNNI table
 // whose kernels they keep for products with fewer than kAmxMinRows activation rows. Same bits as every
 // other path. set_amx_enabled(false) sends every call to those kept kernels (A/B measurement, tests).
 constexpr int kAmxMinRows = 16;

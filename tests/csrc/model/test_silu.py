@@ -1,6 +1,7 @@
 """The SwiGLU activation (csrc/model/silu.cpp): the dispatched path (eight glibc-exact expf at once on AVX2)
 gives the portable loop's bits over every 101st float of [−200, 200] and the edge values (exp's overflow and
-underflow limits, infinities, NaN, subnormals)."""
+underflow limits, infinities, NaN, subnormals). `silu_check 1` (every float of [−200, 200], ~1 minute) passed
+when the vector path was written; the test runs the every-101st sweep."""
 from __future__ import annotations
 
 from pathlib import Path

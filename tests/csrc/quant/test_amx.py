@@ -2,6 +2,9 @@
 K-quant and 32-block products with 16 or more activation rows run on tiles, and must give the same bits as the zmm
 kernels they replace (and the scalar reference) for every row count, thread count and code extreme."""
 import importlib.util
+import os
+import subprocess
+import sys
 import pathlib
 
 import numpy as np
@@ -66,9 +69,9 @@ def test_tiles_equal_zmm_kernels_and_scalar_for_every_row_count(vnni, qtype):
 
 
 @needs_amx
-@pytest.mark.parametrize("qtype", [QT.Q4_K, QT.Q6_K, QT.IQ4_XS], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.IQ4_XS], ids=lambda t: t.name)
 def test_extreme_codes_and_scales_stay_exact(vnni, qtype):
-    """Largest codes times largest scales (Q4_K 15 · 63; Q6_K 63 · 127 / -128; IQ4_XS -127 · -32 and 113 · 31)
+    """Largest codes times largest scales (Q4_K 15 · 63; Q5_K 31 · 63; Q6_K 63 · 127 / -128; IQ4_XS -127 · -32 and 113 · 31)
     against activations of ±127:
     the 16-bit products split into bytes must reassemble to the exact integers."""
     n_in, n_out = 512, 32
@@ -77,6 +80,9 @@ def test_extreme_codes_and_scales_stay_exact(vnni, qtype):
     if qtype == QT.Q4_K:  # d, dmin, 12 scale bytes, 128 code bytes
         blocks[:, :, 4:16] = 0xFF  # every 6-bit scale and min 63
         blocks[:16, :, 16:144] = 0xFF  # codes 15
+    elif qtype == QT.Q5_K:  # d, dmin, 12 scale bytes, 32 qh bytes, 128 code bytes
+        blocks[:, :, 4:16] = 0xFF
+        blocks[:16, :, 16:176] = 0xFF  # codes 31
     elif qtype == QT.IQ4_XS:  # d, scales_h (u16), scales_l (4 bytes), 128 code bytes
         blocks[:16, :, 2:8] = 0  # every 6-bit scale 0: -32
         blocks[:16, :, 8:] = 0  # nibble 0: -127
@@ -110,3 +116,12 @@ def test_thread_counts_and_group_splits_bit_identical(vnni):
             np.testing.assert_array_equal(Q.matmul(int(qtype), il, n_in, n_out, x, threads=t, interleaved=True), y1)
         for r in (0, 17, 39):  # each row equals itself computed alone (one row: the zmm kernels)
             np.testing.assert_array_equal(Q.matmul(int(qtype), il, n_in, n_out, x[r:r + 1], interleaved=True)[0], y1[r])
+
+
+def test_laneserve_amx_0_never_asks_for_tiles():
+    """LANESERVE_AMX=0: no tile permission request, no probe, no tile kernels in the process."""
+    code = ("import lanes._runtime as rt; "
+            "print(rt.cpu_features()['usable']['amx_int8'], rt.quant.amx_available(), rt.quant.set_amx(True))")
+    env = dict(os.environ, LANESERVE_AMX="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["False", "False", "False"]
