@@ -4,7 +4,11 @@ Started by the pool with exec (a fresh interpreter: nothing inherited from a par
 native threads), in its own process group so a terminal's Ctrl-C reaches only the gateway, which
 then shuts lanes down through the ring. Sequence: parent-death signal + parent check → signal
 handlers → attach rings → native thread loads the model, sends HELLO, runs the loop with the GIL
-released → main thread waits on a stop event so SIGTERM/SIGINT stay responsive.
+released → main thread polls a stop flag so SIGTERM/SIGINT stay responsive.
+
+The signal handler takes no lock: Python runs it in the main thread between bytecodes, so a handler
+that set a threading.Event could re-enter while an earlier handler held the Event's lock (a burst of
+SIGTERMs: the parent-death signal and the pool's terminate) and wait on itself forever.
 """
 from __future__ import annotations
 
@@ -31,6 +35,32 @@ def set_parent_death_signal(sig: int) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
 
 
+class StopRequest:
+    """SIGTERM / SIGINT → stop the native loop. on_signal only stores a flag and calls the native
+    stop (an atomic store), so any number of nested or repeated signals return at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.lane = None
+
+    def on_signal(self, signum, frame) -> None:
+        self.requested = True
+        if self.lane is not None:
+            self.lane.stop()
+
+    def wait_for(self, thread: threading.Thread, parent_pid: int, poll_s: float = 0.25) -> bool:
+        """Waits until the thread ends; on a stop request or the parent's death stops the lane first and
+        gives the thread STOP_JOIN_TIMEOUT_S. False when it is still running after that."""
+        while thread.is_alive():
+            if self.requested or os.getppid() != parent_pid:
+                if self.lane is not None:
+                    self.lane.stop()
+                thread.join(STOP_JOIN_TIMEOUT_S)
+                return not thread.is_alive()
+            thread.join(poll_s)
+        return True
+
+
 def _open_fd(name: str) -> int:
     shm = posix_ipc.SharedMemory(name)
     fd = os.dup(shm.fd)
@@ -48,16 +78,9 @@ def run(config: dict) -> int:
 
     grammar.defer()  # grammar-constrained decoding (llguidance, when installed) on first use
 
-    stop = threading.Event()
-    holder: dict = {}
-
-    def on_signal(signum, frame):
-        stop.set()
-        if "lane" in holder:
-            holder["lane"].stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = StopRequest()
+    signal.signal(signal.SIGTERM, stop.on_signal)
+    signal.signal(signal.SIGINT, stop.on_signal)
 
     ch = config["channels"]
     request_fd, output_fd = _open_fd(ch["request_name"]), _open_fd(ch["output_name"])
@@ -72,8 +95,9 @@ def run(config: dict) -> int:
     finally:
         os.close(request_fd)  # the mappings stay valid
         os.close(output_fd)
-    holder["lane"] = lane
-    if stop.is_set():
+    stop.lane = lane
+    if stop.requested:
+        lane.stop()
         return EXIT_OK
 
     result: dict = {}
@@ -85,14 +109,8 @@ def run(config: dict) -> int:
             config.get("prefix_cache_disk_mib", 4096))),
         name="lane-native", daemon=True)
     thread.start()
-    while thread.is_alive():
-        if stop.wait(0.25) or os.getppid() != parent_pid:
-            lane.stop()
-            thread.join(STOP_JOIN_TIMEOUT_S)
-            if thread.is_alive():
-                return EXIT_STUCK
-            break
-    thread.join()
+    if not stop.wait_for(thread, parent_pid):
+        return EXIT_STUCK
     reason = result.get("reason", "stopped")
     return {"load_failed": EXIT_LOAD_FAILED, "parent_died": EXIT_PARENT_GONE}.get(reason, EXIT_OK)
 
