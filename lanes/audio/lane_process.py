@@ -25,7 +25,8 @@ import posix_ipc
 from lanes import _ring, wire
 from lanes.audio import pcm, transcriber
 from lanes.audio.records import AudioJob, decode_audio_request, encode_transcript
-from lanes.lane_process import EXIT_LOAD_FAILED, EXIT_OK, EXIT_PARENT_GONE, _open_fd, set_parent_death_signal
+from lanes.lane_process import (EXIT_LOAD_FAILED, EXIT_OK, EXIT_PARENT_GONE, StopRequest, _open_fd,
+                                 set_parent_death_signal)
 
 IDLE_WAIT_S = 0.25       # longest sleep between heartbeats
 FULL_RING_RETRY_S = 0.002
@@ -137,12 +138,14 @@ class Worker:
         out.done(rid, outcome.finish, outcome.num_tokens, first, outcome.total_ns - first)
 
 
-def _serve(reader, wake, out: Output, worker: Worker, stop: threading.Event, parent_pid: int) -> None:
+def _serve(reader, wake, out: Output, worker: Worker, stop: threading.Event, signals: StopRequest,
+           parent_pid: int) -> None:
     """Phases per pass: 1 heartbeat; 2 read what the gateway sent; 3 sleep on the wake semaphore
-    once the ring is empty (armed), at most IDLE_WAIT_S so the heartbeat keeps going."""
+    once the ring is empty (armed), at most IDLE_WAIT_S so the heartbeat keeps going. A signal only
+    marks `signals` (its handler takes no lock); this loop turns that into the threads' stop event."""
     while not stop.is_set():
         out.heartbeat()
-        if os.getppid() != parent_pid:
+        if os.getppid() != parent_pid or signals.requested:
             stop.set()
             break
         for rtype, payload in reader.read_batch(64):
@@ -175,8 +178,9 @@ def run(config: dict) -> int:
     if os.getppid() != parent_pid:
         return EXIT_PARENT_GONE
     stop = threading.Event()
+    signals = StopRequest()  # lock-free handler (lanes/lane_process.py says why); _serve sets `stop`
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: stop.set())
+        signal.signal(sig, signals.on_signal)
     ch = config["channels"]
     request_fd, output_fd = _open_fd(ch["request_name"]), _open_fd(ch["output_name"])
     try:
@@ -196,14 +200,14 @@ def run(config: dict) -> int:
     except Exception as exc:
         out.error(0, "load_failed", f"cannot load {config['path']!r}: {type(exc).__name__}: {exc}")
         return EXIT_LOAD_FAILED
-    if stop.is_set():
+    if stop.is_set() or signals.requested:
         return EXIT_OK
     # One request at a time per lane (num_slots 1): a transcription uses all of the lane's threads.
     out.write(wire.HELLO, _ring.encode_hello(os.getpid(), transcriber.MAX_TARGET_TOKENS, n_vocab,
                                              time.monotonic_ns() - start_ns, 0, 1, 1, 0))
     worker = Worker(model, out, stop)
     worker.start()
-    _serve(reader, wake, out, worker, stop, parent_pid)
+    _serve(reader, wake, out, worker, stop, signals, parent_pid)
     return EXIT_OK if os.getppid() == parent_pid else EXIT_PARENT_GONE
 
 
