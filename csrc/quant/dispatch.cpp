@@ -81,14 +81,14 @@ std::vector<uint8_t> test_weights(GgmlType t, int64_t n_in, int64_t n_out, uint3
 }
 
 // Interleaved kernels must match the scalar reference bit for bit (same float operations).
-bool il_self_test(const KernelTable& cand, const KernelTable& ref) {
+// n_rows: 11 = a zmm tile of 8 + 3 rows; the AMX kernels get 37 = tiles of 16 + 16 + an overlapping last one.
+bool il_self_test(const KernelTable& cand, const KernelTable& ref, int64_t n_rows) {
   MatmulScratch s1, s2;
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
                      GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
                      GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::MXFP4}) {
     if (!cand.il_rows[slot(t)]) continue;
-    // 11 = a zmm tile of 8 + 3 rows; 37 = AMX tiles of 16 + 16 + an overlapping last one.
-    const int64_t n_in = ggml_type_info(t).block_elems == 256 ? 512 : 224, n_out = 32, n_rows = 37;
+    const int64_t n_in = ggml_type_info(t).block_elems == 256 ? 512 : 224, n_out = 32;
     const std::vector<uint8_t> w = test_weights(t, n_in, n_out, 4242u + uint32_t(t));
     std::vector<uint8_t> il(interleaved_bytes(t, n_in, n_out));
     interleave_weights(t, w.data(), n_in, n_out, il.data());
@@ -130,7 +130,7 @@ bool self_test(const KernelTable& cand, const KernelTable& ref) {
       }
     }
   }
-  return il_self_test(cand, ref);
+  return il_self_test(cand, ref, 11);
 }
 
 struct Dispatch {
@@ -159,7 +159,7 @@ struct Dispatch {
       if (usable[2] && f.amx_int8) {
         KernelTable with_amx = tables[2];
         fill_amx(with_amx);
-        amx = self_test(with_amx, tables[0]);
+        amx = il_self_test(with_amx, tables[0], 37);  // fill_amx changes only interleaved kernels
         if (amx) tables[2] = with_amx;
         else std::fprintf(stderr, "laneserve: AMX kernels differ from the scalar reference; not used\n");
       }

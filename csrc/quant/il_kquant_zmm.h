@@ -16,23 +16,24 @@ struct ZKIl {
 
   static __m512i bcast4(const int8_t* q) { return _mm512_set1_epi32(int(load_u32(reinterpret_cast<const uint8_t*>(q)))); }
 
+  // Q6_K's 6-bit codes of element step E (0..31) of half h (quant_internal.h KIlFormat).
+  static __m512i q6_code(const uint8_t* rec, int h, int E) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    const __m512i ql = _mm512_loadu_si512(rec + F.qs_off + (16 * h + (E < 16 ? E : E - 16)) * 64);
+    const __m512i qh = _mm512_loadu_si512(rec + F.qh_off + (8 * h + (E & 7)) * 64);
+    const __m512i lo = E < 16 ? _mm512_and_si512(ql, m4) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4);
+    __m512i hi;
+    switch (E >> 3) {
+      case 0: hi = _mm512_slli_epi16(qh, 4); break;
+      case 1: hi = _mm512_slli_epi16(qh, 2); break;
+      case 2: hi = qh; break;
+      default: hi = _mm512_srli_epi16(qh, 2); break;
+    }
+    return _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
+  }
   // Q6_K codes of element steps E0..E0+3 of half h (E0 a multiple of 4).
   static void q6_codes(const uint8_t* rec, int h, int E0, __m512i* u) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-    for (int k = 0; k < 4; ++k) {
-      const int E = E0 + k;
-      const __m512i ql = _mm512_loadu_si512(rec + F.qs_off + (16 * h + (E < 16 ? E : E - 16)) * 64);
-      const __m512i qh = _mm512_loadu_si512(rec + F.qh_off + (8 * h + (E & 7)) * 64);
-      const __m512i lo = E < 16 ? _mm512_and_si512(ql, m4) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4);
-      __m512i hi;
-      switch (E >> 3) {
-        case 0: hi = _mm512_slli_epi16(qh, 4); break;
-        case 1: hi = _mm512_slli_epi16(qh, 2); break;
-        case 2: hi = qh; break;
-        default: hi = _mm512_srli_epi16(qh, 2); break;
-      }
-      u[k] = _mm512_or_si512(lo, _mm512_and_si512(hi, m30));
-    }
+    for (int k = 0; k < 4; ++k) u[k] = q6_code(rec, h, E0 + k);
   }
 
   template <int R>

@@ -38,7 +38,8 @@
 namespace ls::quant {
 namespace {
 
-#include "quant/il_zmm.h"  // ZIl<T>: the 32-block records' code unpacking and scales
+#include "quant/il_zmm.h"          // ZIl<T>: the 32-block records' code unpacking and scales
+#include "quant/il_kquant_zmm.h"  // ZKIl<Q6_K>::q6_code: Q6_K's 6-bit codes of an element step
 
 constexpr int kTileRows = 16;     // activation rows of an A / C tile (the AMX maximum)
 constexpr int kChunkRows = 128;   // activation rows whose float accumulators one group pass keeps
@@ -46,6 +47,11 @@ constexpr int kKSteps = 4;        // K = 64 tile products per 256-element super-
 
 RowsFn g_fallback[kNumTypeSlots];  // the kernels these replace, for calls below kAmxMinRows
 std::atomic<bool> g_amx_on{true};
+
+// Whether a call runs on tiles; otherwise it goes to the kernels fill_amx replaced.
+inline bool tiles_take(const ActView& a) {
+  return a.n_rows >= kAmxMinRows && g_amx_on.load(std::memory_order_relaxed);
+}
 
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0, reserved[14] = {};
@@ -162,27 +168,15 @@ struct AmxK<GgmlType::Q6_K> {
   static constexpr KIlFormat F = kil_format(GgmlType::Q6_K);
   static constexpr bool kSignedHi = true, kMins = false;
   static void widen(const uint8_t* rec, Widened& w) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     for (int t = 0; t < kKSteps; ++t) {
-      const int h = t / 2;
-      for (int q = 0; q < 4; ++q) {  // sub-block 4t + q = lines 4q..4q+3
+      for (int q = 0; q < 4; ++q) {  // sub-block 4t + q = lines 4q..4q+3 = element steps E0..E0+3 of half t/2
         const int sb = 4 * t + q;
         const __m512i pr = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + F.sc_off + 32 * (sb / 2))));
         const __m512i one = (sb & 1) ? _mm512_srli_epi32(pr, 16) : _mm512_and_si512(pr, _mm512_set1_epi32(0xffff));
         const __m512i scale_w = words_of(one);
         for (int k = 0; k < 4; ++k) {
-          const int l = 4 * q + k, E = 16 * (t % 2) + l;
-          const __m512i ql = _mm512_loadu_si512(rec + F.qs_off + (16 * h + (E < 16 ? E : E - 16)) * 64);
-          const __m512i qh = _mm512_loadu_si512(rec + F.qh_off + (8 * h + (E & 7)) * 64);
-          const __m512i lo = E < 16 ? _mm512_and_si512(ql, m4) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), m4);
-          __m512i hi;
-          switch (E >> 3) {
-            case 0: hi = _mm512_slli_epi16(qh, 4); break;
-            case 1: hi = _mm512_slli_epi16(qh, 2); break;
-            case 2: hi = qh; break;
-            default: hi = _mm512_srli_epi16(qh, 2); break;
-          }
-          widen_line(_mm512_or_si512(lo, _mm512_and_si512(hi, m30)), scale_w, w.lo[t] + 64 * l, w.hi[t] + 64 * l);
+          const int l = 4 * q + k;
+          widen_line(ZKIl<GgmlType::Q6_K>::q6_code(rec, t / 2, 16 * (t % 2) + l), scale_w, w.lo[t] + 64 * l, w.hi[t] + 64 * l);
         }
       }
     }
@@ -262,8 +256,7 @@ template <GgmlType T>
 void run_amx_groups(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, const ActView& a, float* y,
                     int64_t y_stride) {
   using K = AmxK<T>;
-  if (a.n_rows < kAmxMinRows || !g_amx_on.load(std::memory_order_relaxed))
-    return g_fallback[slot(T)](w, w_stride, o0, o1, a, y, y_stride);
+  if (!tiles_take(a)) return g_fallback[slot(T)](w, w_stride, o0, o1, a, y, y_stride);
   const int64_t nsb = a.n_in / 256;
   const size_t group_bytes = size_t(nsb) * size_t(K::F.rec_bytes);
   Widened wide;
@@ -385,8 +378,7 @@ template <GgmlType T>
 void run_amx_blocks(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, const ActView& a, float* y,
                     int64_t y_stride) {
   using K = AmxBlk<T>;
-  if (a.n_rows < kAmxMinRows || !g_amx_on.load(std::memory_order_relaxed))
-    return g_fallback[slot(T)](w, w_stride, o0, o1, a, y, y_stride);
+  if (!tiles_take(a)) return g_fallback[slot(T)](w, w_stride, o0, o1, a, y, y_stride);
   const int64_t nb = a.n_in / 32, n_pairs = (nb + 1) / 2;
   const size_t group_bytes = w_stride * kInterleaveRows;
   uint8_t* wide = pair_buffer(size_t(n_pairs) * K::kPairBytes);
