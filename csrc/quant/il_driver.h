@@ -29,9 +29,7 @@ void run_il_groups(const uint8_t* w, size_t w_stride, int64_t o0, int64_t o1, co
                    int64_t y_stride) {
   const int64_t nb = a.n_in / K::kBlockElems;
   const size_t group_bytes = K::group_bytes(w_stride, a.n_in);
-  // Prologue: the first kPrefetchBytes of the range are otherwise demand-missed.
-  const size_t range = size_t((o1 - o0) / kInterleaveRows) * group_bytes;
-  prefetch_row(w + size_t(o0 / kInterleaveRows) * group_bytes, range < kPrefetchBytes ? range : kPrefetchBytes);
+  prefetch_start(w + size_t(o0 / kInterleaveRows) * group_bytes, size_t((o1 - o0) / kInterleaveRows) * group_bytes);
   for (int64_t g = o0 / kInterleaveRows; g < o1 / kInterleaveRows; ++g) {
     const uint8_t* gp = w + size_t(g) * group_bytes;
     float* yg = y + g * kInterleaveRows;

@@ -29,7 +29,7 @@ struct YKIl {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* rec = gp + size_t(s) * F.rec_bytes;
-      if (prefetch) prefetch_row(rec + kPrefetchBytes, F.rec_bytes);
+      if (prefetch) prefetch_ahead(rec, F.rec_bytes);
       __m256i sumi[R];
       for (int k = 0; k < R; ++k) sumi[k] = _mm256_setzero_si256();
       const __m256 dw = _mm256_cvtph_ps(half16(rec, 0, h));

@@ -45,7 +45,7 @@ struct ZKIl {
     for (int k = 0; k < R; ++k) acc[k] = accm[k] = _mm512_setzero_ps();
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* rec = gp + size_t(s) * F.rec_bytes;
-      if (prefetch) prefetch_row(rec + kPrefetchBytes, F.rec_bytes);
+      if (prefetch) prefetch_ahead(rec, F.rec_bytes);
       __m512i sumi[R];
       for (int k = 0; k < R; ++k) sumi[k] = _mm512_setzero_si512();
       if (T == GgmlType::IQ4_XS) {

@@ -37,7 +37,7 @@ struct YLowIl {
     const __m256i lo16 = _mm256_set1_epi32(kQ3 ? 0xffff : 0x0f), m4 = _mm256_set1_epi32(0x0f);
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* rec = gp + size_t(s) * F.rec_bytes;
-      if (prefetch) prefetch_row(rec + kPrefetchBytes, F.rec_bytes);
+      if (prefetch) prefetch_ahead(rec, F.rec_bytes);
       __m256i sumi[R];
       for (int k = 0; k < R; ++k) sumi[k] = _mm256_setzero_si256();
       for (int h = 0; h < 2; ++h) {

@@ -69,7 +69,7 @@ struct YIl {
     }
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* rec = gp + size_t(b) * F.rec_bytes;
-      if (prefetch) prefetch_row(rec + kPrefetchBytes, F.rec_bytes);
+      if (prefetch) prefetch_ahead(rec, F.rec_bytes);
       __m256i u[8];
       unpack(rec, h, u);
       const __m256 dw = scales(rec, h);

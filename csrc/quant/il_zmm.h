@@ -66,7 +66,7 @@ struct ZIl {
     }
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* rec = gp + size_t(b) * F.rec_bytes;
-      if (prefetch) prefetch_row(rec + kPrefetchBytes, F.rec_bytes);
+      if (prefetch) prefetch_ahead(rec, F.rec_bytes);
       __m512i u[8];
       unpack(rec, u);
       const __m512 dw = scales(rec);
