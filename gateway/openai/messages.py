@@ -15,10 +15,13 @@ from gateway.vision.request import image_error
 
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
 
+# Fields of the openai client's own assistant messages (a returned message sent back as history):
+# accepted when null; their features (legacy function_call turns, audio replies) are not served.
+_NULL_ONLY = {"function_call": "legacy function_call turns (send tool_calls)", "audio": "audio replies"}
 # reasoning_content (vLLM, llama-server, DeepSeek), reasoning (OpenRouter, vLLM), thinking (Ollama):
 # accepted on assistant messages and never rendered into the prompt again.
 _MESSAGE_FIELDS = frozenset({"role", "content", "name", "reasoning_content", "reasoning", "thinking", "tool_calls",
-                             "tool_call_id", "tool_name", "refusal"})
+                             "tool_call_id", "tool_name", "refusal", "annotations", "parsed", *_NULL_ONLY})
 
 
 def _message_content(message: dict, index: int, images: list | None) -> str:
@@ -62,6 +65,10 @@ def parse_messages(body: dict, lenient: bool, images: list | None = None) -> tup
         if unknown and not lenient:
             raise invalid(f"Unrecognized message field {safe_repr(unknown[0])}", param=f"messages[{i}]",
                           code="unknown_parameter")
+        for key, what in _NULL_ONLY.items():
+            if message.get(key) is not None:
+                raise invalid(f"message {key} is not supported ({what}); only null", param=f"messages[{i}].{key}",
+                              code="unsupported_parameter")
         role = message.get("role")
         if role not in CHAT_ROLES:
             raise invalid(f"message role must be one of {', '.join(CHAT_ROLES)}", param=f"messages[{i}].role")
@@ -104,7 +111,9 @@ def message_shape() -> dict:
             "reasoning_content": {}, "reasoning": {}, "thinking": {},
             "tool_calls": {"type": ["array", "null"], "items": CALL_SHAPE},
             "tool_call_id": {"type": ["string", "null"]}, "tool_name": {"type": ["string", "null"]},
-            "refusal": {},
+            "refusal": {}, "annotations": {"description": "accepted and ignored"},
+            "parsed": {"description": "accepted and ignored"},
+            **{key: {"type": "null", "description": f"not supported ({what})"} for key, what in _NULL_ONLY.items()},
         },
         "required": ["role"],
         "additionalProperties": False,

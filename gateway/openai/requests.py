@@ -167,7 +167,8 @@ def _sampling(body: dict, max_tokens: int | None, logprobs: int | None) -> Sampl
     )
     if max_tokens is not None and sampling.min_tokens > max_tokens:
         raise invalid("'min_tokens' must not exceed 'max_tokens'", param="min_tokens")
-    f["user"].read(body)
+    for name in ("user", *(h.name for h in _HOSTED_FIELDS)):
+        f[name].read(body)
     return sampling
 
 
@@ -261,6 +262,13 @@ _STREAM_OPTION_FIELDS = table(
     NoOp("continuous_usage_stats", allowed=(False,), what="per-chunk usage"),
 )
 _SEED = Int("seed", "sampling seed; -1 = random", lo=-1, hi=SEED_MAX)
+_HOSTED_FIELDS = (
+    NoOp("store", allowed=(False,), what="stored completions"),
+    Obj("metadata", "accepted and ignored (completions are not stored)"),
+    NoOp("service_tier", allowed=("auto", "default"), what="service tiers"),
+    Str("safety_identifier", max_chars=256),
+    Str("prompt_cache_key", "accepted; every prompt's prefix is cached anyway", max_chars=256),
+)
 COMMON_FIELDS = table(
     Custom("model", "a served model name (GET /v1/models)", reader=_model, shape={"type": "string"}),
     Int("max_tokens", "most tokens to generate (capped by the context)", lo=1, hi=MAX_TOKENS_LIMIT),
@@ -284,6 +292,8 @@ COMMON_FIELDS = table(
     Custom("stream_options", "only with stream: true", reader=lambda body: None, shape={
         **object_schema(_STREAM_OPTION_FIELDS), "type": ["object", "null"]}),
     Str("user", max_chars=256),
+    # Fields the openai client sends for OpenAI's hosted features: accepted with their no-op values.
+    *_HOSTED_FIELDS,
     Custom("lora", "llama-server's per-request LoRA scales [{\"id\", \"scale\"}] (GET /lora-adapters lists the ids; "
            "ids left out: scale 0)", reader=lambda body: parse_request_lora(body.get("lora")), shape=LORA_SHAPE),
     # Structured outputs (gateway.features.structured reads them all at once in _sampling).

@@ -145,6 +145,35 @@ def test_no_op_values_of_unsupported_fields_are_accepted(field, value):
     chat(**{field: value})
 
 
+@pytest.mark.parametrize("fields", [
+    {"store": False}, {"metadata": {"k": "v"}}, {"service_tier": "auto"}, {"service_tier": "default"},
+    {"safety_identifier": "u1"}, {"prompt_cache_key": "p"},
+])
+def test_fields_of_hosted_features_are_accepted_with_no_op_values(fields):
+    chat(**fields)
+    completion(**fields)
+
+
+@pytest.mark.parametrize("field, value", [("store", True), ("service_tier", "priority"), ("metadata", "x")])
+def test_hosted_features_we_do_not_serve_are_400(field, value):
+    rejects(chat, field, **{field: value})
+
+
+def test_a_returned_assistant_message_is_accepted_as_history():
+    """What the openai client's message.model_dump() gives back (the fields it sends as null)."""
+    returned = {"role": "assistant", "content": "Hello", "refusal": None, "annotations": [], "audio": None,
+                "function_call": None, "tool_calls": None, "parsed": None}
+    req = chat(messages=[CHAT["messages"][0], returned, {"role": "user", "content": "again"}])
+    assert req.messages[1] == {"role": "assistant", "content": "Hello"}
+
+
+@pytest.mark.parametrize("field, value", [("function_call", {"name": "f", "arguments": "{}"}), ("audio", {"id": "a"})])
+def test_null_only_message_fields_refuse_a_value(field, value):
+    messages = [{"role": "assistant", "content": "x", field: value}, {"role": "user", "content": "y"}]
+    error = rejects(chat, f"messages[0].{field}", messages=messages)
+    assert error.code == "unsupported_parameter"
+
+
 def test_completion_only_fields():
     assert completion(echo=True).echo
     rejects(completion, "best_of", best_of=3)
