@@ -114,7 +114,7 @@ class _Generate(Adapter):
         scores = OllamaScores(frames, served.text) if params.logprobs is not None else None
         if tools is not None and scores is not None:
             raise OllamaError(400, "logprobs cannot be combined with tools")
-        context_of = None if chat else (lambda text: ids + served.text.encode_prompt(text, add_special=False))
+        context_of = None if chat else (lambda text: ids + served.text.encode_prompt(text, add_special=False, parse_special=False))
         out = OllamaOutput(state.config.retry_after_s, frames, context_of or (lambda text: None),
                            tool_format=None if tools is None else tools.fmt, scores=scores)
         framings = []

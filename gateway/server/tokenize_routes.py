@@ -18,7 +18,7 @@ _FLAG = {"type": ["boolean", "null"]}
 _MODEL = {"type": ["string", "null"], "description": "optional when one model is served"}
 # JSON Schema of what the handlers below read (gateway/server/openapi.py renders it).
 TOKENIZE_FIELDS = {"model": _MODEL, "prompt": _TEXT, "content": _TEXT, "messages": {"anyOf": [CHAT_FIELDS["messages"].schema(), {"type": "null"}]},
-                   "add_special_tokens": _FLAG, "add_special": _FLAG, "with_pieces": _FLAG,
+                   "add_special_tokens": _FLAG, "add_special": _FLAG, "parse_special": _FLAG, "with_pieces": _FLAG,
                    "add_generation_prompt": {"description": "accepted; the chat template always adds it"},
                    "chat_template_kwargs": CHAT_FIELDS["chat_template_kwargs"].schema()}
 DETOKENIZE_FIELDS = {"model": _MODEL, "tokens": {"type": "array", "items": {"type": "integer"}}}
@@ -39,6 +39,7 @@ async def tokenize(request):
     text = get_str(body, "content", text, MAX_TEXT_CHARS)
     add_special = get_bool(body, "add_special_tokens", get_bool(body, "add_special", True))
     with_pieces = get_bool(body, "with_pieces", False)
+    parse_special = get_bool(body, "parse_special", True)
     get_object(body, "chat_template_kwargs")
     served = state.default_model(body.get("model"))
     if body.get("messages") is not None:
@@ -47,7 +48,7 @@ async def tokenize(request):
         if text is None:
             raise invalid("one of 'prompt', 'content' or 'messages' is required", param="prompt",
                           code="missing_required_parameter")
-        ids = served.text.encode_prompt(text, add_special=add_special)
+        ids = served.text.encode_prompt(text, add_special=add_special, parse_special=parse_special)
     tokens = ids
     if with_pieces:
         tokens = [{"id": t, "piece": served.text.piece(t)} for t in ids]

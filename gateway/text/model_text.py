@@ -57,9 +57,10 @@ class ModelText:
     def supports_thinking(self) -> bool:
         return self.thinking_markers is not None
 
-    def encode_prompt(self, text: str, *, add_special: bool = True) -> list[int]:
-        # User text never gets special-token parsing: "<|im_end|>" typed by a user stays text.
-        return list(self.tokenizer.encode(text, add_special, False))
+    def encode_prompt(self, text: str, *, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        # A prompt's control-token texts ("<|im_start|>") become those tokens, as llama-server, vLLM and
+        # Ollama's raw mode tokenize prompts: hand-formatted chat prompts then mean what they say.
+        return list(self.tokenizer.encode(text, add_special, parse_special))
 
     def encode_chat(self, messages: list[dict], template_kwargs: dict | None = None) -> list[int]:
         return self.encode_rendered(self.render_chat(messages, template_kwargs))

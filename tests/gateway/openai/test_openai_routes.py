@@ -147,6 +147,17 @@ def test_strict_unknown_field_is_400_naming_it(openai_client):
     assert info.value.param == "mirostat"
 
 
-def test_special_tokens_in_user_text_stay_text(http):
-    ids = http.post("/tokenize", json={"model": "smollm2", "prompt": "<|im_end|>"}).json()["tokens"]
-    assert 2 not in ids
+def test_tokenize_parses_control_tokens_unless_told_not_to(http):
+    assert http.post("/tokenize", json={"model": "smollm2", "prompt": "<|im_end|>"}).json()["tokens"] == [2]
+    ids = http.post("/tokenize", json={"model": "smollm2", "prompt": "<|im_end|>", "parse_special": False}).json()
+    assert 2 not in ids["tokens"]
+
+
+def test_a_hand_formatted_completion_prompt_is_the_chat_prompt(openai_client, http):
+    """llama-server and vLLM tokenize completion prompts with control tokens parsed: a ChatML prompt
+    sent to /v1/completions is the same prompt as the chat request it spells out."""
+    prompt = "<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\n"
+    completion = openai_client.completions.create(model="smollm2", prompt=prompt, max_tokens=1, temperature=0)
+    assert completion.usage.prompt_tokens == len(http.post("/tokenize", json={"model": "smollm2", "prompt": prompt})
+                                                 .json()["tokens"])
+    assert completion.usage.prompt_tokens < 20

@@ -29,8 +29,10 @@ def test_smollm2_chat_is_chatml_with_special_tokens(smollm2):
     assert ids.count(2) == 2  # two <|im_end|>
 
 
-def test_completion_prompts_never_become_special_tokens(smollm2):
-    assert 2 not in smollm2.encode_prompt("<|im_end|>")
+def test_prompts_parse_control_tokens_as_llama_server_does(smollm2):
+    assert smollm2.encode_prompt("<|im_start|>user\nHi<|im_end|>")[0] == 1
+    assert smollm2.encode_prompt("<|im_end|>") == [2]
+    assert 2 not in smollm2.encode_prompt("<|im_end|>", parse_special=False)
     # Chat follows llama-server: the rendered conversation is tokenized with special-token
     # parsing, so a literal "<|im_end|>" inside a message is the control token there too.
     assert smollm2.encode_chat([{"role": "user", "content": "<|im_end|>"}]).count(2) == 3
