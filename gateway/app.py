@@ -27,6 +27,7 @@ from gateway.anthropic import errors as anthropic_errors
 from gateway.anthropic import routes as anthropic_routes
 from gateway.server import tokenize_routes
 from gateway.audio import routes as audio_routes
+from gateway.ollama import errors as ollama_errors
 from gateway.ollama import info as ollama_info
 from gateway.ollama import routes as ollama_routes
 from gateway.responses import routes as responses_routes
@@ -137,7 +138,8 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(audio_routes.translations, "/v1/audio/translations", "POST", stream=True)
     route(ui_routes.page, ui_routes.PAGE_PATH, "GET")  # /ui/ too (Sanic ignores a trailing slash)
     route(ui_routes.asset, ui_routes.ASSET_PATH, "GET")
-    errors_http.install(app, responders=((anthropic_errors.is_messages_path, anthropic_errors.error_response),))
+    errors_http.install(app, responders=((anthropic_errors.is_messages_path, anthropic_errors.error_response),
+                                         (ollama_errors.is_ollama_path, ollama_errors.error_response)))
     add_cors(app, config.cors_origins)
 
     app.register_listener(_before_start, "before_server_start")

@@ -21,6 +21,12 @@ def message(exc: APIError) -> str:
     return exc.message
 
 
+def is_ollama_path(path: str) -> bool:
+    """Ollama's routes live under /api: an error there (an unknown route, a wrong method, a body over
+    the limit) is answered in its shape, which the ollama client reads."""
+    return path == "/api" or path.startswith("/api/")
+
+
 def error_response(request_id: str, exc: APIError) -> HTTPResponse:
     """Any APIError (ours and the shared parsers') the Ollama way. Every slot and the queue taken
     is a 503, as Ollama answers when its queue is full (not OpenAI's 429)."""

@@ -3,7 +3,7 @@
 Ollama semantics, not OpenAI's: `stream` defaults to true; sampling lives in `options`, whose
 unknown keys are ignored (clients still send legacy ones such as mirostat or num_gpu) while a known
 key of the wrong type is a 400; omitted options take Ollama's defaults (temperature 0.8, top_k 40,
-top_p 0.9, repeat_penalty 1.1, repeat_last_n 64); num_predict -1/-2 = until the context is full.
+top_p 0.9, repeat_penalty 1.1, repeat_last_n 64); num_predict ≤ 0 (Ollama: -1, -2) = until the context is full.
 Errors are APIErrors whose message becomes Ollama's `{"error": "..."}`.
 """
 from __future__ import annotations
@@ -26,6 +26,7 @@ from gateway.vision.decode import ImageDecodeError, ImageTooLarge
 from gateway.vision.parts import ollama_images, with_markers
 
 MAX_STOP_STRINGS = 16
+_INT32_MIN = -(1 << 31)
 ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -137,10 +138,8 @@ def _options(body: dict) -> tuple[GenerationParams, int | None]:
         values["stop"] = tuple(dict.fromkeys(s for s in items if s))
     num_predict = options.get("num_predict")
     if num_predict is not None:
-        num_predict = _integer("num_predict", num_predict, -2, MAX_TOKENS_LIMIT)
-        if num_predict == 0:
-            raise bad("option 'num_predict' must not be 0")
-        num_predict = None if num_predict < 0 else num_predict
+        num_predict = _integer("num_predict", num_predict, _INT32_MIN, MAX_TOKENS_LIMIT)
+        num_predict = None if num_predict <= 0 else num_predict  # Ollama's runner limits only when > 0
     for name in _CHECKED_INT_OPTIONS:
         if options.get(name) is not None:
             _integer(name, options[name], -1, 1 << 30)  # type-checked, then left to the server's setup
@@ -217,7 +216,7 @@ def parse_chat(body: dict) -> OllamaRequest:
     if tools is not None and tools.active and grammar is not None:
         raise bad("format cannot be combined with tools")
     params = dataclasses.replace(params, grammar=grammar)
-    stream = body.get("stream", True)
+    stream = True if body.get("stream") is None else body["stream"]
     if type(stream) is not bool:
         raise bad("stream must be true or false")
     images: list = []
@@ -235,7 +234,7 @@ def parse_generate(body: dict) -> OllamaRequest:
     _unsupported(body, "suffix", "fill-in-the-middle")
     _unsupported(body, "template", "only the model's own template is used; send raw: true with a formatted prompt")
     images = _images(body.get("images"), "images")
-    stream = body.get("stream", True)
+    stream = True if body.get("stream") is None else body["stream"]
     raw = body.get("raw", False)
     if type(stream) is not bool or type(raw) is not bool:
         raise bad("stream and raw must be true or false")
@@ -268,7 +267,7 @@ def _options_schema() -> dict:
     props["seed"] = {"type": ["integer", "null"], "minimum": -1, "maximum": SEED_MAX}
     props["stop"] = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"},
                                                     "maxItems": MAX_STOP_STRINGS}, {"type": "null"}]}
-    props["num_predict"] = {"type": ["integer", "null"], "minimum": -2, "maximum": MAX_TOKENS_LIMIT,
+    props["num_predict"] = {"type": ["integer", "null"], "minimum": _INT32_MIN, "maximum": MAX_TOKENS_LIMIT,
                             "not": {"const": 0}, "description": "-1 or -2: until the context is full"}
     for name in _CHECKED_INT_OPTIONS:
         props[name] = {"type": ["integer", "null"], "minimum": -1, "maximum": 1 << 30,
@@ -289,7 +288,7 @@ _MESSAGE = {"type": "object", "required": ["role"], "additionalProperties": True
     "thinking": {}}}
 _COMMON_SHAPES = {
     "model": {"type": "string", "minLength": 1},
-    "stream": {"type": "boolean", "default": True},
+    "stream": {"type": ["boolean", "null"], "default": True},
     "options": _options_schema(),
     "format": {"anyOf": [{"enum": ["", "json", None]}, {"type": "object", "description": "a JSON schema"}]},
     "keep_alive": {"type": ["string", "number", "null"], "description": "how long the model stays loaded after this request: a duration (\"5m\", \"1h30m\") or seconds; 0 unloads it once idle, negative keeps it loaded"},

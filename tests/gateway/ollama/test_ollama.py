@@ -73,6 +73,18 @@ def test_generate_options_stop_seed_and_context(client):
     assert follow.prompt_eval_count > len(a.context)
 
 
+def test_raw_prompts_are_tokenized_with_control_tokens(client):
+    """Ollama's raw mode: the caller formats the prompt, so "<|im_start|>" is that token and a raw
+    prompt spelling out the chat template is the templated prompt."""
+    prompt = ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+              "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+    options = {"num_predict": 8, "temperature": 0}
+    raw = client.generate(model="smollm2", prompt=prompt, raw=True, options=options)
+    templated = client.generate(model="smollm2", prompt="Hi", options=options)
+    assert raw.context[0] == 1 and raw.prompt_eval_count == templated.prompt_eval_count
+    assert raw.response == templated.response
+
+
 def test_unknown_options_are_ignored_and_bad_types_are_400(client):
     ok = client.generate(model="smollm2", prompt="Hi", options={"num_predict": 3, "mirostat": 2, "num_gpu": 1,
                                                               "penalize_newline": True, "num_ctx": 4096})
@@ -89,6 +101,17 @@ def test_unknown_model_and_thinking_on_a_model_without_it(client):
     with pytest.raises(ollama.ResponseError) as e:
         client.chat(model="smollm2", messages=MESSAGES, think=True)
     assert e.value.status_code == 400 and "thinking" in e.value.error
+
+
+def test_errors_the_server_raises_under_api_have_ollamas_shape(client, http):
+    """Routes we do not serve, wrong methods: the ollama client reads {"error": str}."""
+    for method, path, status in (("POST", "/api/pull", 404), ("POST", "/api/copy", 404), ("GET", "/api/chat", 405)):
+        r = http.request(method, path, json={"model": "x"} if method == "POST" else None)
+        assert r.status_code == status and type(r.json()["error"]) is str, (path, r.text)
+    with pytest.raises(ollama.ResponseError) as e:
+        client.pull("smollm2")
+    assert e.value.status_code == 404 and e.value.error == "no such route"
+    assert type(http.post("/v1/nope", json={}).json()["error"]) is dict  # elsewhere: OpenAI's envelope
 
 
 def test_tags_show_ps_version(client, http):

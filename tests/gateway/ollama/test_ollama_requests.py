@@ -21,6 +21,17 @@ def test_omitted_options_take_the_defaults():
         assert req.num_predict is None and req.stream is True
 
 
+@pytest.mark.parametrize("num_predict, expected", [(5, 5), (0, None), (-1, None), (-2, None), (-5, None)])
+def test_num_predict_limits_only_when_positive_as_ollamas_runner(num_predict, expected):
+    assert parse_generate({"model": "smollm2", "prompt": "Hi", "options": {"num_predict": num_predict}}).num_predict \
+        == expected
+
+
+def test_null_stream_means_the_default():
+    assert parse_chat({**BODY, "stream": None}).stream is True
+    assert parse_generate({"model": "smollm2", "prompt": "Hi", "stream": None}).stream is True
+
+
 def test_options_override_the_defaults():
     p = parse_chat({**BODY, "options": {"temperature": 0, "top_k": 5, "repeat_last_n": -1, "min_p": 0.1,
                                         "repeat_penalty": 0, "seed": 3, "stop": ["x", ""]}}).params
