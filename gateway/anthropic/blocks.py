@@ -33,6 +33,10 @@ class Blocks:
     def num_calls(self) -> int:
         return 0 if self.parser is None else self.parser.num_calls
 
+    @property
+    def cut_short(self) -> bool:
+        return self.parser is not None and self.parser.cut_short
+
     def _emit(self, obj_or_bytes) -> None:
         if self.stream:
             self._out.append(obj_or_bytes if type(obj_or_bytes) is bytes else frames.event(obj_or_bytes))

@@ -35,7 +35,7 @@ class MessagesOutput(Output):
         usage = frames.usage(rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens)
         if self.finish_reason == "length":
             return "max_tokens", None, usage
-        if self.blocks.num_calls:
+        if self.blocks.num_calls and not self.blocks.cut_short:  # a call cut short by a stop sequence cannot run
             return "tool_use", None, usage
         if self.stop_index < 0:
             return "end_turn", None, usage

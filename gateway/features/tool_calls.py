@@ -181,6 +181,13 @@ class ToolCallParser:
                     return i + 1
         return -1
 
+    @property
+    def cut_short(self) -> bool:
+        """The last call's arguments never closed (a stop string or the token limit ended the text
+        inside them): that call is not one a client can run. Harmony calls end at <|call|>, an end
+        token the text never holds, so theirs are closed by the end of the answer."""
+        return self._state == "args" and self._fmt is not HARMONY
+
     def finish(self) -> list[tuple]:
         """End of the text: whatever is held back goes out (a call cut short by the token limit
         keeps the arguments generated so far)."""
@@ -193,12 +200,17 @@ class ToolCallParser:
         return events + [("end", self._index)]
 
 
-def parse_all(text: str, fmt: CallFormat = HERMES) -> tuple[str | None, list[dict]]:
-    """(content or None, OpenAI tool_calls) of a whole answer."""
+def parse_all(text: str, fmt: CallFormat = HERMES, finish_reason: str = "stop") -> tuple[str | None, list[dict]]:
+    """(content or None, OpenAI tool_calls) of a whole answer. An answer that ended inside a call's
+    arguments for any reason but the token limit (OpenAI keeps such a call, with "length") is all
+    content, no calls, as llama-server returns an answer its parser cannot read."""
     parser = ToolCallParser(fmt)
     content: list[str] = []
     calls: list[dict] = []
-    for event in parser.feed(text) + parser.finish():
+    events = parser.feed(text)
+    if parser.cut_short and finish_reason != "length":
+        return text, []
+    for event in events + parser.finish():
         if event[0] == "content":
             content.append(event[1])
         elif event[0] == "call":

@@ -5,7 +5,8 @@ reasoning apart: gateway.serve.output.marked_pieces; one relay chunk may hold de
 gateway.features.tool_calls finds the calls in the content, and each event becomes a chunk as
 openai-python accumulates them — a call's `index` counts from 0 within its choice, its `id`,
 `type` and `name` come once in its first chunk, then `arguments` arrive in fragments.
-A choice that made calls finishes with "tool_calls" (unless it ran out of tokens: "length").
+A choice that made calls finishes with "tool_calls" (unless it ran out of tokens: "length", or a stop
+string ended it inside a call's arguments: "stop").
 """
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ class ToolStreamRewriter:
 
     def finish(self, choice: int, reason: str) -> tuple[bytes, str]:
         parser = self._parser(choice)
-        return self._events(choice, parser.finish()), finish_reason(reason, parser.num_calls)
+        # A call cut short by a stop string was streamed but cannot run: the finish says why it ended.
+        return self._events(choice, parser.finish()), finish_reason(reason, 0 if parser.cut_short else parser.num_calls)
 
 
 def tool_response_body(frames: StreamFrames, results: list[ChoiceResult], prompt_tokens: int,
@@ -76,7 +78,7 @@ def tool_response_body(frames: StreamFrames, results: list[ChoiceResult], prompt
                        fmt: CallFormat = HERMES) -> bytes:
     choices = []
     for i, result in enumerate(results):
-        content, calls = parse_all(unescape(b"".join(result.escaped)), fmt)
+        content, calls = parse_all(unescape(b"".join(result.escaped)), fmt, result.finish_reason)
         message: dict = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = calls

@@ -86,8 +86,43 @@ def test_parser_agrees_however_the_text_is_split():
 
 def test_cut_short_call_and_text_that_only_looks_like_a_marker():
     assert parse_all("a <tool and more")[0] == "a <tool and more"
-    _, calls = parse_all('<tool_call>\n{"name":"f","arguments":{"a":')
+    cut = '<tool_call>\n{"name":"f","arguments":{"a":'
+    _, calls = parse_all(cut, finish_reason="length")  # OpenAI keeps a call the token limit cut
     assert calls[0]["function"]["arguments"] == '{"a":'
+    # Cut by a stop string (or an end token): not a call anyone can run, so the answer is text.
+    assert parse_all(cut) == (cut, [])
+    assert parse_all(TEXT + cut) == (TEXT + cut, [])
+
+
+def _rewritten(text: str, reason: str) -> tuple[str, str]:
+    rewriter = ToolStreamRewriter(StreamFrames("chatcmpl-x", 1, "m", True, False))
+    data = rewriter.chunk(0, _marked(text))
+    tail, finish = rewriter.finish(0, reason)
+    return (data + tail).decode(), finish
+
+
+def test_a_stream_cut_inside_a_call_does_not_finish_with_tool_calls():
+    cut = '<tool_call>\n{"name":"f","arguments":{"a":'
+    assert _rewritten(TEXT, "stop")[1] == "tool_calls"
+    assert _rewritten(cut, "stop")[1] == "stop" and _rewritten(cut, "length")[1] == "length"
+    # Arguments closed, the closing marker cut: the call is whole.
+    assert _rewritten('<tool_call>\n{"name":"f","arguments":{"a":1}', "stop")[1] == "tool_calls"
+
+
+def test_anthropic_stop_reason_of_a_call_cut_by_a_stop_sequence():
+    from types import SimpleNamespace
+    from gateway.anthropic.output import MessagesOutput
+    from gateway.features.tools import HERMES
+
+    tracker = SimpleNamespace(record=SimpleNamespace(prompt_tokens=3, completion_tokens=5, cached_tokens=0))
+    for text, stop_index, expected in (('<tool_call>\n{"name":"f","arguments":{"a":', 0, ("stop_sequence", "Paris")),
+                                       ('<tool_call>\n{"name":"f","arguments":{"a":1}}\n</tool_call>', -1,
+                                        ("tool_use", None))):
+        out = MessagesOutput(0, "m", 3, stream=False, direct=False, tool_format=HERMES, stops=("Paris",))
+        out.collect_done(0, SimpleNamespace(finish_reason="stop", stop_index=stop_index, reasoning=b"",
+                                            text=_escaped(text)))
+        message = json.loads(out.body(tracker)[0])
+        assert (message["stop_reason"], message["stop_sequence"]) == expected
 
 
 # Found by benchmarks/fuzz.py tool_calls: a name the model wrote with a raw control character,
