@@ -48,6 +48,9 @@ def _prompt_ids(served, parsed: OllamaRequest, chat: bool) -> tuple[list[int], R
             [{"role": "user", "content": with_markers(parsed.prompt or "", len(parsed.images))}]
         ids, reasoning, images = chat_prompt(served, messages, parsed.template_kwargs, None, parsed.think, "think",
                                              images=parsed.images, param="prompt")
+        if parsed.context and ids and ids[0] == text.tokenizer.bos_id and text.tokenizer.add_bos:
+            ids = ids[1:]  # the earlier exchange's ids begin with BOS already (as the raw path leaves it out)
+            images = tuple(dataclasses.replace(im, pos=im.pos - 1) for im in images)
         shift = len(parsed.context)  # an earlier exchange's ids go first: the images move with the text
         ids = list(parsed.context) + ids
         images = tuple(dataclasses.replace(im, pos=im.pos + shift) for im in images)

@@ -229,3 +229,15 @@ def test_cancel_by_id_and_stop_end_ollama_streams_with_an_error_line(own_server)
         t.join(5)
     assert all(set(results[n][-1]) == {"error"} for n in ("req-0", "req-2"))
     assert [r["outcome"] for r in srv.records("req-0", "req-1", "req-2")] == ["cancelled"] * 3
+
+
+def test_gemma3_context_round_trip_keeps_one_bos(own_server):
+    """Gemma 3 adds BOS: an earlier exchange's context begins with it, so the next prompt must not
+    carry a second one in the middle."""
+    srv = own_server("--model", "gemma3=gemma3")
+    srv.wait_ready()
+    client = ollama.Client(host=srv.base_url, timeout=60)
+    options = {"num_predict": 4, "temperature": 0}
+    first = client.generate(model="gemma3", prompt="My name is Ann.", options=options)
+    follow = client.generate(model="gemma3", prompt="What is my name?", context=first.context, options=options)
+    assert first.context[0] == 2 and follow.context.count(2) == 1
