@@ -116,6 +116,8 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(router_routes.unload_model, "/models/unload", "POST")
     route(info_routes.health_live, "/health/live", "GET")
     route(info_routes.health_ready, "/health/ready", "GET")
+    route(info_routes.health_llama_server, "/health", "GET")  # llama-server's
+    route(info_routes.v1_health, "/v1/health", "GET")
     route(info_routes.metrics, "/metrics", "GET")
     route(info_routes.openapi_document, "/openapi.json", "GET")
     route(tokenize_routes.tokenize, "/tokenize", "POST")

@@ -3,7 +3,8 @@
 Without a key every route is open (the default: the server binds loopback). With one, every
 route registered through `protect` needs `Authorization: Bearer KEY` — the header the openai
 client sends from `api_key=` and the ollama client from `headers=` or `OLLAMA_API_KEY` — except
-PUBLIC_PATHS: the two health probes (load balancers and orchestrators send no credentials) and
+PUBLIC_PATHS: the health probes, ours and llama-server's /health (load balancers and orchestrators
+send no credentials) and
 Ollama's `GET|HEAD /` liveness answer "Ollama is running" (the same fact as /health/live; llama-server
 keeps `/` and `/health` open too), `/openapi.json` (the API's description, no model names or
 traffic in it; vLLM serves its /openapi.json without its key too), and the web chat page `/ui` with
@@ -40,8 +41,8 @@ from gateway.http.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.http.request_ids import new_request_id
 from gateway.ui import routes as ui_routes
 
-PUBLIC_PATHS = frozenset({"/health/live", "/health/ready", "/", "/openapi.json", ui_routes.PAGE_PATH,
-                          ui_routes.ASSET_PATH})
+PUBLIC_PATHS = frozenset({"/health/live", "/health/ready", "/health", "/v1/health", "/", "/openapi.json",
+                          ui_routes.PAGE_PATH, ui_routes.ASSET_PATH})
 OLLAMA_PREFIX = "/api/"
 MISSING = "missing"
 INVALID = "invalid"

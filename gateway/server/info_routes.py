@@ -132,6 +132,22 @@ async def health_ready(request):
     return _json(body, code, headers)
 
 
+async def health_llama_server(request):
+    """llama-server's /health and /v1/health: {"status": "ok"} once every model can serve, else
+    503 in its error shape (what its clients and scripts poll for)."""
+    state = request.app.ctx.state
+    code, body = readiness(state)
+    if code == 200:
+        return _json({"status": "ok"})
+    message = "Server is draining" if body.get("status") == "draining" else "Loading model"
+    return _json({"error": {"code": 503, "message": message, "type": "unavailable_error"}}, 503,
+                 {"Retry-After": str(state.config.retry_after_s)})
+
+
+async def v1_health(request):
+    return await health_llama_server(request)
+
+
 async def openapi_document(request):
     config = request.app.ctx.state.config
     key = config.api_key is not None or config.api_key_file is not None

@@ -176,6 +176,12 @@ def _operations(lenient: bool) -> dict[tuple[str, str], dict]:
                                                  "503": {"description": "unavailable or draining",
                                                          "content": _content(r.READY),
                                                          "headers": dict(r.RETRY_AFTER)}}},
+        **{("get", path): {**_op("llama-server's health check", _content(r.LIVE), errors=()),
+                           "responses": {"200": {"description": "every model can serve", "content": _content(r.LIVE)},
+                                         "503": {"description": "loading or draining",
+                                                 "content": _content(r.LLAMA_ERROR),
+                                                 "headers": dict(r.RETRY_AFTER)}}}
+           for path in ("/health", "/v1/health")},
         ("get", "/metrics"): _op("Prometheus text exposition",
                                  {"text/plain": {"schema": r.TEXT}}),
         ("post", "/api/chat"): _op("Ollama chat (NDJSON unless stream is false)", ndjson_or_json(r.OLLAMA_CHAT),

@@ -20,7 +20,7 @@ def obj(required: dict, optional: dict | None = None) -> dict:
 
 
 ERROR = obj({"error": obj({"message": _STR, "type": _STR, "param": _NULLABLE_STR, "code": _NULLABLE_STR})})
-OLLAMA_ERROR = {"anyOf": [obj({"error": _STR}), ERROR]}  # Sanic-level refusals (413, 401) stay OpenAI-shaped
+OLLAMA_ERROR = {"anyOf": [obj({"error": _STR}), ERROR]}  # the OpenAI envelope: a refusal before the route
 # llama-server's own routes (slot files): an integer code equal to the status
 LLAMA_ERROR = {"anyOf": [obj({"error": obj({"code": _INT, "message": _STR, "type": _STR})}), ERROR]}
 RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "string"},

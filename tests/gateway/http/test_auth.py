@@ -211,6 +211,7 @@ def test_health_and_ollama_root_stay_public(keyed):
     with httpx.Client(base_url=keyed.base_url, timeout=10) as http:
         assert http.get("/health/live").status_code == 200
         assert http.get("/health/ready").status_code == 200
+        assert http.get("/health").status_code == 200 and http.get("/v1/health").status_code == 200
         root = http.get("/")
         assert root.status_code == 200 and root.text == "Ollama is running"
         assert http.head("/").status_code == 200

@@ -34,6 +34,8 @@ def test_sigterm_withdraws_readiness_then_refuses_after_the_delay(own_server):
             time.sleep(0.02)
         ready = client.get("/health/ready")
         assert ready.json()["status"] == "draining" and ready.headers["retry-after"]
+        llama = client.get("/health")  # llama-server's check: 503 in its error shape
+        assert llama.status_code == 503 and llama.json()["error"]["type"] == "unavailable_error"
         served = 0
         while time.monotonic() - t_term < delay_s - 0.7:  # well inside the delay: still served
             assert client.post("/v1/completions", json=BODY).status_code == 200

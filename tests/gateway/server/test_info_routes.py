@@ -34,6 +34,8 @@ def test_health(http):
     assert model["slots"] == lane["slots"] == 8 and model["ctx_per_slot"] == 512
     assert 0 <= model["slots_in_use"] == lane["slots_in_use"] <= 8 and model["queued"] == 0
     assert lane["kv_cache_bytes"] > 0  # reserved for all slots of the real engine
+    for path in ("/health", "/v1/health"):  # llama-server's check, which its clients poll
+        assert http.get(path).json() == {"status": "ok"}
 
 
 def test_metrics_are_prometheus_with_prefix(http):
