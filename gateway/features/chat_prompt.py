@@ -2,7 +2,7 @@
 chat and generate, the Responses API, Anthropic Messages): the tools put into the model's own call
 format, the chat template rendered with the reasoning switch (and the markers the lane splits
 reasoning at), the images of the messages placed where the template put them (gateway.vision), and
-the token budget checked against the context."""
+the token budget checked against the context. A final assistant turn is continued (gateway.text.prefill)."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,6 +10,7 @@ import dataclasses
 from gateway.features.reasoning import rendered_for_thinking
 from gateway.features.tools import HARMONY, HERMES, Tools, chat_for_template, tool_grammar
 from gateway.http.errors import APIError, invalid
+from gateway.text.prefill import ends_inside, prefill_of
 from gateway.vision.request import check_images_served, image_prompt
 
 
@@ -27,9 +28,19 @@ def chat_prompt(served, messages: list[dict], template_kwargs: dict, tools: Tool
     """(token ids, reasoning markers or None, the lane's PromptImages) of a conversation whose messages carry one
     IMAGE_MARKER per image of `images` (gateway.vision.parts.RequestImage, in order). With images this decodes and
     encodes them: call it off the event loop (the adapters mark such requests Parsed.plan_off_loop)."""
+    was_call = bool(messages) and bool(messages[-1].get("tool_calls"))
     messages, kwargs = chat_for_template(messages, template_kwargs, tools, served.text.tool_format)
+    if was_call and "tool_calls" not in messages[-1]:
+        # The generic mode wrote the final tool-call turn as text: still a call turn, not prefill to continue.
+        messages = [*messages[:-1], {**messages[-1], "tool_calls": []}]
     rendered, markers = rendered_for_thinking(served.text, messages, kwargs, think, param=think_param,
                                               model=served.name)
+    prefill = prefill_of(messages)
+    if prefill and markers is not None and not markers.harmony:
+        # The lane's split starts where the prompt leaves off, which the prefill may have moved.
+        head = rendered[:-len(prefill)]
+        inside = ends_inside(head.rstrip().endswith(markers.open), prefill, markers.open, markers.close)
+        markers = dataclasses.replace(markers, starts_inside=inside)
     if markers is not None and tools is not None and tools.active and served.text.tool_format is HARMONY:
         markers = dataclasses.replace(markers, calls=True)  # the lane writes harmony calls for the parser
     if images:

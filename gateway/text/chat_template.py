@@ -7,6 +7,7 @@ llama-server's `date_string` (today).
 A template's own `raise_exception("...")` (e.g. roles must alternate) becomes a 400.
 Gemma 3's GGUF has no template, so we ship one; without a template llama.cpp
 falls back to ChatML, which is wrong for Gemma — a model with neither gets no chat route.
+A final assistant turn is continued, not closed (gateway/text/prefill.py).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import datetime
 import jinja2
 
 from gateway.http.errors import invalid
+from gateway.text.prefill import split_prefill
 from gateway.text.template_bounds import end_render, start_render
 from gateway.text.template_filters import tojson
 from gateway.text.template_sandbox import BoundedSandbox
@@ -81,6 +83,11 @@ class ChatTemplate:
         self._eos = eos_token
 
     def render(self, messages: list[dict], template_kwargs: dict | None = None) -> str:
+        # A final assistant turn is prefill: rendered as the opened turn plus its text, so the model continues it.
+        messages, prefill = split_prefill(messages)
+        return self._render(messages, template_kwargs) + (prefill or "")
+
+    def _render(self, messages: list[dict], template_kwargs: dict | None) -> str:
         # Llama 3.x templates print date_string (their own default is a fixed day in 2024):
         # today's, as llama-server passes it; a request's chat_template_kwargs may set another.
         context = {"date_string": _strftime_now("%d %b %Y"), **(template_kwargs or {})}
