@@ -15,9 +15,12 @@ which the consumer must write before anything else.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 
 from lanes.api import ChoiceDone, Chunk, LaneError
+
+log = logging.getLogger("laneserve.lanes")
 
 
 class RequestStream:
@@ -31,6 +34,8 @@ class RequestStream:
         self._error: LaneError | None = None
         self._cancelled = False
         self._on_cancel = on_cancel
+        self._late_dones: list[ChoiceDone] = []  # arrived after cancel(): the work the lane did (accounting only)
+        self._end_callbacks: list = []   # when_ended()
         self.on_partial = None           # sink callback for an unsent direct tail
         self.first_direct_ns = 0         # CLOCK_MONOTONIC of the first natively sent delta
         self._next_number = 0            # NumberedFraming's count, kept when the route goes
@@ -83,10 +88,12 @@ class RequestStream:
     def cancel(self) -> None:
         """Idempotent. The lane frees the request's slots at its next step; iteration ends after
         the items already received (a consumer still writing gets every event the relay counted,
-        so numbered events stay contiguous), and nothing that arrives later is kept."""
+        so numbered events stay contiguous). Of what arrives later only the ChoiceDones are kept,
+        for accounting (`unaccounted_dones`): the lane's cancel DONEs carry the work it did."""
         if self._cancelled:
             return
         self.next_number()  # the count stops here: later deltas are framed but never written
+        # (it also keeps the relay's first send time: the route may be gone when accounting runs)
         self._cancelled = True
         self.detach_sink()
         if not self._ended:
@@ -97,11 +104,45 @@ class RequestStream:
     def finished(self) -> bool:
         return self._ended
 
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def when_ended(self, callback) -> None:
+        """callback() once no more items will arrive (the last ChoiceDone, or a failure); now if
+        that already happened."""
+        if self._ended:
+            callback()
+        else:
+            self._end_callbacks.append(callback)
+
+    def unaccounted_dones(self) -> list[ChoiceDone]:
+        """After cancel(): the ChoiceDones no consumer took — still queued, or arrived since —
+        handed out once (a consumer that stopped iterating never accounts them itself)."""
+        if not self._cancelled:
+            return []
+        dones = [item for item in self._items if type(item) is ChoiceDone] + self._late_dones
+        self._items = deque(item for item in self._items if type(item) is not ChoiceDone)
+        self._late_dones = []
+        return dones
+
     def next_number(self) -> int:
         """With a NumberedFraming (lanes.api): the number the request's next event would carry."""
         if self._route is not None and not self._cancelled:  # a count only grows; a gone route reads 0
-            self._next_number = max(self._next_number, self._route.route_stats(self.request_id)[2])
+            _, first_ns, number = self._route.route_stats(self.request_id)
+            self._next_number = max(self._next_number, number)
+            if first_ns and not self.first_direct_ns:
+                self.first_direct_ns = first_ns
         return self._next_number
+
+    def _end(self) -> None:
+        self._ended = True
+        callbacks, self._end_callbacks = self._end_callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # a consumer's bug must not break the pump that delivered this
+                log.exception("request %s: end callback failed", self.request_id)
 
     # --- pump side -----------------------------------------------------------------------
     def _wake(self) -> None:
@@ -143,17 +184,19 @@ class RequestStream:
     def push_done(self, done: ChoiceDone, last: bool) -> None:
         if not self._cancelled:
             self._items.append(done)
+        else:
+            self._late_dones.append(done)  # not iterated: for unaccounted_dones()
         if last:
-            self._ended = True
             self.next_number()  # the route goes with the request
             self._route = None
+            self._end()
         self._wake()
 
     def fail(self, error: LaneError) -> None:
         if self._ended:
             return
-        self._ended = True
         self.next_number()
         self._route = None
         self._error = error
+        self._end()
         self._wake()

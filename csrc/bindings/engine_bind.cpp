@@ -145,7 +145,14 @@ void bind_batch_engine(py::module_& m) {
            "adapters=[(id, scale)].")
       .def("unload_adapter", &BatchEngine::unload_adapter, py::arg("id"))
       .def_property_readonly("adapter_ids", &BatchEngine::adapter_ids)
-      .def("cancel", &BatchEngine::cancel)
+      .def("cancel", [](BatchEngine& e, uint64_t request_id) { return e.cancel(request_id); }, py::arg("request_id"))
+      .def("cancel_with_stats", [](BatchEngine& e, uint64_t request_id) {
+             std::vector<DroppedSeq> dropped;
+             e.cancel(request_id, &dropped);
+             py::list out;
+             for (const DroppedSeq& d : dropped) out.append(py::make_tuple(d.choice, stats_dict(d.stats)));
+             return out;
+           }, py::arg("request_id"), "Like cancel; returns [(choice, stats)] of the dropped choices' work so far.")
       .def("step", [](BatchEngine& e, bool with_embeddings) {
              const std::vector<SeqEvent>* events;
              {

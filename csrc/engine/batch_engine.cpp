@@ -658,11 +658,13 @@ std::vector<int32_t> BatchEngine::adapter_ids() const {
   return ids;
 }
 
-int BatchEngine::cancel(uint64_t request_id) {
+int BatchEngine::cancel(uint64_t request_id, std::vector<DroppedSeq>* out) {
   Impl& s = *impl_;
   int dropped = 0;
+  const int64_t now = steady_now_ns();
   for (auto it = s.waiting.begin(); it != s.waiting.end();) {
     if (it->request_id == request_id) {
+      if (out) out->push_back(DroppedSeq{it->choice, GenerationStats{}});  // never started: nothing to count
       it = s.waiting.erase(it);
       ++dropped;
     } else {
@@ -672,6 +674,7 @@ int BatchEngine::cancel(uint64_t request_id) {
   for (int i = 0; i < int(s.slots.size()); ++i) {
     Slot& slot = s.slots[size_t(i)];
     if (slot.busy && slot.request_id == request_id) {
+      if (out) out->push_back(DroppedSeq{slot.choice, slot.work_so_far(now)});
       slot.seq->end();
       s.release(i);  // its K/V up to kv_tokens stay cached for prefix reuse
       ++dropped;

@@ -96,6 +96,14 @@ struct BatchEngineOptions {
   int64_t prefix_cache_disk_bytes = int64_t(4096) << 20;
 };
 
+// A choice BatchEngine::cancel dropped: prompt tokens fed so far (cached ones included, as in a
+// finished choice's stats), tokens generated, and its prefill/decode time up to the cancel.
+// A choice still waiting for a slot: zeros.
+struct DroppedSeq {
+  uint32_t choice = 0;
+  GenerationStats stats;
+};
+
 // What a slot-file operation moved: token positions and file bytes.
 struct SlotFileResult {
   int32_t n_tokens = 0;
@@ -129,8 +137,10 @@ class BatchEngine {
   bool unload_adapter(int32_t id);
   std::vector<int32_t> adapter_ids() const;
   // Drops every choice of request_id, waiting or running (its slot is free at the next step);
-  // returns how many were dropped.
-  int cancel(uint64_t request_id);
+  // returns how many were dropped. With `dropped`, appends each dropped choice's work so far
+  // (DroppedSeq) so the lane can report what a cancelled request cost; pass a vector with
+  // capacity reserved to keep the call allocation-free.
+  int cancel(uint64_t request_id, std::vector<DroppedSeq>* dropped = nullptr);
   bool has_work() const;
   size_t num_active() const;
   size_t num_waiting() const;

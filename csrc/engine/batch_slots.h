@@ -2,6 +2,7 @@
 // files it delegates to): what a slot holds and what a waiting choice carries.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -84,6 +85,16 @@ struct Slot {
 
   int32_t prompt_size() const { return int32_t(seq->request().prompt_ids.size()); }
   bool decoding() const { return busy && !embed && prefilled == prompt_size(); }
+  // A running sequence's stats at `now_ns` (BatchEngine::cancel reports them): mid-prompt, only
+  // the positions fed count, and before its first token the prompt has been running until now.
+  GenerationStats work_so_far(int64_t now_ns) const {
+    GenerationStats st = seq->stats();
+    st.stop_index = -1;
+    st.prompt_tokens = std::min(st.prompt_tokens, prefilled);
+    st.cached_tokens = std::min(st.cached_tokens, prefilled);
+    if (st.completion_tokens == 0) st.prefill_ns = now_ns - begin_ns;
+    return st;
+  }
 };
 
 struct Waiting {

@@ -29,7 +29,8 @@ class Backend {
   // Queue one embedding input (prefill-only; its final event carries `embedding` [n_embd()]).
   virtual void add_embedding(uint64_t request_id, uint32_t choice, const std::vector<int32_t>& prompt_ids) = 0;
   virtual int32_t n_embd() const = 0;
-  virtual int cancel(uint64_t request_id) = 0;  // choices dropped
+  // Returns the choices dropped; with `dropped`, appends each one's work so far (BatchEngine::cancel).
+  virtual int cancel(uint64_t request_id, std::vector<DroppedSeq>* dropped = nullptr) = 0;
   virtual bool has_work() const = 0;
   virtual size_t num_active() const = 0;
   virtual size_t num_waiting() const = 0;

@@ -19,7 +19,7 @@ class EngineBackend final : public Backend {
     engine_.add_embedding(rid, choice, ids);
   }
   int32_t n_embd() const override { return engine_.n_embd(); }
-  int cancel(uint64_t rid) override { return engine_.cancel(rid); }
+  int cancel(uint64_t rid, std::vector<DroppedSeq>* dropped) override { return engine_.cancel(rid, dropped); }
   bool has_work() const override { return engine_.has_work(); }
   size_t num_active() const override { return engine_.num_active(); }
   size_t num_waiting() const override { return engine_.num_waiting(); }

@@ -27,6 +27,7 @@ LaneLoop::LaneLoop(const LaneOptions& opts)
       output_bell_(ring::Doorbell::from_spec(opts.output_bell_kind, opts.output_bell_fd, opts.output_bell_name)) {
   pending_.reserve(64 * 1024);
   in_flight_.reserve(1024);
+  dropped_.reserve(256);
 }
 
 static_assert(wire::kMaxRequestAdapters == uint32_t(kMaxLoraPerSeq), "one limit of adapters per request");
@@ -214,11 +215,27 @@ void LaneLoop::emit_adapter(uint32_t id, wire::AdapterStatus status, uint64_t by
 void LaneLoop::cancel_request(uint64_t request_id) {
   auto it = in_flight_.find(request_id);
   if (it == in_flight_.end()) return;  // already over: its DONE/ERROR is on the way
-  backend_->cancel(request_id);
+  dropped_.clear();
+  backend_->cancel(request_id, &dropped_);
   in_flight_.erase(it);
-  const wire::DoneRecord done{request_id, 0, uint32_t(wire::FinishCode::Cancelled), 0, 0, 0, wire::kDoneLastChoice,
-                              0, 0};
-  emit_done(done);
+  // One DONE per dropped choice with the work it did (the gateway records and meters what a
+  // cancelled or disconnected request cost); the last one ends the request.
+  if (dropped_.empty()) dropped_.push_back(DroppedSeq{});  // not expected: still end the request
+  for (size_t i = 0; i < dropped_.size(); ++i) {
+    const DroppedSeq& d = dropped_[i];
+    const wire::DoneRecord done{request_id,
+                                d.choice,
+                                uint32_t(wire::FinishCode::Cancelled),
+                                uint32_t(d.stats.prompt_tokens),
+                                uint32_t(d.stats.completion_tokens),
+                                uint32_t(d.stats.cached_tokens),
+                                i + 1 == dropped_.size() ? wire::kDoneLastChoice : 0u,
+                                uint64_t(d.stats.prefill_ns),
+                                uint64_t(d.stats.decode_ns),
+                                0u,
+                                0u};
+    emit_done(done);
+  }
 }
 
 // Phases 2 and 3: one step over every running sequence, then its deltas and DONEs.

@@ -101,6 +101,7 @@ class LaneLoop {
   std::unordered_map<uint64_t, RequestState> in_flight_;  // requests with a choice not yet ended
   wire::DecodedRequest req_;   // decode buffer, reused
   GenerationRequest gen_;      // per-choice copy, reused
+  std::vector<DroppedSeq> dropped_;  // cancel_request's buffer, reserved: a cancel allocates nothing
 
   // Pending output: records [u32 payload_bytes][u32 type][payload], unpadded, oldest first.
   std::vector<uint8_t> pending_;

@@ -75,10 +75,11 @@ class SyntheticBackend final : public Backend {
     waiting_.push_back(w);
   }
   int32_t n_embd() const override { return kSyntheticEmbd; }
-  int cancel(uint64_t rid) override {
+  int cancel(uint64_t rid, std::vector<DroppedSeq>* dropped) override {
     int n = 0;
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       if (it->rid == rid) {
+        if (dropped) dropped->push_back(DroppedSeq{it->choice, GenerationStats{}});
         it = waiting_.erase(it);
         ++n;
       } else {
@@ -87,6 +88,7 @@ class SyntheticBackend final : public Backend {
     }
     for (Seq& s : seqs_)
       if (s.busy && s.rid == rid) {
+        if (dropped) dropped->push_back(DroppedSeq{s.choice, s.stats});  // admitted sequences hold ≥ 1 token
         s.busy = false;
         ++n;
       }

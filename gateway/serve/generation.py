@@ -88,6 +88,9 @@ class Generation:
         self._abort: asyncio.Future | None = None  # completes on abort(): a queued wait ends at once
         self._position = 0  # index of the submission being admitted or relayed
         self._over = False  # every segment was relayed
+        # (global index of its choice 0, stream) of each stream cancelled on its lane: the lane's
+        # cancel DONEs say what it did (gateway.server.tracking accounts them)
+        self.cancelled_streams: list[tuple[int, object]] = []
 
     @property
     def num_choices(self) -> int:
@@ -148,10 +151,15 @@ class Generation:
         if self._abort is not None and not self._abort.done():
             self._abort.set_result(None)
         if stream is not None and not stream.finished:
-            stream.cancel()  # a finished stream of an earlier prompt is relayed to its end first
+            self._cancel_stream(stream)  # a finished stream of an earlier prompt is relayed to its end first
         return True
 
     def cancel(self) -> None:
         if self._stream is not None:
-            self._stream.cancel()
+            self._cancel_stream(self._stream)
             self._stream = None
+
+    def _cancel_stream(self, stream) -> None:
+        if not getattr(stream, "cancelled", True):  # test doubles without it: nothing to account
+            self.cancelled_streams.append((self._submissions[self._position].first_choice, stream))
+        stream.cancel()

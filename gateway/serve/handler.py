@@ -154,6 +154,7 @@ class _Run:
             headers["Cache-Control"] = "no-cache"
         # 5. cancellable from here on, queued or running
         self.generation = Generation(state.pool, state.admission, parsed.model, job.submissions)
+        tracker.watch(self.generation, job.output.n_per_prompt)  # a cancel's lane work is recorded too
         state.control.register(self.request_id, parsed.model, self.generation.abort)
         self.registered = True
         # 6. admission

@@ -148,3 +148,24 @@ def test_long_prompt_is_chunked_and_decoders_get_a_token_every_step(engine, tok)
             prefill_steps += 1
             assert {1, 2} <= events  # the running streams advance on every prefill chunk
     assert prefill_steps >= 4
+
+
+def test_cancel_reports_each_dropped_choices_work(engine, tok):
+    """What a lane's cancel DONE carries: prompt positions fed so far (mid-prompt: fewer than the
+    prompt), tokens generated, and prefill/decode time up to the cancel."""
+    words = " ".join(f"w{k * 7919 % 100003}" for k in range(60))  # unlike any cached prompt
+    long_ids = ids_of(tok, CHAT.format("Summarise: " + words))
+    assert 2 * 128 < len(long_ids) < 1024  # several prefill steps at max_batch_tokens=128
+    short_ids = ids_of(tok, CHAT.format("Count to fifty, one number per line."))
+    engine.add(31, 0, short_ids, 500, temperature=0.0, ignore_eos=True)
+    generated = 0
+    for _ in range(6):
+        generated += sum(1 for ev in engine.step() if ev[0] == 31 and ev[2])
+    engine.add(32, 0, long_ids, 50, temperature=0.0)
+    engine.step()  # a first prompt chunk fed (a step feeds at most 128 tokens)
+    ((choice, ran),) = engine.cancel_with_stats(31)
+    assert choice == 0 and ran["prompt_tokens"] == len(short_ids) and ran["completion_tokens"] >= generated > 0
+    assert ran["prefill_ns"] > 0 and ran["decode_ns"] > 0
+    ((_, fed),) = engine.cancel_with_stats(32)
+    assert 0 < fed["prompt_tokens"] < len(long_ids) and fed["completion_tokens"] == 0 and fed["prefill_ns"] > 0
+    assert engine.cancel_with_stats(33) == [] and not engine.has_work()
