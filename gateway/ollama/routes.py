@@ -101,7 +101,7 @@ class _Generate(Adapter):
 
     def plan(self, state, p: Parsed) -> Job:
         chat, parsed, served = self.chat, p.fields, state.models[p.model]
-        frames = OllamaFrames(served.name, chat)
+        frames = OllamaFrames(parsed.model, chat)  # the name as requested ("smollm2:latest"), as Ollama echoes it
         if (chat and not parsed.messages) or (not chat and not parsed.prompt and not parsed.context):
             return Job([], _LoadAnswer(served, parsed, frames, chat),
                        before_answer=lambda: load_or_unload(state, served.name, parsed.keep_alive_s == 0))

@@ -77,7 +77,7 @@ def test_adapter_is_a_model_on_every_protocol(lora_server, http):
     assert messages["content"][0]["text"] == pirate
     ollama = http.post("/api/chat", json={"model": "pirate:latest", "messages": USER, "stream": False,
                                           "options": {"temperature": 0, "num_predict": 16, "repeat_penalty": 1.0}}).json()
-    assert ollama["message"]["content"] == pirate
+    assert ollama["message"]["content"] == pirate and ollama["model"] == "pirate:latest"  # echoed as Ollama does
 
 
 def test_llama_server_scales_and_per_request_lora(http):

@@ -114,6 +114,13 @@ def test_errors_the_server_raises_under_api_have_ollamas_shape(client, http):
     assert type(http.post("/v1/nope", json={}).json()["error"]) is dict  # elsewhere: OpenAI's envelope
 
 
+def test_the_model_name_is_echoed_as_requested(http):
+    """Ollama answers with the name the request used, tag and all."""
+    for name in ("smollm2", "smollm2:latest"):
+        body = {"model": name, "prompt": "Hi", "stream": False, "options": {"num_predict": 2}}
+        assert http.post("/api/generate", json=body).json()["model"] == name
+
+
 def test_tags_show_ps_version(client, http):
     listed = client.list()
     names = [m.model for m in listed.models]
