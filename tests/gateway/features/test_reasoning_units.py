@@ -7,7 +7,6 @@ import orjson
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from gateway.text.chat_template import ChatTemplate
 from gateway.http.errors import APIError
 from gateway.openai.frames import ChoiceResult, StreamFrames, non_stream_body
 from gateway.openai.requests import parse_chat
@@ -17,27 +16,13 @@ from gateway.ollama.requests import parse_chat as ollama_chat, parse_generate
 from gateway.responses.requests import parse_responses
 from lanes.api import ReasoningMarkers
 
+from ..text.fake_text import FakeText
+
 QWEN3 = (Path(__file__).resolve().parents[2] / "data" / "templates" / "qwen3-0.6b.jinja").read_text()
 # DeepSeek-R1 style: the generation prompt opens the block itself.
 OPENING = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
            "{% if add_generation_prompt %}<|assistant|><think>\n{% endif %}{# </think> #}")
 SMOL = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-
-
-class FakeText:
-    """The parts of gateway.text.model_text.ModelText that reasoning.py uses."""
-
-    def __init__(self, source: str) -> None:
-        self.template = ChatTemplate(source)
-        self.thinking_markers = thinking_markers(source)
-        self.rendered = None
-
-    def render_chat(self, messages, kwargs):
-        self.rendered = self.template.render(messages, kwargs)
-        return self.rendered
-
-    def encode_rendered(self, rendered):
-        return [ord(c) for c in rendered]
 
 
 def test_markers_come_from_the_template():

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from gateway.features.chat_prompt import chat_prompt
-from gateway.features.reasoning import thinking_markers
 from gateway.text.chat_template import GEMMA3_TEMPLATE, ChatTemplate
 from gateway.text.prefill import ends_inside, split_prefill
 
+from .fake_text import FakeText
 from .test_chat_template import SMOLLM2
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "templates"
@@ -77,23 +77,6 @@ def test_ends_inside(generation_prompt_inside, prefill, inside):
     assert ends_inside(generation_prompt_inside, prefill, "<think>", "</think>") is inside
 
 
-class _Text:
-    """Just what chat_prompt asks of a ModelText; token ids are the rendered text's code points."""
-
-    def __init__(self, source: str) -> None:
-        self.template = ChatTemplate(source)
-        self.thinking_markers = thinking_markers(source)
-        self.tool_format = None
-        self.rendered = None
-
-    def render_chat(self, messages, kwargs):
-        self.rendered = self.template.render(messages, kwargs)
-        return self.rendered
-
-    def encode_rendered(self, rendered):
-        return [ord(c) for c in rendered]
-
-
 # DeepSeek-R1-like: the generation prompt opens the reasoning block (history drops reasoning up to </think>).
 R1 = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content.split('</think>')[-1] }}<|end|>{% endfor %}"
       "{% if add_generation_prompt %}<|assistant|><think>\n{% endif %}")
@@ -107,7 +90,7 @@ QWEN = R1.replace("<think>\n{% endif %}",
     (QWEN, "", False), (QWEN, "The answer", False), (QWEN, "<think>Hmm,", True),
 ])
 def test_chat_prompt_starts_the_split_where_the_prefill_leaves_off(source, prefill, inside):
-    text = _Text(source)
+    text = FakeText(source)
     served = SimpleNamespace(text=text, name="m")
     ids, markers, _ = chat_prompt(served, [USER, {"role": "assistant", "content": prefill}], {}, None, None, "think")
     assert text.rendered.endswith("<think>\n" + prefill if source is R1 else prefill)
@@ -116,7 +99,7 @@ def test_chat_prompt_starts_the_split_where_the_prefill_leaves_off(source, prefi
 
 def test_chat_prompt_does_not_continue_a_generic_mode_call_turn():
     # SmolLM2's template has no tool support: the generic mode writes the call as text; it stays a closed turn.
-    text = _Text(SMOLLM2)
+    text = FakeText(SMOLLM2)
     call = {"role": "assistant", "content": "", "tool_calls": [
         {"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]}
     chat_prompt(SimpleNamespace(text=text, name="m"), [USER, call], {}, None, None, "think")
