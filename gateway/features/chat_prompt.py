@@ -28,11 +28,7 @@ def chat_prompt(served, messages: list[dict], template_kwargs: dict, tools: Tool
     """(token ids, reasoning markers or None, the lane's PromptImages) of a conversation whose messages carry one
     IMAGE_MARKER per image of `images` (gateway.vision.parts.RequestImage, in order). With images this decodes and
     encodes them: call it off the event loop (the adapters mark such requests Parsed.plan_off_loop)."""
-    was_call = bool(messages) and bool(messages[-1].get("tool_calls"))
     messages, kwargs = chat_for_template(messages, template_kwargs, tools, served.text.tool_format)
-    if was_call and "tool_calls" not in messages[-1]:
-        # The generic mode wrote the final tool-call turn as text: still a call turn, not prefill to continue.
-        messages = [*messages[:-1], {**messages[-1], "tool_calls": []}]
     rendered, markers = rendered_for_thinking(served.text, messages, kwargs, think, param=think_param,
                                               model=served.name)
     prefill = prefill_of(messages)

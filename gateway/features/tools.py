@@ -273,6 +273,10 @@ def generic_messages(messages: list[dict], tools: Tools | None) -> list[dict]:
             out[-1] = {"role": role, "content": out[-1]["content"] + "\n" + content}
         else:
             out.append({"role": role, "content": content})
+    if out and messages[-1]["role"] == "assistant" and messages[-1].get("tool_calls"):
+        # Written as text, a final call turn is still a call turn: closed, never continued as prefill
+        # (gateway.text.prefill); an empty list renders as no calls.
+        out[-1] = {**out[-1], "tool_calls": []}
     if tools is not None and tools.active:
         prompt = system_prompt(tools)
         if out and out[0]["role"] == "system":

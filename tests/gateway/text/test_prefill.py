@@ -46,7 +46,7 @@ def test_empty_final_assistant_turn_is_the_generation_prompt():
 
 @pytest.mark.parametrize("last", [
     {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {}}}]},
-    {"role": "assistant", "content": "x", "tool_calls": []},  # a generic-mode call turn (chat_prompt marks it)
+    {"role": "assistant", "content": "x", "tool_calls": []},  # a generic-mode call turn (generic_messages marks it)
     {"role": "assistant", "content": None},
     {"role": "user", "content": "again"},
 ])
