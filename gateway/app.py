@@ -92,9 +92,9 @@ def _build(config: GatewayConfig, backend) -> Sanic:
 
     key_check = auth.key_check(config)  # None: no API key configured, every route open
 
-    def route(handler, path: str, method: str, stream: bool = False) -> None:
+    def route(handler, path: str, method: str, stream: bool = False, name: str | None = None) -> None:
         wrapped = auth.protect(errors_http.with_request_id(handler), path, key_check)
-        app.add_route(wrapped, path, methods=[method], name=handler.__name__, stream=stream)
+        app.add_route(wrapped, path, methods=[method], name=name or handler.__name__, stream=stream)
 
     route(openai_routes.completions, "/v1/completions", "POST")
     route(openai_routes.chat_completions, "/v1/chat/completions", "POST")
@@ -117,7 +117,7 @@ def _build(config: GatewayConfig, backend) -> Sanic:
     route(info_routes.health_live, "/health/live", "GET")
     route(info_routes.health_ready, "/health/ready", "GET")
     route(info_routes.health_llama_server, "/health", "GET")  # llama-server's
-    route(info_routes.v1_health, "/v1/health", "GET")
+    route(info_routes.health_llama_server, "/v1/health", "GET", name="v1_health")
     route(info_routes.metrics, "/metrics", "GET")
     route(info_routes.openapi_document, "/openapi.json", "GET")
     route(tokenize_routes.tokenize, "/tokenize", "POST")

@@ -6,6 +6,7 @@ import functools
 
 from sanic.response import HTTPResponse
 
+from gateway.http.auth import OLLAMA_PREFIX
 from gateway.http.errors import APIError
 from gateway.http.request_ids import HEADER as REQUEST_ID_HEADER
 from gateway.ollama.frames import error_body
@@ -24,7 +25,7 @@ def message(exc: APIError) -> str:
 def is_ollama_path(path: str) -> bool:
     """Ollama's routes live under /api: an error there (an unknown route, a wrong method, a body over
     the limit) is answered in its shape, which the ollama client reads."""
-    return path == "/api" or path.startswith("/api/")
+    return path == OLLAMA_PREFIX.rstrip("/") or path.startswith(OLLAMA_PREFIX)
 
 
 def error_response(request_id: str, exc: APIError) -> HTTPResponse:

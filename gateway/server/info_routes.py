@@ -144,10 +144,6 @@ async def health_llama_server(request):
                  {"Retry-After": str(state.config.retry_after_s)})
 
 
-async def v1_health(request):
-    return await health_llama_server(request)
-
-
 async def openapi_document(request):
     config = request.app.ctx.state.config
     key = config.api_key is not None or config.api_key_file is not None
