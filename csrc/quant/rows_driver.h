@@ -18,8 +18,8 @@ namespace {
 // it computes. Measured here (2-thread GEMV, 1 GiB of interleaved 2048 x 8192 matrices): T0 alone at
 // 10 KiB read Q4_K / Q6_K at 28 / 28 GB/s; both hops, alternating line by line, 34 / 31 GB/s, about
 // the machine's pure read bandwidth (an AVX-512 load loop: 34-36 GB/s); both hops as two separate
-// runs of prefetches, 29-31 / 28. Decode of a 1B Llama shape went from 37 to 44.5 tok/s. In prefill
-// the T0 hop also puts the o-block in L1 and L2, where every activation tile re-reads it.
+// runs of prefetches, 29-31 / 28. In prefill the T0 hop also puts the o-block in L1 and L2, where
+// every activation tile re-reads it.
 constexpr size_t kPrefetchBytes = 10240;
 constexpr size_t kNearPrefetchBytes = 4096;
 // Weight bytes per o-block in prefill: re-read from L2 for every 4-row activation tile.
