@@ -21,7 +21,7 @@ def split_prefill(messages: list[dict]) -> tuple[list[dict], str | None]:
     if not messages:
         return messages, None
     last = messages[-1]
-    # "tool_calls" present at all (even empty): a tool-call turn (gateway.features.chat_prompt marks the
+    # "tool_calls" present at all (even empty): a tool-call turn (gateway.features.tools.generic_messages marks the
     # generic mode's rewritten ones so), never continued as text.
     if last.get("role") != "assistant" or "tool_calls" in last or type(last.get("content")) is not str:
         return messages, None
